@@ -1,0 +1,190 @@
+"""`RunStore`: the durable record of a run, one SQLite database in WAL mode per run directory.
+
+Thread-safe (one connection per thread) and safe to open from several processes at once (WAL +
+busy timeout). Every write is its own committed transaction; with `synchronous="full"` (default) a
+committed call survives a crash of the process and of the machine. The proxy commits each call
+before the last byte of its response goes out.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Iterable
+
+from harnessrl.store import schema
+from harnessrl.store.codec import from_json, to_json
+from harnessrl.store.records import CallRecord, RolloutRecord
+
+
+class StoreError(RuntimeError):
+    """The run store cannot be opened or written (bad path, corrupt file, disk full)."""
+
+
+class RunStore:
+    """Calls, rollouts, steps and meta of one run directory (`run_dir/harnessrl.sqlite`)."""
+
+    def __init__(self, run_dir: str | Path, synchronous: str = "full", busy_timeout_s: float = 30.0):
+        if synchronous.lower() not in ("off", "normal", "full", "extra"):
+            raise ValueError(f"synchronous must be off|normal|full|extra, got {synchronous!r}")
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / schema.DB_NAME
+        self._synchronous = synchronous.upper()
+        self._busy_timeout_ms = int(busy_timeout_s * 1000)
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot create run directory {self.run_dir}: {e}") from e
+        conn = self._conn()
+        with conn:
+            conn.executescript(schema.SCHEMA)
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (to_json(schema.SCHEMA_VERSION),),
+            )
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        if self._closed:
+            raise StoreError(f"store {self.path} is closed")
+        try:
+            conn = sqlite3.connect(self.path, timeout=self._busy_timeout_ms / 1000, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open run store {self.path}: {e}") from e
+        self._local.conn = conn
+        with self._lock:
+            self._conns.append(conn)
+        return conn
+
+    def journal_mode(self) -> str:
+        return self._conn().execute("PRAGMA journal_mode").fetchone()[0]
+
+    def close(self) -> None:
+        """Close every thread's connection (checkpointing the WAL). Safe to call twice."""
+        with self._lock:
+            self._closed = True
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+        self._local = threading.local()
+
+    def __enter__(self) -> "RunStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def insert_call(self, call: CallRecord) -> None:
+        """Commit one call (durable when this returns)."""
+        self.insert_calls([call])
+
+    def insert_calls(self, calls: Iterable[CallRecord]) -> None:
+        """Commit several calls in one transaction (group commit: one fsync for all)."""
+        rows = [schema.call_to_row(c) for c in calls]
+        if not rows:
+            return
+        conn = self._conn()
+        with conn:
+            conn.executemany(schema.INSERT_CALL, rows)
+
+    def list_calls(self, rollout_ids: Iterable[str] | None = None, include_raw: bool = False) -> list[CallRecord]:
+        """Calls ordered by rollout id, then seq. `include_raw` also loads request/response bodies."""
+        cols = schema.CALL_COLUMNS if include_raw else [c for c in schema.CALL_COLUMNS if c not in ("request", "response")]
+        sql = f"SELECT {', '.join(cols)} FROM calls"
+        args: list[Any] = []
+        if rollout_ids is not None:
+            ids = list(rollout_ids)
+            if not ids:
+                return []
+            sql += f" WHERE rollout_id IN ({', '.join('?' * len(ids))})"
+            args = ids
+        sql += " ORDER BY rollout_id, seq, rowid"
+        rows = self._conn().execute(sql, args).fetchall()
+        return [schema.row_to_call(r, include_raw) for r in rows]
+
+    def get_call(self, call_id: str, include_raw: bool = True) -> CallRecord | None:
+        row = self._conn().execute("SELECT * FROM calls WHERE call_id = ?", (call_id,)).fetchone()
+        return None if row is None else schema.row_to_call(row, include_raw)
+
+    def count_calls(self, rollout_id: str | None = None) -> int:
+        if rollout_id is None:
+            return self._conn().execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+        return self._conn().execute("SELECT COUNT(*) FROM calls WHERE rollout_id = ?", (rollout_id,)).fetchone()[0]
+
+    def next_seq(self, rollout_id: str) -> int:
+        """1 + the highest seq stored for this rollout (0 when it has none)."""
+        row = self._conn().execute("SELECT MAX(seq) FROM calls WHERE rollout_id = ?", (rollout_id,)).fetchone()
+        return 0 if row[0] is None else row[0] + 1
+
+    # -- rollouts ------------------------------------------------------------------------------
+
+    def put_rollout(self, rollout: RolloutRecord) -> None:
+        """Insert or replace the record of one rollout."""
+        conn = self._conn()
+        with conn:
+            conn.execute(schema.UPSERT_ROLLOUT, schema.rollout_to_row(rollout))
+
+    def list_rollouts(self, step: int | None = None, group_id: str | None = None) -> list[RolloutRecord]:
+        sql, where, args = "SELECT * FROM rollouts", [], []
+        if step is not None:
+            where.append("step = ?")
+            args.append(step)
+        if group_id is not None:
+            where.append("group_id = ?")
+            args.append(group_id)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY step, group_id, sample_idx, rollout_id"
+        return [schema.row_to_rollout(r) for r in self._conn().execute(sql, args).fetchall()]
+
+    def get_rollout(self, rollout_id: str) -> RolloutRecord | None:
+        row = self._conn().execute("SELECT * FROM rollouts WHERE rollout_id = ?", (rollout_id,)).fetchone()
+        return None if row is None else schema.row_to_rollout(row)
+
+    # -- steps and meta ------------------------------------------------------------------------
+
+    def put_step(self, step: int, metrics: dict[str, Any]) -> None:
+        """Insert or replace the metrics of one training step."""
+        conn = self._conn()
+        with conn:
+            conn.execute("INSERT OR REPLACE INTO steps (step, metrics) VALUES (?, ?)", (int(step), to_json(metrics)))
+
+    def list_steps(self) -> list[tuple[int, dict[str, Any]]]:
+        rows = self._conn().execute("SELECT step, metrics FROM steps ORDER BY step").fetchall()
+        return [(r["step"], from_json(r["metrics"])) for r in rows]
+
+    def set_meta(self, key: str, value: Any) -> None:
+        conn = self._conn()
+        with conn:
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, to_json(value)))
+
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        row = self._conn().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return default if row is None else from_json(row["value"])
+
+    # -- export --------------------------------------------------------------------------------
+
+    def export_calls(self, path: str | Path, rollout_ids: Iterable[str] | None = None) -> int:
+        """Write calls (with raw bodies) to `.parquet` or `.jsonl`; returns the number written."""
+        from harnessrl.store.export import export_calls
+
+        return export_calls(self.list_calls(rollout_ids, include_raw=True), Path(path))
+

@@ -1,0 +1,189 @@
+"""RunStore: WAL mode, round trips, concurrency (threads and processes), export."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sqlite3
+import threading
+
+import pytest
+
+from harnessrl.store import PROMPT, CallRecord, RolloutRecord, RunStore
+from harnessrl.store.export import ExportError
+
+
+def make_call(i: int, rollout: str = "r0", seq: int | None = None) -> CallRecord:
+    return CallRecord(
+        call_id=f"call-{rollout}-{i}",
+        rollout_id=rollout,
+        seq=i if seq is None else seq,
+        protocol="anthropic.messages",
+        prompt_ids=[1, 2, 3, 70000 + i],
+        sampled_ids=[5, 6, i],
+        logprobs=[-0.5, -1.25, -0.125],
+        prompt_provenance=[PROMPT, PROMPT, 3, PROMPT],
+        policy_version=3,
+        temperature=0.7,
+        top_p=0.9,
+        finish_reason="stop",
+        t_start=100.0 + i,
+        t_end=101.0 + i,
+        request={"messages": [{"role": "user", "content": f"hi {i}"}], "ü": "ß"},
+        response={"content": [{"type": "text", "text": "ok"}]},
+        meta={"rollout_key": "k", "endpoint": "/v1/messages", "sampling": {"max_tokens": 16}},
+    )
+
+
+def test_wal_mode_and_file(tmp_path):
+    store = RunStore(tmp_path / "run")
+    assert store.journal_mode() == "wal"
+    assert (tmp_path / "run" / "harnessrl.sqlite").exists()
+    assert store.get_meta("schema_version") == 1
+    store.close()
+
+
+def test_call_round_trip(tmp_path):
+    store = RunStore(tmp_path)
+    call = make_call(7)
+    store.insert_call(call)
+    (back,) = store.list_calls(include_raw=True)
+    assert back == call
+    (light,) = store.list_calls()
+    assert light.request is None and light.response is None
+    assert light.prompt_ids == call.prompt_ids and light.prompt_provenance == call.prompt_provenance
+    # ids are stored as int32 blobs, 4 bytes a token
+    conn = sqlite3.connect(store.path)
+    blob, n = conn.execute("SELECT prompt_ids, n_prompt FROM calls").fetchone()
+    assert len(blob) == 4 * len(call.prompt_ids) and n == 4
+    assert conn.execute("SELECT rollout_key, endpoint FROM calls").fetchone() == ("k", "/v1/messages")
+    store.close()
+
+
+def test_error_call_round_trip(tmp_path):
+    store = RunStore(tmp_path)
+    err = CallRecord(
+        call_id="e1", rollout_id="adhoc", seq=0, protocol="openai.chat", prompt_ids=[], sampled_ids=[],
+        logprobs=[], prompt_provenance=[], policy_version=0, temperature=1.0, top_p=1.0,
+        finish_reason="stop", status="error", meta={"error": "prompt too long"},
+    )
+    store.insert_call(err)
+    (back,) = store.list_calls()
+    assert back.status == "error" and back.meta["error"] == "prompt too long"
+    row = sqlite3.connect(store.path).execute("SELECT error FROM calls").fetchone()
+    assert row == ("prompt too long",)
+
+
+def test_list_calls_filter_and_order(tmp_path):
+    store = RunStore(tmp_path)
+    store.insert_calls([make_call(2, "b"), make_call(0, "b"), make_call(1, "a"), make_call(1, "b")])
+    assert [(c.rollout_id, c.seq) for c in store.list_calls()] == [("a", 1), ("b", 0), ("b", 1), ("b", 2)]
+    assert [c.seq for c in store.list_calls(["b"])] == [0, 1, 2]
+    assert store.list_calls([]) == []
+    assert store.count_calls() == 4 and store.count_calls("a") == 1
+    assert store.next_seq("b") == 3 and store.next_seq("zzz") == 0
+    assert store.get_call("call-a-1").request is not None
+    assert store.get_call("nope") is None
+
+
+def test_rollouts_upsert_and_filters(tmp_path):
+    store = RunStore(tmp_path)
+    r = RolloutRecord("r1", "t1", "builtin", "g1", "ok", 1.0, checks={"file": 1.0}, step=2, durations={"total_s": 3.5})
+    store.put_rollout(r)
+    store.put_rollout(RolloutRecord("r2", "t1", "builtin", "g1", "timeout", None, step=2, sample_idx=1))
+    store.put_rollout(RolloutRecord("r3", "t2", "codex", "g2", "ok", 0.0, step=3))
+    assert store.list_rollouts(step=2) == [r, store.get_rollout("r2")]
+    assert [x.rollout_id for x in store.list_rollouts(group_id="g2")] == ["r3"]
+    updated = RolloutRecord("r1", "t1", "builtin", "g1", "ok", 0.5, step=2, call_count=4)
+    store.put_rollout(updated)
+    assert store.get_rollout("r1") == updated
+    assert len(store.list_rollouts()) == 3
+
+
+def test_steps_and_meta(tmp_path):
+    store = RunStore(tmp_path)
+    store.put_step(1, {"loss": 0.5})
+    store.put_step(0, {"loss": 1.0})
+    store.put_step(1, {"loss": 0.25, "reward": 0.1})
+    assert store.list_steps() == [(0, {"loss": 1.0}), (1, {"loss": 0.25, "reward": 0.1})]
+    store.set_meta("model", {"path": "/m"})
+    assert store.get_meta("model") == {"path": "/m"} and store.get_meta("x", 5) == 5
+
+
+def test_threads_write_concurrently(tmp_path):
+    store = RunStore(tmp_path)
+
+    def work(t: int) -> None:
+        for i in range(25):
+            store.insert_call(make_call(i, rollout=f"t{t}"))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert store.count_calls() == 200
+    assert [c.seq for c in store.list_calls(["t3"])] == list(range(25))
+    store.close()
+
+
+def _proc_writer(run_dir: str, rollout: str) -> None:
+    store = RunStore(run_dir)
+    for i in range(20):
+        store.insert_call(make_call(i, rollout=rollout))
+    store.close()
+
+
+def test_processes_write_concurrently(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_proc_writer, args=(str(tmp_path), f"p{i}")) for i in range(3)]
+    for p in procs:
+        p.start()
+    reader = RunStore(tmp_path)
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert reader.count_calls() == 60
+    assert {c.rollout_id for c in reader.list_calls()} == {"p0", "p1", "p2"}
+
+
+def test_duplicate_call_id_rejected(tmp_path):
+    store = RunStore(tmp_path)
+    store.insert_call(make_call(1))
+    with pytest.raises(sqlite3.IntegrityError):
+        store.insert_call(make_call(1))
+    assert store.count_calls() == 1
+
+
+def test_export_jsonl_and_parquet(tmp_path):
+    import pyarrow.parquet as pq
+
+    store = RunStore(tmp_path / "run")
+    store.insert_calls([make_call(i) for i in range(3)])
+    n = store.export_calls(tmp_path / "out" / "calls.jsonl")
+    lines = (tmp_path / "out" / "calls.jsonl").read_text().splitlines()
+    assert n == 3 and len(lines) == 3
+    first = json.loads(lines[0])
+    assert first["prompt_ids"] == [1, 2, 3, 70000] and first["request"]["ü"] == "ß"
+    assert store.export_calls(tmp_path / "calls.parquet") == 3
+    table = pq.read_table(tmp_path / "calls.parquet")
+    assert table.num_rows == 3
+    assert table.column("sampled_ids").to_pylist()[2] == [5, 6, 2]
+    assert table.column("prompt_provenance").to_pylist()[0] == [PROMPT, PROMPT, 3, PROMPT]
+    with pytest.raises(ExportError):
+        store.export_calls(tmp_path / "calls.csv")
+
+
+def test_closed_store_refuses(tmp_path):
+    from harnessrl.store import StoreError
+
+    store = RunStore(tmp_path)
+    store.close()
+    with pytest.raises(StoreError):
+        store.count_calls()
+    store.close()
+
+
+def test_bad_synchronous_value(tmp_path):
+    with pytest.raises(ValueError):
+        RunStore(tmp_path, synchronous="sometimes")
