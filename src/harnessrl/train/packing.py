@@ -1,0 +1,244 @@
+"""Tree packing: one forward pass over a prefix tree, each token attending only to its ancestors.
+
+A *forest* is every token of one or more prefix trees flattened in DFS pre-order, each token
+naming its parent token (-1 at a root). In that order a token's subtree is the contiguous range
+[i, tout[i]), so "k is an ancestor-or-self of q" is `k <= q < tout[k]` (ALGORITHMS.md). Position
+ids are the depth of a token on its own root-to-leaf path, so siblings repeat positions and RoPE
+sees exactly what it sees when each path is run alone. Every shared token is computed once.
+
+Long forests are split into chunks under a token budget. A chunk is a contiguous DFS range
+[a, b) plus the ancestor path of its first token: any contiguous DFS range is closed under
+ancestors except for that path, so the chunk is self-contained. The path is *recomputed* (not
+KV-reused): its tokens are context in that chunk (no loss) and gradients still flow through them,
+so summing chunk gradients gives exactly the gradient of the whole forest. Cuts are placed at
+node starts (branch points) when one fits, so the recomputed path is as short as possible.
+
+Backends: SDPA with a dense boolean [1, 1, L, L] mask (CPU and GPU; memory O(L^2), hence the
+budget) or flex_attention with a block-sparse mask on CUDA (flex has no backward on CPU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+class ForestOrderError(ValueError):
+    """The parent array is not a DFS pre-order (a parent after its child, or a subtree split)."""
+
+
+@dataclass(frozen=True)
+class Forest:
+    """Token ids in DFS pre-order with the index of each token's parent (-1 for a root)."""
+
+    ids: np.ndarray  # int64 [N]
+    parent: np.ndarray  # int64 [N]
+
+    def __post_init__(self) -> None:
+        if self.ids.shape != self.parent.shape or self.ids.ndim != 1:
+            raise ValueError(f"ids {self.ids.shape} and parent {self.parent.shape} must be equal 1-D shapes")
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+
+def dfs_layout(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Depth (position id) and subtree end `tout` of every token; checks the DFS pre-order."""
+    n = len(parent)
+    depth = np.zeros(n, dtype=np.int64)
+    tout = np.zeros(n, dtype=np.int64)
+    stack: list[int] = []
+    for j in range(n):
+        p = int(parent[j])
+        while stack and stack[-1] != p:
+            tout[stack.pop()] = j
+        if p >= 0 and not stack:
+            raise ForestOrderError(f"token {j}: parent {p} is not on the current DFS path")
+        depth[j] = depth[p] + 1 if p >= 0 else 0
+        stack.append(j)
+    for k in stack:
+        tout[k] = n
+    return depth, tout
+
+
+def ancestor_path(parent: np.ndarray, i: int) -> list[int]:
+    """Indices of the strict ancestors of token i, root first."""
+    path = []
+    p = int(parent[i])
+    while p >= 0:
+        path.append(p)
+        p = int(parent[p])
+    return path[::-1]
+
+
+def split_forest(parent: np.ndarray, budget: int) -> list[tuple[np.ndarray, int]]:
+    """Chunks of at most ~budget tokens: (global token indices, number of recomputed prefix tokens).
+
+    Each chunk owns a contiguous DFS range and carries the ancestor path of its first token in
+    front. A single path longer than the budget cannot be split exactly by recomputation; such a
+    chunk holds its whole ancestor path plus at least one owned token (over budget, never wrong).
+    """
+    n = len(parent)
+    if n <= budget:
+        return [(np.arange(n, dtype=np.int64), 0)]
+    cut_ok = np.ones(n, dtype=bool)  # node starts: a token whose parent is not its predecessor
+    cut_ok[1:] = parent[1:] != np.arange(n - 1)
+    chunks, a = [], 0
+    while a < n:
+        anc = ancestor_path(parent, a)
+        b = min(a + max(budget - len(anc), 1), n)
+        if b < n:
+            cands = np.flatnonzero(cut_ok[a + 1 : b + 1]) + a + 1
+            if len(cands):
+                b = int(cands[-1])
+        index = np.concatenate([np.asarray(anc, dtype=np.int64), np.arange(a, b, dtype=np.int64)])
+        chunks.append((index, len(anc)))
+        a = b
+    return chunks
+
+
+@dataclass(frozen=True)
+class PackedChunk:
+    """One model input: tokens at `index` (global forest indices) with the tree mask layout."""
+
+    index: np.ndarray  # global token index per position [L]
+    ids: torch.Tensor  # [L] long
+    position_ids: torch.Tensor  # [L] long (depth on the root-to-leaf path)
+    tout: torch.Tensor  # [L] long, local subtree ends
+    pred_pos: torch.Tensor  # [L] long, local position whose logits predict this token (-1: none)
+    owned: torch.Tensor  # [L] bool, tokens this chunk trains (False on the recomputed prefix)
+
+    def __len__(self) -> int:
+        return int(self.index.shape[0])
+
+
+def pack_chunk(forest: Forest, index: np.ndarray, n_prefix: int) -> PackedChunk:
+    """Build the model input for the tokens `index` (first n_prefix of them are recomputed context)."""
+    local = -np.ones(len(forest), dtype=np.int64)
+    local[index] = np.arange(len(index))
+    gpar = forest.parent[index]
+    lpar = np.where(gpar >= 0, local[gpar.clip(min=0)], -1)
+    if np.any((gpar >= 0) & (lpar < 0)):
+        raise ForestOrderError("chunk is not closed under ancestors")
+    depth, tout = dfs_layout(lpar)  # chunks start at a root, so local depth == path depth
+    owned = np.zeros(len(index), dtype=bool)
+    owned[n_prefix:] = True
+    return PackedChunk(
+        index=index,
+        ids=torch.as_tensor(forest.ids[index], dtype=torch.long),
+        position_ids=torch.as_tensor(depth, dtype=torch.long),
+        tout=torch.as_tensor(tout, dtype=torch.long),
+        pred_pos=torch.as_tensor(lpar, dtype=torch.long),
+        owned=torch.as_tensor(owned),
+    )
+
+
+def pack_forest(forest: Forest, budget: int) -> list[PackedChunk]:
+    """Split a forest under `budget` tokens per chunk and build each chunk's model input."""
+    return [pack_chunk(forest, index, n_prefix) for index, n_prefix in split_forest(forest.parent, budget)]
+
+
+def tree_mask(tout: torch.Tensor) -> torch.Tensor:
+    """Boolean [L, L] mask: query q may attend key k iff k <= q < tout[k]."""
+    ar = torch.arange(tout.shape[0], device=tout.device)
+    return (ar[None, :] <= ar[:, None]) & (ar[:, None] < tout[None, :])
+
+
+def attention_input(chunk: PackedChunk, device: torch.device, backend: str = "sdpa"):
+    """The attention_mask argument for a transformers causal LM: 4D bool (sdpa) or a BlockMask (flex)."""
+    tout = chunk.tout.to(device)
+    if backend == "flex":
+        from torch.nn.attention.flex_attention import create_block_mask
+
+        def mask_mod(b, h, q, k):  # noqa: ARG001 - flex_attention's signature
+            return (k <= q) & (q < tout[k])
+
+        n = len(chunk)
+        return create_block_mask(mask_mod, B=None, H=None, Q_LEN=n, KV_LEN=n, device=device)
+    return tree_mask(tout)[None, None]
+
+
+def forward_hidden(model, chunk: PackedChunk, backend: str = "sdpa") -> torch.Tensor:
+    """Last hidden states [L, H] of a packed chunk (for a value head)."""
+    device = next(model.parameters()).device
+    out = model(
+        input_ids=chunk.ids[None].to(device),
+        attention_mask=attention_input(chunk, device, backend),
+        position_ids=chunk.position_ids[None].to(device),
+        use_cache=False,
+    )
+    return out.last_hidden_state[0]
+
+
+def token_logprobs(
+    model,
+    chunk: PackedChunk,
+    targets: torch.Tensor,
+    temperature: torch.Tensor,
+    backend: str = "sdpa",
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log p(token | its ancestors) at local positions `targets`, logits divided by per-token T.
+
+    Only the positions that predict a target are projected to the vocabulary (logits_to_keep),
+    so the [L, V] logits tensor is never built.
+    """
+    device = next(model.parameters()).device
+    pred = chunk.pred_pos[targets]
+    if torch.any(pred < 0):
+        raise ValueError("a root token has no prediction; roots must be context tokens")
+    out = model(
+        input_ids=chunk.ids[None].to(device),
+        attention_mask=attention_input(chunk, device, backend),
+        position_ids=chunk.position_ids[None].to(device),
+        logits_to_keep=pred.to(device),
+        use_cache=False,
+    )
+    logits = out.logits[0].float() / temperature.to(device)[:, None]
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logp = logp_all.gather(1, chunk.ids[targets].to(device)[:, None])[:, 0]
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return logp, entropy
+
+
+def default_backend(device: torch.device) -> str:
+    """flex_attention where it has a backward (CUDA), else SDPA with a dense tree mask."""
+    return "flex" if device.type == "cuda" else "sdpa"
+
+
+def forest_from_paths(paths: list[list[int]]) -> tuple[Forest, list[np.ndarray]]:
+    """Token trie of root-to-leaf sequences in DFS order, and each path's forest token indices.
+
+    Paths with a common prefix share its tokens; used by tests, benchmarks and baselines.
+    """
+    children: list[dict[int, int]] = [{}]  # trie node 0 is a virtual root
+    tok: list[int] = [-1]
+    path_nodes = []
+    for seq in paths:
+        node, nodes = 0, []
+        for t in seq:
+            nxt = children[node].get(int(t))
+            if nxt is None:
+                nxt = len(tok)
+                children[node][int(t)] = nxt
+                children.append({})
+                tok.append(int(t))
+            nodes.append(nxt)
+            node = nxt
+        path_nodes.append(nodes)
+    order = -np.ones(len(tok), dtype=np.int64)
+    ids, parent = [], []
+    stack = [(c, -1) for c in reversed(list(children[0].values()))]
+    while stack:
+        node, par = stack.pop()
+        order[node] = len(ids)
+        ids.append(tok[node])
+        parent.append(par)
+        stack.extend((c, order[node]) for c in reversed(list(children[node].values())))
+    forest = Forest(np.asarray(ids, dtype=np.int64), np.asarray(parent, dtype=np.int64))
+    return forest, [order[np.asarray(n, dtype=np.int64)] for n in path_nodes]

@@ -1,0 +1,85 @@
+"""Exactness of tree packing: logprobs and gradients equal running every path separately."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from harnessrl.train.packing import (
+    Forest, ForestOrderError, dfs_layout, forest_from_paths, pack_forest, split_forest, token_logprobs,
+)
+
+from .helpers import branching_paths, tiny_llama
+
+
+def path_logprobs(model, seq: list[int], temp: float) -> torch.Tensor:
+    out = model(input_ids=torch.tensor([seq]))
+    logp = torch.log_softmax(out.logits[0, :-1].float() / temp, -1)
+    return logp.gather(1, torch.tensor(seq[1:])[:, None])[:, 0]
+
+
+def packed_logprobs(model, forest: Forest, budget: int, temp: float) -> dict[int, torch.Tensor]:
+    out = {}
+    for chunk in pack_forest(forest, budget):
+        tgt = torch.nonzero(chunk.owned & (chunk.pred_pos >= 0))[:, 0]
+        lp, _ = token_logprobs(model, chunk, tgt, torch.full((len(tgt),), temp))
+        for k, g in enumerate(chunk.index[tgt.numpy()]):
+            out[int(g)] = lp[k]
+    return out
+
+
+@pytest.mark.parametrize("budget", [10_000, 24, 11])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_logprobs_match_separate_paths(seed, budget):
+    model = tiny_llama(seed)
+    paths = branching_paths(seed, n_paths=6)
+    forest, idx = forest_from_paths(paths)
+    assert len(forest) < sum(map(len, paths))  # shared tokens exist and are stored once
+    with torch.no_grad():
+        packed = packed_logprobs(model, forest, budget, temp=0.7)
+        for seq, ix in zip(paths, idx):
+            ref = path_logprobs(model, seq, 0.7)
+            got = torch.stack([packed[int(g)] for g in ix[1:]])
+            assert torch.max(torch.abs(got - ref)).item() <= 1e-4
+
+
+@pytest.mark.parametrize("budget", [10_000, 13])
+def test_gradients_match_separate_paths(budget):
+    paths = branching_paths(3, n_paths=5)
+    forest, idx = forest_from_paths(paths)
+    gen = torch.Generator().manual_seed(0)
+    weights = [torch.rand(len(p) - 1, generator=gen) for p in paths]
+    ref_model, model = tiny_llama(3), tiny_llama(3)
+    loss = sum((w * path_logprobs(ref_model, p, 1.0)).sum() for p, w in zip(paths, weights))
+    loss.backward()
+    tok_w = torch.zeros(len(forest))  # per-token weight = sum of the weights of the paths through it
+    for ix, w in zip(idx, weights):
+        tok_w.index_add_(0, torch.as_tensor(ix[1:]), w)
+    for chunk in pack_forest(forest, budget):
+        tgt = torch.nonzero(chunk.owned & (chunk.pred_pos >= 0))[:, 0]
+        lp, _ = token_logprobs(model, chunk, tgt, torch.ones(len(tgt)))
+        (lp * tok_w[torch.as_tensor(chunk.index)[tgt]]).sum().backward()
+    for (name, a), (_, b) in zip(ref_model.named_parameters(), model.named_parameters()):
+        assert torch.allclose(a.grad, b.grad, atol=1e-5, rtol=1e-4), name
+
+
+def test_split_covers_every_token_once_and_prefers_node_starts():
+    forest, _ = forest_from_paths(branching_paths(5, n_paths=8))
+    chunks = split_forest(forest.parent, 20)
+    owned = np.concatenate([ix[n:] for ix, n in chunks])
+    assert np.array_equal(np.sort(owned), np.arange(len(forest)))
+    assert len(chunks) > 1
+    for ix, n in chunks:  # the recomputed prefix is exactly the ancestor path of the first owned token
+        p, anc = forest.parent[ix[n]], []
+        while p >= 0:
+            anc.append(int(p))
+            p = forest.parent[p]
+        assert list(ix[:n]) == anc[::-1]
+
+
+def test_dfs_layout_rejects_split_subtrees():
+    with pytest.raises(ForestOrderError):
+        dfs_layout(np.array([-1, 0, 0, 1]))  # token 3's parent (1) was left already
+    depth, tout = dfs_layout(np.array([-1, 0, 1, 0, 3]))
+    assert depth.tolist() == [0, 1, 2, 1, 2] and tout.tolist() == [5, 3, 3, 5, 5]
