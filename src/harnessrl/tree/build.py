@@ -1,0 +1,301 @@
+"""Build the prefix tree of one group from its recorded calls.
+
+Each call adds the sequence ``prompt_ids + sampled_ids`` to a compressed token trie. The walk
+compares whole spans with numpy (first mismatch of two int32 arrays), so a call costs a handful of
+vector compares plus at most one split, independent of how many tokens it shares.
+
+- A call whose prompt extends an earlier call's sequence continues its path (multi-turn).
+- A call that diverges from existing paths opens a branch; the reason is recorded:
+  ``retry`` (same rollout, diverges inside its own completion: the harness re-sent the prompt),
+  ``parallel`` (same rollout, the call started before an earlier call of it ended),
+  ``restart`` (same rollout, diverges inside the rollout's first prompt: a sub-agent or a fresh
+  conversation such as a compaction that restarts from the system prompt),
+  ``rewrite`` (same rollout, diverges later in the history: compaction, dropped thinking, a
+  harness-internal tail that is not resent), ``group_sample`` (another rollout sampled a
+  different token here) and ``group_context`` (other rollouts saw different context here:
+  different tool output, harness, or system prompt).
+- Exact duplicates (same rollout, same prompt and completion) are merged and counted once.
+- Sampled tokens of kept, trainable calls are decision tokens; a span sampled in one call and
+  resent as context in a later call keeps its decision flag, logprobs and policy version (the
+  first sampling call wins where two calls sampled the same token at the same tree position).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+
+from harnessrl.store.records import CallRecord, RolloutRecord
+from harnessrl.tree.filters import FilterConfig, call_key, plan_filters
+from harnessrl.tree.nodes import Node, Path, PrefixTree, RolloutInfo
+from harnessrl.tree.stats import TreeStats
+
+_ARRAYS = ("tokens", "decision", "logprobs", "temperature", "version", "provenance")
+
+
+class _CallArrays:
+    """One call as per-token arrays over its whole sequence."""
+
+    __slots__ = ("seq", "decision", "logprobs", "temperature", "version", "provenance", "n_prompt")
+
+    def __init__(self, call: CallRecord, trainable: bool):
+        prompt = np.asarray(call.prompt_ids, dtype=np.int32)
+        sampled = np.asarray(call.sampled_ids, dtype=np.int32)
+        n_p, n = len(prompt), len(prompt) + len(sampled)
+        self.n_prompt = n_p
+        self.seq = np.concatenate([prompt, sampled])
+        self.decision = np.zeros(n, dtype=bool)
+        self.logprobs = np.full(n, np.nan, dtype=np.float32)
+        self.temperature = np.ones(n, dtype=np.float32)
+        self.version = np.full(n, -1, dtype=np.int32)
+        self.provenance = np.full(n, -1, dtype=np.int32)
+        if len(call.prompt_provenance) == n_p:
+            self.provenance[:n_p] = np.asarray(call.prompt_provenance, dtype=np.int32)
+        self.provenance[n_p:] = call.policy_version
+        if trainable and n > n_p:
+            lp = np.asarray(call.logprobs, dtype=np.float32)
+            if len(lp) != n - n_p:
+                raise ValueError(
+                    f"call {call.call_id}: {len(lp)} logprobs for {n - n_p} sampled ids (corrupt record)")
+            self.decision[n_p:] = True
+            self.logprobs[n_p:] = lp
+            self.temperature[n_p:] = call.temperature
+            self.version[n_p:] = call.policy_version
+
+
+class _Trie:
+    """Mutable compressed trie; ``freeze`` renumbers it in DFS order into Nodes."""
+
+    def __init__(self) -> None:
+        empty_i = np.zeros(0, dtype=np.int32)
+        self.arr: list[dict[str, np.ndarray]] = [{
+            "tokens": empty_i, "decision": np.zeros(0, bool), "logprobs": np.zeros(0, np.float32),
+            "temperature": np.zeros(0, np.float32), "version": empty_i, "provenance": empty_i}]
+        self.parent: list[int] = [-1]
+        self.children: list[dict[int, int]] = [{}]
+        self.start: list[int] = [0]
+        self.rollouts: list[set[str]] = [set()]
+        self.call_ends: list[list[str]] = [[]]
+        self.reason: list[str] = [""]
+        self.reasons: Counter = Counter()
+
+    def _new(self, parent: int, arrays: dict[str, np.ndarray], start: int, reason: str) -> int:
+        nid = len(self.parent)
+        self.arr.append(arrays)
+        self.parent.append(parent)
+        self.children.append({})
+        self.start.append(start)
+        self.rollouts.append(set())
+        self.call_ends.append([])
+        self.reason.append(reason)
+        if parent >= 0:
+            self.children[parent][int(arrays["tokens"][0])] = nid
+        return nid
+
+    def _split(self, n: int, j: int) -> None:
+        """Cut node n after j tokens; the tail becomes its only child and takes its children."""
+        head = {k: v[:j] for k, v in self.arr[n].items()}
+        tail = {k: v[j:] for k, v in self.arr[n].items()}
+        m = len(self.parent)
+        self.arr.append(tail)
+        self.parent.append(n)
+        self.children.append(self.children[n])
+        for c in self.children[m].values():
+            self.parent[c] = m
+        self.start.append(self.start[n] + j)
+        self.rollouts.append(set(self.rollouts[n]))
+        self.call_ends.append(self.call_ends[n])
+        self.reason.append("")
+        self.arr[n] = head
+        self.children[n] = {int(tail["tokens"][0]): m}
+        self.call_ends[n] = []
+
+    def _mark(self, n: int, ca: _CallArrays, pos: int) -> None:
+        """Copy the call's decision tokens onto node n (which covers seq[pos:pos+len]) where unset."""
+        a = self.arr[n]
+        length = len(a["tokens"])
+        lo = max(ca.n_prompt, pos)
+        hi = pos + length
+        if lo >= hi or not ca.decision[lo]:
+            return
+        sl = slice(lo - pos, hi - pos)
+        unset = ~a["decision"][sl]
+        if not unset.any():
+            return
+        src = slice(lo, hi)
+        for key, vals in (("decision", ca.decision), ("logprobs", ca.logprobs),
+                          ("temperature", ca.temperature), ("version", ca.version)):
+            a[key][sl][unset] = vals[src][unset]
+
+    def insert(self, ca: _CallArrays, call: CallRecord, first_prompt_len: int, parallel: bool) -> None:
+        seq, length = ca.seq, len(ca.seq)
+        node, pos = 0, 0
+        while pos < length:
+            self.rollouts[node].add(call.rollout_id)
+            child = self.children[node].get(int(seq[pos]))
+            if child is None:
+                self._branch(node, ca, call, pos, first_prompt_len, parallel)
+                return
+            ct = self.arr[child]["tokens"]
+            m = min(len(ct), length - pos)
+            diff = ct[:m] != seq[pos:pos + m]
+            j = int(diff.argmax()) if diff.any() else m
+            if j < len(ct):
+                self._split(child, j)
+            self._mark(child, ca, pos)
+            node, pos = child, pos + j
+            if j < m:  # mismatch inside the span: branch below the head
+                self.rollouts[node].add(call.rollout_id)
+                self._branch(node, ca, call, pos, first_prompt_len, parallel)
+                return
+        self.rollouts[node].add(call.rollout_id)
+        self.call_ends[node].append(call.call_id)
+
+    def _branch(self, node: int, ca: _CallArrays, call: CallRecord, pos: int,
+                first_prompt_len: int, parallel: bool) -> None:
+        siblings = list(self.children[node].values())
+        reason = ""
+        if siblings:
+            reason = _branch_reason(self, siblings, ca, call.rollout_id, pos, first_prompt_len, parallel)
+            self.reasons[reason] += 1
+        arrays = {"tokens": ca.seq[pos:], "decision": ca.decision[pos:], "logprobs": ca.logprobs[pos:],
+                  "temperature": ca.temperature[pos:], "version": ca.version[pos:],
+                  "provenance": ca.provenance[pos:]}
+        nid = self._new(node, arrays, pos, reason)
+        self.rollouts[nid].add(call.rollout_id)
+        self.call_ends[nid].append(call.call_id)
+
+
+def _branch_reason(trie: _Trie, siblings: list[int], ca: _CallArrays, rollout_id: str, pos: int,
+                   first_prompt_len: int, parallel: bool) -> str:
+    if any(rollout_id in trie.rollouts[s] for s in siblings):
+        if pos >= ca.n_prompt:
+            return "retry"
+        if parallel:
+            return "parallel"
+        return "restart" if pos < first_prompt_len else "rewrite"
+    if pos >= ca.n_prompt or any(bool(trie.arr[s]["decision"][0]) for s in siblings):
+        return "group_sample"
+    return "group_context"
+
+
+def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
+               filters: FilterConfig | None = None) -> PrefixTree:
+    """The prefix tree of one group: all calls of ``rollouts`` (one task, any harnesses).
+
+    Calls are inserted per rollout in ``rollouts`` order, by ``seq``. Calls of rollouts not listed
+    are ignored (counted as ``orphan_calls``).
+    """
+    cfg = filters or FilterConfig()
+    plan = plan_filters(calls, rollouts, cfg)
+    trie = _Trie()
+    seen: set[tuple[str, bytes]] = set()
+    merged = 0
+    per_call = 0
+    first_prompt: dict[str, int] = {}
+    last_end: dict[str, float] = {}
+    n_calls = Counter()
+    for call in plan.calls:
+        rid = call.rollout_id
+        key = (rid, call_key(call))
+        if key in seen:
+            merged += 1
+            continue
+        seen.add(key)
+        n_calls[rid] += 1
+        ca = _CallArrays(call, plan.trainable[call.call_id])
+        first_prompt.setdefault(rid, ca.n_prompt)
+        parallel = rid in last_end and call.t_start < last_end[rid]
+        trie.insert(ca, call, first_prompt[rid], parallel)
+        last_end[rid] = max(last_end.get(rid, call.t_end), call.t_end)
+        if not plan.rollout_reason[rid]:
+            per_call += len(ca.seq)
+    nodes = _freeze(trie, prune=cfg.prune)
+    paths, path_ids = _paths(nodes, [r.rollout_id for r in rollouts])
+    infos = {
+        r.rollout_id: RolloutInfo(
+            rollout_id=r.rollout_id, harness=r.harness, status=r.status, reward=r.reward,
+            kept=not plan.rollout_reason[r.rollout_id], filter_reason=plan.rollout_reason[r.rollout_id],
+            n_calls=n_calls[r.rollout_id], paths=tuple(path_ids.get(r.rollout_id, ())))
+        for r in rollouts}
+    kept = {rid for rid, info in infos.items() if info.kept}
+    branch_reasons = Counter(n.branch_reason for n in nodes if n.branch_reason)
+    stats = TreeStats(
+        trees=1, rollouts=len(rollouts), kept_rollouts=len(kept), calls=sum(n_calls.values()),
+        nodes=len(nodes), paths=len(paths), unique_tokens=sum(len(n) for n in nodes),
+        decision_tokens=int(sum(int(n.decision.sum()) for n in nodes)), per_call_tokens=per_call,
+        per_rollout_tokens=sum(p.n_tokens for p in paths if p.rollout_id in kept),
+        branches=sum(branch_reasons.values()), branch_reasons=dict(branch_reasons),
+        merged_duplicates=merged, filtered=dict(plan.counts))
+    group = rollouts[0].group_id if rollouts else ""
+    task = rollouts[0].task_id if rollouts else ""
+    return PrefixTree(group_id=group, task_id=task, nodes=nodes, paths=paths, rollouts=infos, stats=stats)
+
+
+def _freeze(trie: _Trie, prune: bool) -> list[Node]:
+    """Renumber in DFS pre-order; with ``prune`` drop nodes with no decision token below them."""
+    n_total = len(trie.parent)
+    has_decision = np.array([bool(a["decision"].any()) for a in trie.arr])
+    keep = np.ones(n_total, dtype=bool)
+    if prune:
+        below = has_decision.copy()
+        for n in _post_order(trie):
+            for c in trie.children[n].values():
+                below[n] |= below[c]
+        keep = below
+        keep[0] = True
+    nodes: list[Node] = []
+    stack = [(0, -1, 0)]
+    while stack:
+        old, parent, depth = stack.pop()
+        a = trie.arr[old]
+        nid = len(nodes)
+        nodes.append(Node(
+            id=nid, parent=parent, tokens=a["tokens"], decision=a["decision"],
+            engine_logprobs=a["logprobs"], temperature=a["temperature"], policy_version=a["version"],
+            provenance=a["provenance"], start_pos=trie.start[old], depth=depth,
+            rollouts=tuple(sorted(trie.rollouts[old])), call_ends=tuple(trie.call_ends[old]),
+            branch_reason=trie.reason[old]))
+        if parent >= 0:
+            nodes[parent].children.append(nid)
+        kids = [c for c in trie.children[old].values() if keep[c]]
+        for c in reversed(kids):
+            stack.append((c, nid, depth + 1))
+    for n in nodes:  # a branch whose siblings were all pruned is no longer a branch
+        if n.branch_reason and len(nodes[n.parent].children) < 2:
+            n.branch_reason = ""
+    return nodes
+
+
+def _post_order(trie: _Trie) -> list[int]:
+    order, stack = [], [0]
+    while stack:
+        n = stack.pop()
+        order.append(n)
+        stack.extend(trie.children[n].values())
+    return order[::-1]
+
+
+def _paths(nodes: list[Node], rollout_ids: list[str]) -> tuple[list[Path], dict[str, list[int]]]:
+    """One path per (rollout, node) where the rollout passes and none of the children has it."""
+    paths: list[Path] = []
+    by_rollout: dict[str, list[int]] = {}
+    rank = {r: i for i, r in enumerate(rollout_ids)}
+    ends: list[tuple[int, int, str]] = []
+    for n in nodes[1:]:
+        child_sets = [nodes[c].rollouts for c in n.children]
+        for r in n.rollouts:
+            if not any(r in s for s in child_sets):
+                ends.append((rank.get(r, len(rank)), n.id, r))
+    for _, nid, r in sorted(ends):
+        chain = []
+        cur = nid
+        while cur >= 0:
+            chain.append(cur)
+            cur = nodes[cur].parent
+        idx = len(paths)
+        paths.append(Path(index=idx, rollout_id=r, nodes=tuple(reversed(chain)), n_tokens=nodes[nid].end_pos))
+        by_rollout.setdefault(r, []).append(idx)
+    return paths, by_rollout

@@ -1,0 +1,134 @@
+"""Filters applied while building a tree; each is configurable and counted in ``TreeStats.filtered``.
+
+Rollout filters (a filtered rollout stays visible in views but contributes no decision tokens and
+no reward to group statistics; it is excluded from the loss, never scored 0):
+
+- ``abnormal_rollouts``: status in ``exclude_statuses`` (harness_error, timeout, sandbox_error,
+  verifier_error by default).
+- ``no_reward``: status ok but no reward recorded.
+- ``too_long_rollouts``: some call sequence (= some path) longer than ``max_path_tokens``.
+- ``truncated_rollouts``: with ``truncated="rollout"``, a rollout with any finish=length call.
+
+Call filters (the call's prompt stays in the tree as context; its completion is not a decision):
+
+- ``truncated_calls``: finish_reason == "length" with ``truncated="call"`` (default).
+- ``duplicate_branches``: the harness re-sent the same prompt later in the rollout (a retry): only
+  the last attempt's completion trains; earlier attempts are dead branches.
+- ``error_calls``: calls with status != ok (no completion) are skipped entirely.
+- ``orphan_calls``: calls whose rollout is not in the group are skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
+
+import numpy as np
+
+from harnessrl.store.records import CallRecord, RolloutRecord
+
+ABNORMAL_STATUSES = ("harness_error", "timeout", "sandbox_error", "verifier_error")
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    exclude_statuses: tuple[str, ...] = ABNORMAL_STATUSES
+    truncated: Literal["call", "rollout", "keep"] = "call"
+    duplicate_branches: bool = True
+    max_path_tokens: int | None = None
+    # drop nodes with no decision token in their subtree (trailing context, filtered-only branches);
+    # views set False to show everything
+    prune: bool = True
+
+    def __post_init__(self) -> None:
+        if self.truncated not in ("call", "rollout", "keep"):
+            raise ValueError(f"FilterConfig.truncated must be 'call', 'rollout' or 'keep', got {self.truncated!r}")
+        if self.max_path_tokens is not None and self.max_path_tokens <= 0:
+            raise ValueError("FilterConfig.max_path_tokens must be positive or None")
+
+
+@dataclass
+class FilterPlan:
+    """Outcome of the filters before insertion."""
+
+    calls: list[CallRecord]  # calls to insert, ordered (rollout order, seq, t_start)
+    trainable: dict[str, bool]  # call_id -> completion tokens are decisions
+    rollout_reason: dict[str, str]  # rollout_id -> filter reason ("" = kept)
+    counts: Counter = field(default_factory=Counter)
+
+
+def prompt_key(call: CallRecord) -> bytes:
+    return hashlib.blake2b(np.asarray(call.prompt_ids, dtype=np.int32).tobytes(), digest_size=16).digest()
+
+
+def call_key(call: CallRecord) -> bytes:
+    h = hashlib.blake2b(np.asarray(call.prompt_ids, dtype=np.int32).tobytes(), digest_size=16)
+    h.update(b"|")
+    h.update(np.asarray(call.sampled_ids, dtype=np.int32).tobytes())
+    return h.digest()
+
+
+def rollout_filter_reason(rollout: RolloutRecord, calls: Sequence[CallRecord], cfg: FilterConfig) -> str:
+    if rollout.status in cfg.exclude_statuses:
+        return "abnormal_rollouts"
+    if rollout.reward is None:
+        return "no_reward"
+    if cfg.max_path_tokens is not None and any(
+            len(c.prompt_ids) + len(c.sampled_ids) > cfg.max_path_tokens for c in calls):
+        return "too_long_rollouts"
+    if cfg.truncated == "rollout" and any(c.finish_reason == "length" for c in calls):
+        return "truncated_rollouts"
+    return ""
+
+
+def plan_filters(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord], cfg: FilterConfig) -> FilterPlan:
+    """Decide which calls are inserted, which completions train, and which rollouts are kept."""
+    order = {r.rollout_id: i for i, r in enumerate(rollouts)}
+    counts: Counter = Counter()
+    by_rollout: dict[str, list[CallRecord]] = {r.rollout_id: [] for r in rollouts}
+    for c in calls:
+        if c.rollout_id not in order:
+            counts["orphan_calls"] += 1
+        elif c.status != "ok":
+            counts["error_calls"] += 1
+        elif len(c.prompt_ids) + len(c.sampled_ids) > 0:
+            by_rollout[c.rollout_id].append(c)
+    reasons: dict[str, str] = {}
+    trainable: dict[str, bool] = {}
+    ordered: list[CallRecord] = []
+    for r in rollouts:
+        rcalls = sorted(by_rollout[r.rollout_id], key=lambda c: (c.seq, c.t_start))
+        reason = rollout_filter_reason(r, rcalls, cfg)
+        reasons[r.rollout_id] = reason
+        if reason:
+            counts[reason] += 1
+        retried = _retried_calls(rcalls) if cfg.duplicate_branches else set()
+        for c in rcalls:
+            ok = not reason
+            if ok and c.call_id in retried:
+                ok = False
+                counts["duplicate_branches"] += 1
+            elif ok and cfg.truncated == "call" and c.finish_reason == "length":
+                ok = False
+                counts["truncated_calls"] += 1
+            trainable[c.call_id] = ok
+        ordered.extend(rcalls)
+    return FilterPlan(calls=ordered, trainable=trainable, rollout_reason=reasons, counts=counts)
+
+
+def _retried_calls(rcalls: Sequence[CallRecord]) -> set[str]:
+    """Calls whose exact prompt was sent again later in the rollout with a different completion."""
+    last_by_prompt: dict[bytes, CallRecord] = {}
+    keys = {}
+    for c in rcalls:
+        k = prompt_key(c)
+        keys[c.call_id] = k
+        last_by_prompt[k] = c
+    retried = set()
+    for c in rcalls:
+        last = last_by_prompt[keys[c.call_id]]
+        if last.call_id != c.call_id and list(last.sampled_ids) != list(c.sampled_ids):
+            retried.add(c.call_id)
+    return retried
