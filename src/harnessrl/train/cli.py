@@ -2,8 +2,73 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+from rich.console import Console
 
 
 def register(app: typer.Typer) -> None:
-    """Add this stage's commands to the top-level app."""
+    """Add this stage's commands to the top-level app: `train` and `config validate`."""
+    app.command("train")(train)
+    config_app = typer.Typer(help="Run configs: validate YAML files against the RunConfig schema.")
+    config_app.command("validate")(validate)
+    config_app.command("show")(show)
+    app.add_typer(config_app, name="config")
+
+
+def train(
+    config: Path = typer.Option(None, "--config", "-c", help="YAML run config (configs/*.yaml)"),
+    overrides: list[str] = typer.Argument(None, help="dotted key=value overrides, e.g. loop.steps=3"),
+    resume: bool = typer.Option(False, "--resume", help="continue the run in output.run_dir after a crash"),
+) -> None:
+    """Run RL training: rollouts -> trees -> advantages -> tree-packed update -> weight sync."""
+    from harnessrl.train.config import ConfigError, load_config
+
+    console = Console()
+    try:
+        cfg = load_config(config, overrides or [])
+    except ConfigError as err:
+        console.print(f"[red]config error:[/red] {err}")
+        raise typer.Exit(2) from None
+    from harnessrl.train.loop import TrainError, run_training
+
+    try:
+        result = run_training(cfg, resume=resume, console=console)
+    except TrainError as err:
+        console.print(f"[red]training failed:[/red] {err}")
+        raise typer.Exit(1) from None
+    console.print(f"[green]done[/green] report: {result.report}  plots: {result.plots_dir}")
+
+
+def validate(files: list[Path] = typer.Argument(..., help="config files to check")) -> None:
+    """Validate run configs; exits 1 when any file is invalid."""
+    from harnessrl.train.config import validate_files
+
+    console = Console()
+    results = validate_files([str(f) for f in files])
+    bad = 0
+    for path, msg in results.items():
+        if msg == "ok":
+            console.print(f"[green]ok[/green]   {path}")
+        else:
+            bad += 1
+            console.print(f"[red]FAIL[/red] {msg}")
+    raise typer.Exit(1 if bad else 0)
+
+
+def show(
+    config: Path = typer.Argument(None, help="YAML run config (omit for the defaults)"),
+    overrides: list[str] = typer.Argument(None, help="dotted key=value overrides"),
+) -> None:
+    """Print the fully resolved config (defaults + file + overrides) as YAML."""
+    import yaml
+
+    from harnessrl.train.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(config, overrides or [])
+    except ConfigError as err:
+        Console().print(f"[red]config error:[/red] {err}")
+        raise typer.Exit(2) from None
+    typer.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))

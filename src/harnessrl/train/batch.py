@@ -1,0 +1,87 @@
+"""A training batch: the trees of one step concatenated into one forest with per-token fields.
+
+Per-token fields are aligned with the forest (DFS order, tree after tree):
+- decision / temperature / engine_logp from the tree (what the engine sampled, at which T);
+- adv_pos / adv_neg: weighted sums of the positive / negative path (rollout) advantages through
+  the token, and weight: the summed normalisation weights of those paths (losses.py explains why
+  this makes PPO clipping exact on shared tokens);
+- returns / value_weight for the critic (weighted mean return over the paths through the token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from harnessrl.train.packing import Forest
+
+
+@dataclass
+class TokenAdvantages:
+    """Per flat-tree-token advantage terms for one tree (float32 [N] each)."""
+
+    adv_pos: np.ndarray
+    adv_neg: np.ndarray
+    weight: np.ndarray
+    returns: np.ndarray | None = None
+    value_weight: np.ndarray | None = None
+
+
+@dataclass
+class TrainBatch:
+    forest: Forest
+    decision: np.ndarray  # bool [N]
+    temperature: np.ndarray  # float32 [N]
+    engine_logp: np.ndarray  # float32 [N] (nan on context)
+    adv_pos: np.ndarray
+    adv_neg: np.ndarray
+    weight: np.ndarray
+    tree_offsets: np.ndarray  # int64 [n_trees + 1]
+    returns: np.ndarray | None = None
+    value_weight: np.ndarray | None = None
+    path_tokens: int = 0  # tokens if every path were trained as its own sequence
+
+    def __len__(self) -> int:
+        return len(self.forest)
+
+    @property
+    def n_decision(self) -> int:
+        return int(self.decision.sum())
+
+
+def forest_of_flat(flat) -> Forest:
+    """A Forest from a tree's FlatTree (tokens + parent_index), checked for DFS order."""
+    return Forest(np.asarray(flat.tokens, dtype=np.int64), np.asarray(flat.parent_index, dtype=np.int64))
+
+
+def concat_batch(flats: list, advs: list[TokenAdvantages], path_tokens: int = 0) -> TrainBatch:
+    """Concatenate per-tree flat arrays and advantages (parent indices shifted) into one batch."""
+    if not flats:
+        raise ValueError("a train batch needs at least one tree")
+    sizes = [len(f.tokens) for f in flats]
+    offsets = np.zeros(len(flats) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    parents = [np.where(f.parent_index >= 0, f.parent_index + off, -1) for f, off in zip(flats, offsets)]
+    ids = np.concatenate([np.asarray(f.tokens, dtype=np.int64) for f in flats])
+    decision = np.concatenate([np.asarray(f.decision, dtype=bool) for f in flats])
+    first = np.concatenate(parents) < 0
+    decision = decision & ~first  # a first token has no logits to score it
+
+    def cat(arrs, dtype=np.float32):
+        return np.concatenate([np.asarray(a, dtype=dtype) for a in arrs])
+
+    has_v = all(a.returns is not None for a in advs)
+    return TrainBatch(
+        forest=Forest(ids, np.concatenate(parents).astype(np.int64)),
+        decision=decision,
+        temperature=cat([f.temperature for f in flats]),
+        engine_logp=cat([f.engine_logprobs for f in flats]),
+        adv_pos=cat([a.adv_pos for a in advs]) * decision,
+        adv_neg=cat([a.adv_neg for a in advs]) * decision,
+        weight=cat([a.weight for a in advs]) * decision,
+        tree_offsets=offsets,
+        returns=cat([a.returns for a in advs]) if has_v else None,
+        value_weight=cat([a.value_weight for a in advs]) if has_v else None,
+        path_tokens=path_tokens,
+    )

@@ -1,0 +1,196 @@
+"""Run configuration: one pydantic model per component, composed into `RunConfig`.
+
+YAML files hold a RunConfig; `key=value` overrides use dotted keys (`loop.steps=3`,
+`harnesses.0.weight=2`) and YAML scalars/lists for values. `validate_files` checks every shipped
+config (`harnessrl config validate configs/*.yaml`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LoraConfig(_Strict):
+    r: int = Field(16, ge=1)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+class ModelConfig(_Strict):
+    path: str | None = None  # None: the default model (SmolLM2-135M-Instruct); else HF dir or id
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    attention: Literal["auto", "sdpa", "flex"] = "auto"  # auto: flex on CUDA, sdpa elsewhere
+    lora: LoraConfig | None = None
+    gradient_checkpointing: bool = False
+
+
+class EngineSection(_Strict):
+    type: Literal["auto", "hf", "vllm"] = "auto"  # auto: vllm when importable, else hf
+    max_model_len: int = Field(4096, ge=256)
+    kv_cache_gib: float = Field(1.0, gt=0)
+    max_concurrency: int = Field(16, ge=1)
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+
+
+class SandboxSection(_Strict):
+    type: Literal["bwrap", "local"] = "bwrap"
+
+
+class HarnessEntry(_Strict):
+    name: str
+    weight: float = Field(1.0, gt=0)
+    options: dict[str, Any] = {}
+
+
+class TasksSection(_Strict):
+    suite: str = "builtin"  # "builtin" or a path to a task directory
+    families: list[str] | None = None  # restrict to these categories
+    train_split: str = "train"
+    eval_split: str = "test"
+
+
+class AlgorithmConfig(_Strict):
+    name: Literal["grpo", "tree_grpo", "ppo"] = "grpo"  # ppo = GAE with a critic
+    std_normalize: bool = True  # False = Dr.GRPO
+    per_harness_norm: bool = False
+    clip_low: float = Field(0.2, gt=0, lt=1)
+    clip_high: float = Field(0.28, gt=0)
+    dual_clip: float | None = Field(None, gt=1)
+    is_mode: Literal["tis", "mis", "none"] = "tis"
+    is_cap: float = Field(2.0, gt=0)
+    mis_low: float = Field(0.5, gt=0)
+    mis_high: float = Field(2.0, gt=0)
+    kl_coef: float = Field(0.0, ge=0)
+    reference_model: bool = False  # keep a frozen copy to log (and with kl_coef, penalise) KL
+    epochs: int = Field(1, ge=1)
+    token_budget: int = Field(2048, ge=64)  # max tokens per packed chunk (tree split at branch points)
+    gamma: float = Field(1.0, ge=0, le=1)
+    lam: float = Field(0.95, ge=0, le=1)
+    critic_lr: float = Field(1e-5, gt=0)
+    value_coef: float = Field(1.0, gt=0)
+
+
+class OptimizerConfig(_Strict):
+    lr: float = Field(1e-6, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = Field(1.0, gt=0)
+
+
+class LoopConfig(_Strict):
+    steps: int = Field(10, ge=1)
+    groups_per_step: int = Field(4, ge=1)
+    n_per_group: int = Field(4, ge=1)
+    eval_every: int = Field(5, ge=0)  # 0: only before and after
+    eval_size: int = Field(16, ge=0)  # held-out tasks per harness per eval
+    temperature: float = Field(1.0, gt=0)
+    max_tokens: int = Field(256, ge=1)  # per call
+    max_turns: int = Field(4, ge=1)
+    rollout_timeout_s: float = Field(300, gt=0)
+    concurrency: int = Field(8, ge=1)
+    seed: int = 0
+
+
+class OutputConfig(_Strict):
+    run_dir: str = "runs/latest"
+    tensorboard: bool = True
+    checkpoint_every: int = Field(1, ge=1)
+    keep_checkpoints: int = Field(2, ge=1)
+    save_final: bool = True
+
+
+class RunConfig(_Strict):
+    model: ModelConfig = ModelConfig()
+    engine: EngineSection = EngineSection()
+    sandbox: SandboxSection = SandboxSection()
+    harnesses: list[HarnessEntry] = [HarnessEntry(name="builtin")]
+    tasks: TasksSection = TasksSection()
+    algorithm: AlgorithmConfig = AlgorithmConfig()
+    optimizer: OptimizerConfig = OptimizerConfig()
+    loop: LoopConfig = LoopConfig()
+    output: OutputConfig = OutputConfig()
+
+    @field_validator("harnesses")
+    @classmethod
+    def _unique_harnesses(cls, v: list[HarnessEntry]) -> list[HarnessEntry]:
+        names = [h.name for h in v]
+        if not v or len(set(names)) != len(names):
+            raise ValueError(f"harnesses must be a non-empty list of distinct names, got {names}")
+        return v
+
+    @model_validator(mode="after")
+    def _check_clip(self) -> RunConfig:
+        if self.algorithm.mis_low >= self.algorithm.mis_high:
+            raise ValueError("algorithm.mis_low must be below algorithm.mis_high")
+        return self
+
+
+class ConfigError(ValueError):
+    """A config file or override is invalid; the message names the key and the fix."""
+
+
+def apply_override(data: dict, dotted: str) -> None:
+    """Set `a.b.c=value` in a nested dict/list (list items by index); value parsed as YAML."""
+    if "=" not in dotted:
+        raise ConfigError(f"override {dotted!r} must look like key.sub=value")
+    key, raw = dotted.split("=", 1)
+    value = yaml.safe_load(raw) if raw != "" else None
+    parts = key.strip().split(".")
+    node: Any = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"override {key!r}: {part!r} is not an index of a {len(node)}-item list")
+            idx: Any = int(part)
+        else:
+            idx = part
+        if last:
+            node[idx] = value
+        else:
+            if isinstance(node, dict) and idx not in node:
+                node[idx] = {}
+            node = node[idx]
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:
+    """Read a YAML RunConfig (or the defaults when path is None) and apply overrides."""
+    data: dict = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{p}: not valid YAML: {err}") from err
+        if not isinstance(data, dict):
+            raise ConfigError(f"{p}: the top level must be a mapping of sections")
+    for o in overrides:
+        apply_override(data, o)
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as err:
+        lines = [f"  {'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}" for e in err.errors()]
+        raise ConfigError(f"{path or 'config'} is invalid:\n" + "\n".join(lines)) from err
+
+
+def validate_files(paths: list[str | Path]) -> dict[str, str]:
+    """Validate each file; returns {path: "ok" | error message}."""
+    out = {}
+    for p in paths:
+        try:
+            load_config(p)
+            out[str(p)] = "ok"
+        except ConfigError as err:
+            out[str(p)] = str(err)
+    return out

@@ -1,0 +1,166 @@
+"""The policy (and optional critic / reference) and one tree-packed update.
+
+`Trainer.update(batch)` packs the batch forest into chunks under the token budget, runs the
+policy on each chunk once per epoch, sums the PPO token objective over decision tokens and divides
+by the batch's summed path weight (computed over the whole batch, so chunking changes nothing),
+then takes one optimizer step per epoch. A critic, when present, is trained on the same chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from harnessrl.train.batch import TrainBatch
+from harnessrl.train.losses import PPOSettings, policy_loss, value_loss
+from harnessrl.train.packing import PackedChunk, pack_forest, token_logprobs
+
+
+@dataclass
+class ChunkTargets:
+    """The decision tokens a chunk trains (local positions) and their fields as tensors."""
+
+    local: torch.Tensor
+    temperature: torch.Tensor
+    engine_logp: torch.Tensor
+    adv_pos: torch.Tensor
+    adv_neg: torch.Tensor
+    weight: torch.Tensor
+
+
+def chunk_targets(chunk: PackedChunk, batch: TrainBatch) -> ChunkTargets:
+    own = chunk.owned.numpy() & batch.decision[chunk.index] & (chunk.pred_pos.numpy() >= 0)
+    local = np.flatnonzero(own)
+    g = chunk.index[local]
+
+    def t(a):
+        return torch.as_tensor(a[g], dtype=torch.float32)
+
+    return ChunkTargets(torch.as_tensor(local, dtype=torch.long), t(batch.temperature), t(batch.engine_logp),
+                        t(batch.adv_pos), t(batch.adv_neg), t(batch.weight))
+
+
+class Trainer:
+    """Owns the policy, its optimizer, and optionally a frozen reference and a critic."""
+
+    def __init__(self, policy, optimizer, settings: PPOSettings, token_budget: int, backend: str = "sdpa",
+                 grad_clip: float = 1.0, epochs: int = 1, reference=None, critic=None, critic_optimizer=None,
+                 use_lora_reference: bool = False):
+        self.policy = policy
+        self.optimizer = optimizer
+        self.settings = settings
+        self.token_budget = token_budget
+        self.backend = backend
+        self.grad_clip = grad_clip
+        self.epochs = epochs
+        self.reference = reference
+        self.use_lora_reference = use_lora_reference  # peft: the base with adapters off is the reference
+        self.critic = critic
+        self.critic_optimizer = critic_optimizer
+
+    def _ref_logprobs(self, chunk: PackedChunk, tg: ChunkTargets) -> torch.Tensor | None:
+        if self.reference is None and not self.use_lora_reference:
+            return None
+        with torch.no_grad():
+            if self.use_lora_reference:
+                with self.policy.disable_adapter():
+                    return token_logprobs(self.policy, chunk, tg.local, tg.temperature, self.backend)[0]
+            return token_logprobs(self.reference, chunk, tg.local, tg.temperature, self.backend)[0]
+
+    def _old_logprobs(self, chunks, targets) -> list[torch.Tensor] | None:
+        need = self.epochs > 1 or self.settings.is_mode == "mis"
+        if not need:
+            return None
+        with torch.no_grad():
+            return [token_logprobs(self.policy, c, tg.local, tg.temperature, self.backend)[0]
+                    for c, tg in zip(chunks, targets)]
+
+    def update(self, batch: TrainBatch) -> dict[str, float]:
+        """One PPO/GRPO update on a batch; returns step metrics."""
+        chunks = pack_forest(batch.forest, self.token_budget)
+        targets = [chunk_targets(c, batch) for c in chunks]
+        old = self._old_logprobs(chunks, targets)
+        denom = self._denominator(targets, old)
+        totals: dict[str, float] = {}
+        self.policy.train()
+        for _ in range(self.epochs):
+            for i, (chunk, tg) in enumerate(zip(chunks, targets)):
+                if len(tg.local) == 0:
+                    continue
+                logp, ent = token_logprobs(self.policy, chunk, tg.local, tg.temperature, self.backend,
+                                           with_entropy=True)
+                old_lp = old[i] if old is not None else logp.detach()
+                parts = policy_loss(logp, old_lp, tg.engine_logp, tg.adv_pos, tg.adv_neg, tg.weight,
+                                    self.settings, self._ref_logprobs(chunk, tg))
+                (parts.loss / denom).backward()
+                parts.stats["entropy_w"] = float((ent * tg.weight).sum())
+                parts.stats["loss"] = float(parts.loss.detach()) / denom
+                _accumulate(totals, parts.stats)
+            grad_norm = torch.nn.utils.clip_grad_norm_(
+                [p for p in self.policy.parameters() if p.requires_grad], self.grad_clip)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        metrics = _finish(totals, self.epochs)
+        metrics["grad_norm"] = float(grad_norm)
+        metrics["tokens_computed"] = float(sum(len(c) for c in chunks))
+        metrics["unique_tree_tokens"] = float(len(batch))
+        metrics["chunks"] = float(len(chunks))
+        if self.critic is not None and batch.returns is not None:
+            metrics.update(self.update_critic(batch, chunks))
+        return metrics
+
+    def _denominator(self, targets: list[ChunkTargets], old) -> float:
+        """Summed path weight of the trained tokens; MIS-dropped tokens leave it too."""
+        total = 0.0
+        for i, tg in enumerate(targets):
+            if self.settings.is_mode == "mis" and old is not None:
+                ratio = torch.exp(old[i] - tg.engine_logp)
+                keep = (ratio >= self.settings.mis_low) & (ratio <= self.settings.mis_high)
+                total += float((tg.weight * keep).sum())
+            else:
+                total += float(tg.weight.sum())
+        return max(total, 1e-8)
+
+    def update_critic(self, batch: TrainBatch, chunks: list[PackedChunk]) -> dict[str, float]:
+        """One value-regression step on GAE returns (every tree token that carries a return weight)."""
+        vw_all = batch.value_weight
+        denom = max(float(vw_all.sum()), 1e-8)
+        total = 0.0
+        self.critic.train()
+        for chunk in chunks:
+            own = chunk.owned.numpy() & (vw_all[chunk.index] > 0)
+            local = np.flatnonzero(own)
+            if len(local) == 0:
+                continue
+            g = chunk.index[local]
+            values = self.critic.chunk_values(chunk, self.backend)[torch.as_tensor(local)]
+            loss = value_loss(values, torch.as_tensor(batch.returns[g]), torch.as_tensor(vw_all[g])) / denom
+            loss.backward()
+            total += float(loss)
+        torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.grad_clip)
+        self.critic_optimizer.step()
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        return {"value_loss": total}
+
+    def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The policy's weights under plain HF names (LoRA merged in), for sync and checkpoints."""
+        from harnessrl.train.weights import hf_named_weights
+
+        return hf_named_weights(self.policy)
+
+
+def _accumulate(totals: dict[str, float], stats: dict[str, float]) -> None:
+    for k, v in stats.items():
+        totals[k] = totals.get(k, 0.0) + v
+
+
+def _finish(totals: dict[str, float], epochs: int) -> dict[str, float]:
+    """Turn weighted sums into means (per epoch)."""
+    w = max(totals.get("weight", 0.0), 1e-8)
+    out = {k[:-2]: v / w for k, v in totals.items() if k.endswith("_w")}
+    out["loss"] = totals.get("loss", 0.0) / epochs
+    out["tokens_trained"] = totals.get("tokens", 0.0) / epochs
+    return out
