@@ -1,0 +1,223 @@
+"""Advantage estimators on a prefix tree: ``grpo``, ``tree_grpo`` (TreeRL), ``gae``.
+
+All three return ``TokenAdvantages`` (see ``algo.contributions`` for the packed form and the exact
+PPO algebra on shared tokens). Only kept rollouts (``RolloutInfo.kept``) enter: filtered rollouts
+add no contribution and no reward to any statistic. K(s) below is the set of kept rollouts whose
+calls pass through node s; "decision tokens of r" are the decision tokens of the nodes r passes.
+
+grpo (outcome):
+    A_r = (R_r - mean_G R) / (std_G R + eps)          (std=False: Dr.GRPO, no division)
+    on every decision token of rollout r; G = the kept rollouts of the group, or of the same
+    harness with ``per_harness=True``. One contribution (A_r, w_r) per (token, rollout through it).
+
+tree_grpo (TreeRL, arXiv 2506.11902, with rollouts as leaves):
+    V(s) = mean_{r in K(s)} R_r;  GA(s) = V(s) - V(root);  LA(s) = V(s) - V(parent segment)
+    A(s) = GA(s) + LA(s),  times 1 / sqrt(|K(s)|) with ``sqrt_scale``.
+    Departures: rewards may first be normalised as in grpo (``reward_norm``); nodes are split at
+    every call end, so "parent" is the parent *segment*: the nearest ancestor whose kept-rollout
+    set differs (a chain of nodes with the same rollouts is one TreeRL segment, and LA is not
+    zeroed by our finer splits). The per-token weight that makes one tree token equal to training
+    every rollout separately is sum_{r in K(s)} w_r: one contribution (A(s), w_r) per rollout.
+
+gae (PPO with a critic; ``values[q]`` = critic value of the state whose next token is flat token
+q, read at ``parent_index[q]`` like the logits that score q):
+    along each kept root-to-end path p of rollout r, over its decision tokens t_1..t_T in order
+    (context tokens skipped: next value and running advantage carry through them unchanged):
+        delta_k = rew_k + gamma * V(t_{k+1}) - V(t_k)       (V(t_{T+1}) = 0)
+        A_k = delta_k + gamma * lam * A_{k+1},   returns_k = A_k + V(t_k)
+    rew_k = token_rewards[t_k] (optional, e.g. a KL penalty) plus R_r on t_T. One contribution
+    (A_k, w_r / m_r(s)) per (token, path), m_r(s) = number of paths of r through node s, so a
+    rollout that branched weighs as much as one that did not and summing the per-path terms is
+    exactly training the paths separately.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from harnessrl.algo.contributions import TokenAdvantages, assemble, decision_counts, rollout_weights
+from harnessrl.tree.nodes import PrefixTree
+
+RewardNorm = Literal["none", "mean", "mean_std"]
+
+
+def normalize_rewards(rewards: dict[str, float], harness: dict[str, str], mode: RewardNorm,
+                      per_harness: bool = False, eps: float = 1e-6) -> dict[str, float]:
+    """Group-normalised rewards: subtract the (harness) group mean, divide by its std if asked."""
+    if mode not in ("none", "mean", "mean_std"):
+        raise ValueError(f"unknown reward normalisation {mode!r}: use none, mean or mean_std")
+    if mode == "none":
+        return dict(rewards)
+    groups: dict[str, list[str]] = {}
+    for r in rewards:
+        groups.setdefault(harness[r] if per_harness else "", []).append(r)
+    out = {}
+    for members in groups.values():
+        vals = np.array([rewards[r] for r in members], dtype=np.float64)
+        centred = vals - vals.mean()
+        if mode == "mean_std":
+            centred = centred / (vals.std() + eps)
+        out.update(zip(members, centred.tolist()))
+    return out
+
+
+def _kept_rewards(tree: PrefixTree) -> tuple[dict[str, float], dict[str, str]]:
+    kept = [tree.rollouts[r] for r in tree.kept_rollouts()]
+    return {r.rollout_id: float(r.reward) for r in kept}, {r.rollout_id: r.harness for r in kept}
+
+
+def _per_rollout_rows(tree: PrefixTree, node_adv: list[np.ndarray | dict[str, float]],
+                      w: dict[str, float], ids: tuple[str, ...]):
+    """Rows (token, rollout, adv, weight) for every decision token x kept rollout through it.
+
+    ``node_adv[s]`` is either a per-rollout dict (grpo) or a scalar array (tree_grpo)."""
+    flat = tree.flat()
+    index = {r: i for i, r in enumerate(ids)}
+    toks, rols, advs, wts = [], [], [], []
+    for node, kept in zip(tree.nodes, tree.node_kept_rollouts()):
+        kept = [r for r in kept if r in w]
+        if not kept or not node.decision.any():
+            continue
+        q = flat.node_offsets[node.id] + np.flatnonzero(node.decision)
+        a = node_adv[node.id]
+        per_r = np.array([a[r] for r in kept] if isinstance(a, dict) else [float(a)] * len(kept))
+        toks.append(np.repeat(q, len(kept)))
+        rols.append(np.tile([index[r] for r in kept], len(q)))
+        advs.append(np.tile(per_r, len(q)))
+        wts.append(np.tile([w[r] for r in kept], len(q)))
+    if not toks:
+        empty = np.zeros(0)
+        return empty.astype(np.int64), empty.astype(np.int32), empty, empty
+    return np.concatenate(toks), np.concatenate(rols), np.concatenate(advs), np.concatenate(wts)
+
+
+def grpo(tree: PrefixTree, *, std: bool = True, per_harness: bool = False, eps: float = 1e-6,
+         loss_agg: str = "seq_mean_token_mean") -> TokenAdvantages:
+    """Outcome GRPO on the tree; ``std=False, loss_agg="seq_sum"`` is Dr.GRPO."""
+    rewards, harness = _kept_rewards(tree)
+    adv = normalize_rewards(rewards, harness, "mean_std" if std else "mean", per_harness, eps)
+    w, norm = rollout_weights(decision_counts(tree), loss_agg)
+    ids = tuple(tree.kept_rollouts())
+    rows = _per_rollout_rows(tree, [adv] * len(tree.nodes), w, ids)
+    values = _node_values(tree, rewards)
+    return _finish("grpo", tree, ids, rows, None, None, norm, values, adv)
+
+
+def _node_values(tree: PrefixTree, rewards: dict[str, float]) -> np.ndarray:
+    """V(s) = mean reward of the kept rollouts through s (nan where none)."""
+    out = np.full(len(tree.nodes), np.nan, dtype=np.float64)
+    for node, kept in zip(tree.nodes, tree.node_kept_rollouts()):
+        vals = [rewards[r] for r in kept if r in rewards]
+        if vals:
+            out[node.id] = float(np.mean(vals))
+    return out
+
+
+def tree_grpo(tree: PrefixTree, *, reward_norm: RewardNorm = "none", per_harness: bool = False,
+              sqrt_scale: bool = False, eps: float = 1e-6,
+              loss_agg: str = "seq_mean_token_mean") -> TokenAdvantages:
+    """TreeRL global + local advantages per node (see module docstring)."""
+    rewards, harness = _kept_rewards(tree)
+    rewards = normalize_rewards(rewards, harness, reward_norm, per_harness, eps)
+    values = _node_values(tree, rewards)
+    kept_sets = [frozenset(k) for k in tree.node_kept_rollouts()]
+    seg_parent_value = np.full(len(tree.nodes), np.nan)
+    node_adv = np.zeros(len(tree.nodes))
+    v_root = values[0]
+    for node in tree.nodes[1:]:  # DFS pre-order: parents first
+        p = node.parent
+        same = p > 0 and kept_sets[p] == kept_sets[node.id]
+        seg_parent_value[node.id] = seg_parent_value[p] if same else values[p]
+        a = (values[node.id] - v_root) + (values[node.id] - seg_parent_value[node.id])
+        if sqrt_scale and kept_sets[node.id]:
+            a /= np.sqrt(len(kept_sets[node.id]))
+        node_adv[node.id] = 0.0 if np.isnan(a) else a
+    w, norm = rollout_weights(decision_counts(tree), loss_agg)
+    ids = tuple(tree.kept_rollouts())
+    rows = _per_rollout_rows(tree, list(node_adv), w, ids)
+    return _finish("tree_grpo", tree, ids, rows, None, None, norm, values, None)
+
+
+def gae(tree: PrefixTree, values: np.ndarray, *, gamma: float = 1.0, lam: float = 1.0,
+        token_rewards: np.ndarray | None = None, reward_norm: RewardNorm = "none",
+        per_harness: bool = False, loss_agg: str = "seq_mean_token_mean") -> TokenAdvantages:
+    """Token-level GAE along every kept root-to-end path (see module docstring)."""
+    flat = tree.flat()
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != (len(flat),):
+        raise ValueError(f"gae: values must have one entry per tree token ({len(flat)}), got {values.shape}")
+    if token_rewards is not None:
+        token_rewards = np.asarray(token_rewards, dtype=np.float64)
+        if token_rewards.shape != (len(flat),):
+            raise ValueError(f"gae: token_rewards must have shape ({len(flat)},), got {token_rewards.shape}")
+    rewards, harness = _kept_rewards(tree)
+    rewards = normalize_rewards(rewards, harness, reward_norm, per_harness)
+    w, norm = rollout_weights(decision_counts(tree), loss_agg)
+    ids = tuple(tree.kept_rollouts())
+    index = {r: i for i, r in enumerate(ids)}
+    paths_through = _paths_through_nodes(tree, set(w))
+    toks, rols, pths, advs, wts, rets = [], [], [], [], [], []
+    for path in tree.paths:
+        if path.rollout_id not in w:
+            continue
+        q = np.concatenate([flat.node_offsets[n] + np.flatnonzero(tree.nodes[n].decision) for n in path.nodes])
+        if not len(q):
+            continue
+        tok_r = token_rewards[q] if token_rewards is not None else np.zeros(len(q))
+        adv = gae_1d(values[q], tok_r, rewards[path.rollout_id], gamma, lam)
+        m = np.array([paths_through[(int(n), path.rollout_id)] for n in flat.node_index[q]], dtype=np.float64)
+        toks.append(q)
+        rols.append(np.full(len(q), index[path.rollout_id]))
+        pths.append(np.full(len(q), path.index))
+        advs.append(adv)
+        wts.append(w[path.rollout_id] / m)
+        rets.append(adv + values[q])
+    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+    rows = (cat(toks, np.int64), cat(rols, np.int32), cat(advs, np.float64), cat(wts, np.float64))
+    return _finish("gae", tree, ids, rows, cat(pths, np.int32), cat(rets, np.float64), norm,
+                   None, None)
+
+
+def gae_1d(values: np.ndarray, token_rewards: np.ndarray, final_reward: float, gamma: float,
+           lam: float) -> np.ndarray:
+    """GAE over one sequence of decision tokens (terminal after the last one)."""
+    v = values.tolist()
+    r = token_rewards.tolist()
+    r[-1] += final_reward
+    out = [0.0] * len(v)
+    last, next_v = 0.0, 0.0
+    for k in range(len(v) - 1, -1, -1):
+        delta = r[k] + gamma * next_v - v[k]
+        last = delta + gamma * lam * last
+        out[k] = last
+        next_v = v[k]
+    return np.array(out, dtype=np.float64)
+
+
+def _paths_through_nodes(tree: PrefixTree, rollouts: set[str]) -> dict[tuple[int, str], int]:
+    """(node, rollout) -> number of that rollout's paths through the node."""
+    counts: dict[tuple[int, str], int] = {}
+    for path in tree.paths:
+        if path.rollout_id in rollouts:
+            for n in path.nodes:
+                key = (n, path.rollout_id)
+                counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _finish(name: str, tree: PrefixTree, ids: tuple[str, ...], rows, path: np.ndarray | None,
+            returns: np.ndarray | None, norm: float, node_value: np.ndarray | None,
+            rollout_adv: dict[str, float] | None) -> TokenAdvantages:
+    tok, rol, adv, wt = rows
+    if path is None:
+        path = np.full(len(tok), -1, dtype=np.int32)
+    parts = assemble(len(tree.flat()), tok.astype(np.int64), rol, path, adv, wt, returns)
+    return TokenAdvantages(
+        estimator=name, rollout_ids=ids, norm=norm,
+        node_value=None if node_value is None else node_value.astype(np.float32),
+        rollout_adv=rollout_adv, **parts)
+
+
+ESTIMATORS = {"grpo": grpo, "tree_grpo": tree_grpo, "gae": gae}
