@@ -1,0 +1,104 @@
+"""Meaning-equality of messages and tool lists, as harnesses resend them.
+
+Harnesses resend earlier turns equal in meaning but not byte-identical (HARNESSES.md): JSON
+re-serialised with other key orders and spacing, block lists joined into strings, cache_control
+moved, tool-call ids stripped of non-alphanumerics, content null instead of "", thinking replayed
+or dropped. A message's *key* keeps only what a chat template renders, in canonical form:
+
+- text: None == "", whitespace runs collapsed, ends stripped;
+- tool-call arguments: parsed JSON re-dumped with sorted keys (strings that are not JSON: text rule);
+- tool-call ids and tool_call_id: ignored (no supported template renders them; harnesses rewrite them);
+- meta (cache_control, signatures, is_error) and a tool message's name: ignored;
+- reasoning: compared separately (`reply_matches`) since many clients drop it on resend;
+- tools: order-insensitive set of (name, kind, description text, canonical schema).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from harnessrl.render.messages import Message, ToolCall, ToolSpec
+from harnessrl.render.parsing import split_reasoning
+
+
+def norm_text(text: str | None) -> str:
+    """Whitespace-insensitive text form: runs of whitespace -> one space, ends stripped."""
+    if not text:
+        return ""
+    return " ".join(text.split())
+
+
+def canon_json(value: Any) -> str:
+    """Canonical JSON: sorted keys, compact separators, unicode kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def norm_arguments(args: Any) -> str:
+    """Tool-call arguments in canonical form, whether given parsed or as a JSON string."""
+    if isinstance(args, str):
+        try:
+            return canon_json(json.loads(args))
+        except ValueError:
+            return "text:" + norm_text(args)
+    return canon_json(args)
+
+
+def call_key(call: ToolCall) -> tuple[str, str]:
+    return (call.name, norm_arguments(call.arguments))
+
+
+@dataclass(frozen=True)
+class MessageKey:
+    """What of a message counts for meaning. Equal keys (and compatible reasoning) = same meaning."""
+
+    role: str
+    text: str
+    calls: tuple[tuple[str, str], ...] = ()
+    reasoning: str = ""  # normalised; "" = none given
+
+    def core(self) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+        return (self.role, self.text, self.calls)
+
+
+def message_key(msg: Message) -> MessageKey:
+    """The meaning key of one message."""
+    content = msg.content or ""
+    reasoning = msg.reasoning
+    if msg.role == "assistant" and not reasoning:
+        inline, rest = split_reasoning(content)
+        if inline is not None:  # thinking served inline in content and sent back that way
+            reasoning, content = inline, rest
+    return MessageKey(
+        role=msg.role,
+        text=norm_text(content),
+        calls=tuple(call_key(c) for c in msg.tool_calls),
+        reasoning=norm_text(reasoning),
+    )
+
+
+def reply_matches(ours: MessageKey, theirs: MessageKey) -> bool:
+    """Is ``theirs`` (resent by the harness) our reply ``ours``? Dropped reasoning still matches."""
+    if ours.core() != theirs.core():
+        return False
+    return not theirs.reasoning or theirs.reasoning == ours.reasoning
+
+
+def history_matches(stored: list[MessageKey], new: list[MessageKey]) -> bool:
+    """Do the first ``len(stored)`` messages of ``new`` mean ``stored``? Assistant reasoning is lenient."""
+    if len(new) < len(stored):
+        return False
+    head = new[: len(stored)]
+    if head == stored:
+        return True
+    return all(s.core() == n.core() and (not s.reasoning or not n.reasoning or s.reasoning == n.reasoning)
+               for s, n in zip(stored, head))
+
+
+def tools_key(tools: list[ToolSpec]) -> str:
+    """Order-insensitive canonical form of a tool list."""
+    items = sorted(
+        canon_json([t.name, t.kind, norm_text(t.description), canon_json(t.parameters or {})]) for t in tools
+    )
+    return "\n".join(items)

@@ -1,0 +1,144 @@
+"""Renderer: messages + tools -> prompt ids with the model's own chat template; sampled ids -> reply.
+
+    r = Renderer.from_pretrained(model_dir)
+    ids = r.render(messages, tools)                  # stateless, full rendering
+    parsed = r.parse(sampled_ids, tools=tools)       # text / reasoning / tool calls / finish
+    conv = r.conversation()                          # one per rollout: exact history reuse
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harnessrl.render.messages import Message, ParsedCompletion, ToolSpec
+from harnessrl.render.parsing import THINK_OPEN, parse_text
+from harnessrl.render.template import TemplateError, TemplateInfo, detect, to_template
+from harnessrl.render.tokens import ChunkEncoder, chunking_is_exact, special_splitter
+
+_MARK = "\u2063REPLY\u2063"  # invisible separator: never produced by a harness in practice
+
+
+class Renderer:
+    """Chat-template rendering and reply parsing for one tokenizer (one model family)."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        chat_template: str | None = None,
+        tool_format: str | None = None,
+        template_kwargs: dict[str, Any] | None = None,
+        verify_incremental: bool = False,
+    ):
+        source = chat_template or getattr(tokenizer, "chat_template", None)
+        if not isinstance(source, str) or not source.strip():
+            raise TemplateError("the tokenizer has no chat template; pass chat_template=<jinja source>")
+        self.tokenizer = tokenizer
+        self.chat_template = source
+        self.template_kwargs = dict(template_kwargs or {})
+        self.info: TemplateInfo = detect(source, tool_format)
+        self.verify_incremental = verify_incremental
+        self.eot_text = self._find_eot()
+        self.eot_ids = self.encode(self.eot_text)
+        self.eot_id = self.eot_ids[-1]
+        eos = getattr(tokenizer, "eos_token_id", None)
+        self.stop_ids: tuple[int, ...] = tuple(dict.fromkeys([self.eot_id] + ([eos] if eos is not None else [])))
+        self.think_opened = self.generation_prompt().rstrip().endswith(THINK_OPEN)
+        self.splitter = special_splitter(getattr(tokenizer, "all_special_tokens", []) or [])
+        if not chunking_is_exact(self.encode, self.splitter, self._sample_text()):
+            self.splitter = None
+        from harnessrl.render.incremental import incremental_is_exact  # noqa: PLC0415 (cycle)
+
+        self.incremental_ok = incremental_is_exact(self)
+
+    @classmethod
+    def from_pretrained(cls, model_dir: str | Path, *, tokenizer_kwargs: dict[str, Any] | None = None,
+                        **kwargs: Any) -> "Renderer":
+        """Load the tokenizer (and its chat template) from an HF model directory or id."""
+        from transformers import AutoTokenizer  # noqa: PLC0415 (heavy import)
+
+        tok = AutoTokenizer.from_pretrained(str(model_dir), **(tokenizer_kwargs or {}))
+        return cls(tok, **kwargs)
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: Any, **kwargs: Any) -> "Renderer":
+        return cls(tokenizer, **kwargs)
+
+    # ---- text and ids -------------------------------------------------------------------
+    def render_text(self, messages: list[Message], tools: list[ToolSpec] | None = None,
+                    add_generation_prompt: bool = True) -> str:
+        """The template's text for messages + tools."""
+        conv, tool_arg = to_template(messages, list(tools or []), self.info)
+        try:
+            text = self.tokenizer.apply_chat_template(
+                conv, tools=tool_arg, add_generation_prompt=add_generation_prompt, tokenize=False,
+                chat_template=self.chat_template, **self.template_kwargs,
+            )
+        except Exception as exc:  # jinja raise_exception() or a template bug
+            raise TemplateError(f"chat template failed to render: {exc}") from exc
+        return str(text)
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of text exactly as written (special tokens in it recognised; none added)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
+
+    def render(self, messages: list[Message], tools: list[ToolSpec] | None = None,
+               add_generation_prompt: bool = True) -> list[int]:
+        """Prompt ids of a full (stateless) rendering, as a plain deployment would tokenise it."""
+        return self.encode(self.render_text(messages, tools, add_generation_prompt))
+
+    def chunk_encoder(self) -> ChunkEncoder:
+        """A fresh cached encoder (one per conversation)."""
+        return ChunkEncoder(self.encode, self.splitter)
+
+    def generation_prompt(self) -> str:
+        """The text the template appends to open an assistant turn."""
+        msgs = [Message("user", "x")]
+        with_gp = self.render_text(msgs, add_generation_prompt=True)
+        without = self.render_text(msgs, add_generation_prompt=False)
+        return with_gp[len(without):] if with_gp.startswith(without) else ""
+
+    # ---- replies ------------------------------------------------------------------------
+    def parse(self, sampled_ids: list[int], *, finish_reason: str | None = None,
+              tools: list[ToolSpec] | None = None, id_seed: str = "") -> ParsedCompletion:
+        """Sampled ids -> reply. The trailing stop token is not part of the text.
+
+        ``finish_reason`` from the engine ("stop" | "length"); when None it is inferred from
+        whether the ids end with a stop id.
+        """
+        ids = list(sampled_ids)
+        stopped = bool(ids) and ids[-1] in self.stop_ids
+        if finish_reason is not None:
+            stopped = finish_reason != "length"
+        if ids and ids[-1] in self.stop_ids:
+            ids = ids[:-1]
+        return parse_text(self.decode(ids), stopped=stopped, tools=tools, id_seed=id_seed,
+                          think_opened=self.think_opened)
+
+    # ---- conversations ------------------------------------------------------------------
+    def conversation(self, mode: str = "exact") -> "Conversation":
+        from harnessrl.render.conversation import Conversation  # noqa: PLC0415 (cycle)
+
+        return Conversation(self, mode=mode)
+
+    # ---- probes -------------------------------------------------------------------------
+    def _find_eot(self) -> str:
+        """The end-of-turn text the template writes after an assistant message."""
+        text = self.render_text([Message("user", "x"), Message("assistant", _MARK)], add_generation_prompt=False)
+        after = text.split(_MARK, 1)[1] if _MARK in text else ""
+        specials = [t for t in (getattr(self.tokenizer, "all_special_tokens", []) or []) if t and t in after]
+        if specials:
+            return min(specials, key=lambda t: (after.index(t), -len(t)))
+        eos = getattr(self.tokenizer, "eos_token", None)
+        if not eos:
+            raise TemplateError("cannot tell the template's end-of-turn token (no special token, no eos)")
+        return str(eos)
+
+    def _sample_text(self) -> str:
+        msgs = [Message("system", "Be brief."), Message("user", "Hi there!\n  two  spaces"),
+                Message("assistant", "Hello - how can I help?"), Message("user", "ls -la /tmp\n")]
+        return self.render_text(msgs)

@@ -1,0 +1,111 @@
+"""What a chat template can do, and Message -> the dicts that template expects.
+
+Templates with their own tool support (Qwen/Hermes style: they read ``tools`` and
+``tool_calls``) get OpenAI-shaped tools, calls and ``role: tool`` messages and render them
+themselves. Plain templates (e.g. SmolLM2-135M's ChatML) get the tool convention injected
+here: definitions appended to the system message, calls written into the assistant text,
+results as ``<tool_response>`` blocks in one user turn per run of tool messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harnessrl.render.messages import Message, ToolCall, ToolSpec
+from harnessrl.render.tool_formats import TOOL_FORMATS, render_calls, render_result, system_block, tool_schema
+
+
+class TemplateError(ValueError):
+    """The chat template cannot be used (missing, or fails to render)."""
+
+
+@dataclass(frozen=True)
+class TemplateInfo:
+    native_tools: bool  # the template renders tools / tool_calls / tool messages itself
+    tool_format: str  # "hermes" | "smollm2": convention injected into plain templates
+    reasoning_key: str | None  # message field the template reads thinking from ("reasoning_content")
+    thinks: bool  # the template knows <think> blocks
+
+
+def detect(source: str, tool_format: str | None = None) -> TemplateInfo:
+    """Capabilities of a template from its jinja source; ``tool_format`` overrides the convention."""
+    if tool_format is not None and tool_format not in TOOL_FORMATS:
+        raise TemplateError(f"unknown tool format {tool_format!r}; choose one of {', '.join(TOOL_FORMATS)}")
+    native = "tools" in source and "tool_call" in source
+    fmt = tool_format or ("smollm2" if "<tool_call>[" in source else "hermes")
+    reasoning_key = "reasoning_content" if "reasoning_content" in source else None
+    thinks = "<think>" in source or reasoning_key is not None
+    return TemplateInfo(native_tools=native, tool_format=fmt, reasoning_key=reasoning_key, thinks=thinks)
+
+
+def _custom_args(call: ToolCall) -> Any:
+    if call.kind == "custom" and isinstance(call.arguments, str):
+        return {"input": call.arguments}
+    return call.arguments
+
+
+def _with_reasoning(content: str, reasoning: str | None, info: TemplateInfo) -> tuple[str, dict[str, Any]]:
+    """(content, extra fields) carrying the reasoning the way the template reads it."""
+    if not reasoning or not info.thinks:
+        return content, {}
+    if info.reasoning_key:
+        return content, {info.reasoning_key: reasoning}
+    return f"<think>\n{reasoning}\n</think>\n\n{content}", {}
+
+
+def _native_message(msg: Message, info: TemplateInfo) -> dict[str, Any]:
+    content = msg.content or ""
+    if msg.role == "assistant":
+        content, extra = _with_reasoning(content, msg.reasoning, info)
+        out: dict[str, Any] = {"role": "assistant", "content": content, **extra}
+        if msg.tool_calls:
+            out["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _custom_args(c)}}
+                for c in msg.tool_calls
+            ]
+        return out
+    if msg.role == "tool":
+        out = {"role": "tool", "content": content, "tool_call_id": msg.tool_call_id or ""}
+        if msg.name:
+            out["name"] = msg.name
+        return out
+    return {"role": msg.role, "content": content}
+
+
+def _injected_messages(messages: list[Message], tools: list[ToolSpec], info: TemplateInfo) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for msg in messages:
+        content = msg.content or ""
+        if msg.role == "tool":
+            block = render_result(content)
+            if out and out[-1].get("_tool_run"):
+                out[-1]["content"] += "\n" + block
+            else:
+                out.append({"role": "user", "content": block, "_tool_run": True})
+            continue
+        if msg.role == "assistant":
+            calls = render_calls([ToolCall(c.id, c.name, _custom_args(c), c.kind) for c in msg.tool_calls],
+                                 info.tool_format)
+            if calls:
+                content = f"{content}\n{calls}" if content else calls
+            content, _ = _with_reasoning(content, msg.reasoning, info)
+        out.append({"role": msg.role, "content": content})
+    if tools:
+        block = system_block(tools, info.tool_format)
+        if out and out[0]["role"] == "system":
+            out[0]["content"] = f"{out[0]['content']}\n\n{block}" if out[0]["content"] else block
+        else:
+            out.insert(0, {"role": "system", "content": block})
+    for item in out:
+        item.pop("_tool_run", None)
+    return out
+
+
+def to_template(
+    messages: list[Message], tools: list[ToolSpec], info: TemplateInfo
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """(template messages, template tools or None) for ``apply_chat_template``."""
+    if info.native_tools:
+        return [_native_message(m, info) for m in messages], ([tool_schema(t) for t in tools] or None)
+    return _injected_messages(messages, tools, info), None
