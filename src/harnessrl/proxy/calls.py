@@ -1,0 +1,183 @@
+"""One model call, protocol-neutral: parse -> render (exact history) -> generate -> parse reply ->
+commit to the store -> response bytes. Every outcome, failures included, is stored; the record
+is durable before the response is handed back to the HTTP layer."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from harnessrl.engine.base import Engine, EngineOverloaded, Generation, PromptTooLong, SamplingParams
+from harnessrl.proxy.canonical import CallResult, ChatRequest
+from harnessrl.proxy.errors import ProxyError, bad_request, internal, overloaded, too_long
+from harnessrl.proxy.jsonutil import DecodeError, dumps, loads
+from harnessrl.proxy.protocols import Protocol
+from harnessrl.proxy.rollouts import RolloutState
+from harnessrl.proxy.writer import CallWriter
+from harnessrl.store import CallRecord
+
+log = logging.getLogger(__name__)
+_RAW_ERROR_BODY_LIMIT = 65536
+
+
+@dataclass
+class Reply:
+    status: int
+    body: bytes
+    media_type: str = "application/json"
+
+
+@dataclass
+class _Call:
+    """What is known about a call so far (for its store record, success or failure)."""
+
+    protocol: Protocol
+    rollout: RolloutState
+    endpoint: str
+    call_id: str
+    seq: int
+    t_start: float
+    raw: bytes = b""
+    request: Any = None
+    req: ChatRequest | None = None
+    n_prompt: int = 0
+
+
+class CallHandler:
+    def __init__(self, engine: Engine, writer: CallWriter, default_max_tokens: int = 2048,
+                 stop_ids: tuple[int, ...] = (), tokenizer: Any = None, history_mode: str = "exact"):
+        self.engine = engine
+        self.writer = writer
+        self.default_max_tokens = default_max_tokens
+        self.stop_ids = tuple(stop_ids)
+        self.tokenizer = tokenizer
+        self.history_mode = history_mode
+        self._stop_cache: dict[str, int | None] = {}
+
+    async def handle(self, protocol: Protocol, rollout: RolloutState, body: bytes, endpoint: str) -> Reply:
+        call = _Call(protocol, rollout, endpoint, uuid.uuid4().hex, rollout.take_seq(), time.time(), raw=body)
+        try:
+            return await self._run(call, body)
+        except ProxyError as e:
+            return await self._fail(call, e)
+        except EngineOverloaded:
+            return await self._fail(call, overloaded())
+        except PromptTooLong as e:
+            return await self._fail(call, too_long(protocol.family, e.prompt_tokens, e.max_model_len))
+        except Exception as e:  # a bug must not take the server down; the client sees a 500
+            log.exception("call %s failed", call.call_id)
+            return await self._fail(call, internal(f"proxy error: {type(e).__name__}: {e}"))
+
+    def count_tokens(self, protocol: Protocol, rollout: RolloutState, body: bytes) -> int:
+        """Prompt length of a request as this rollout would render it (nothing is stored)."""
+        req = protocol.parse(_load(body))
+        return len(self._prepare(rollout, req).ids)
+
+    async def _run(self, call: _Call, body: bytes) -> Reply:
+        call.request = _load(body)
+        call.req = req = call.protocol.parse(call.request)
+        t_render = time.perf_counter()
+        rendered = self._prepare(call.rollout, req)
+        prompt_ids = list(rendered.ids)
+        call.n_prompt = len(prompt_ids)
+        params = self._sampling(req, call.n_prompt, call.protocol.family)
+        t_engine = time.perf_counter()
+        gen: Generation = await self.engine.generate(prompt_ids, params)
+        t_parse = time.perf_counter()
+        completion = call.rollout.conversation.commit(rendered, list(gen.token_ids), gen.policy_version,
+                                                      gen.finish_reason)
+        result = CallResult(call.call_id, req.model, int(call.t_start), completion, call.n_prompt,
+                            len(gen.token_ids), gen.finish_reason)
+        response = call.protocol.respond(result, req)
+        out = b"".join(call.protocol.stream(result, req)) if req.stream else dumps(response)
+        t_done = time.perf_counter()
+        timings = {"render_s": t_engine - t_render, "engine_s": t_parse - t_engine, "respond_s": t_done - t_parse,
+                   **{f"engine_{k}": v for k, v in (gen.timings or {}).items()}}
+        record = CallRecord(
+            call_id=call.call_id, rollout_id=call.rollout.rollout_id, seq=call.seq, protocol=call.protocol.name,
+            prompt_ids=prompt_ids, sampled_ids=list(gen.token_ids), logprobs=list(gen.logprobs),
+            prompt_provenance=list(rendered.provenance), policy_version=gen.policy_version,
+            temperature=params.temperature, top_p=params.top_p, finish_reason=gen.finish_reason,
+            status="ok", t_start=call.t_start, t_end=time.time(), request=call.request, response=response,
+            meta=self._meta(call, params, timings=timings),
+        )
+        await self.writer.write(record)
+        return Reply(200, out, "text/event-stream" if req.stream else "application/json")
+
+    def _prepare(self, rollout: RolloutState, req: ChatRequest) -> Any:
+        try:
+            return rollout.conversation.prepare(req.messages, req.tools)
+        except ValueError as e:  # TemplateError and other rendering refusals
+            raise bad_request(f"cannot render the conversation: {e}") from None
+
+    def _sampling(self, req: ChatRequest, n_prompt: int, family: str) -> SamplingParams:
+        max_len = self.engine.max_model_len
+        if n_prompt >= max_len:
+            raise too_long(family, n_prompt, max_len)  # type: ignore[arg-type]
+        wanted = req.max_tokens if req.max_tokens is not None else self.default_max_tokens
+        if wanted < 1:
+            raise bad_request("max_tokens must be at least 1", "max_tokens")
+        temperature = 1.0 if req.temperature is None else req.temperature
+        top_p = 1.0 if req.top_p is None else req.top_p
+        if temperature < 0 or not 0 < top_p <= 1:
+            raise bad_request("temperature must be >= 0 and top_p in (0, 1]", "temperature")
+        stops = self.stop_ids + tuple(i for i in (self._stop_id(s) for s in req.stop) if i is not None)
+        return SamplingParams(temperature=temperature, top_p=top_p, max_tokens=min(wanted, max_len - n_prompt),
+                              stop_token_ids=tuple(dict.fromkeys(stops)))
+
+    def _stop_id(self, text: str) -> int | None:
+        """A stop sequence maps to a stop id when it is exactly one token; others are only recorded."""
+        if text not in self._stop_cache:
+            ids = self.tokenizer.encode(text, add_special_tokens=False) if self.tokenizer is not None else []
+            self._stop_cache[text] = ids[0] if len(ids) == 1 else None
+        return self._stop_cache[text]
+
+    def _meta(self, call: _Call, params: SamplingParams | None, **extra: Any) -> dict[str, Any]:
+        req = call.req
+        meta: dict[str, Any] = {"rollout_key": call.rollout.key, "endpoint": call.endpoint,
+                                "history_mode": self.history_mode, "n_prompt": call.n_prompt}
+        if req is not None:
+            meta.update(model=req.model, stream=req.stream, stop=req.stop)
+        if params is not None:
+            meta["sampling"] = {"temperature": params.temperature, "top_p": params.top_p,
+                                "max_tokens": params.max_tokens, "stop_token_ids": list(params.stop_token_ids),
+                                "requested_max_tokens": req.max_tokens if req else None}
+        meta.update(extra)
+        return meta
+
+    async def _fail(self, call: _Call, err: ProxyError) -> Reply:
+        family = call.protocol.family
+        body = err.body(family)  # type: ignore[arg-type]
+        request = call.request
+        if request is None:
+            request = {"_unparsed": call.raw[:_RAW_ERROR_BODY_LIMIT].decode("utf-8", errors="replace")}
+        req = call.req
+        record = CallRecord(
+            call_id=call.call_id, rollout_id=call.rollout.rollout_id, seq=call.seq, protocol=call.protocol.name,
+            prompt_ids=[], sampled_ids=[], logprobs=[], prompt_provenance=[],
+            policy_version=self.engine.policy_version,
+            temperature=1.0 if req is None or req.temperature is None else req.temperature,
+            top_p=1.0 if req is None or req.top_p is None else req.top_p, finish_reason="stop", status="error",
+            t_start=call.t_start, t_end=time.time(), request=request, response=body,
+            meta=self._meta(call, None, error=err.message, error_kind=err.kind),
+        )
+        try:
+            await self.writer.write(record)
+        except Exception:  # the store is failing: still answer the client
+            log.exception("could not store failed call %s", call.call_id)
+        return Reply(err.status(family), dumps(body))  # type: ignore[arg-type]
+
+
+def _load(body: bytes) -> Any:
+    if not body.strip():
+        raise bad_request("empty request body: send a JSON object")
+    try:
+        value = loads(body)
+    except (DecodeError, UnicodeDecodeError) as e:
+        raise bad_request(f"malformed JSON body: {e}") from None
+    if not isinstance(value, dict):
+        raise bad_request("the request body must be a JSON object")
+    return value

@@ -1,0 +1,195 @@
+"""OpenAI Chat Completions (`POST /v1/chat/completions`): request -> canonical messages, finished
+call -> `chat.completion` body or `chat.completion.chunk` SSE stream (+ usage chunk, `[DONE]`).
+
+Handles system/developer/user/assistant/tool (and legacy function) roles, content as string or
+parts, `tool_calls` with JSON-string arguments, replayed `reasoning_content`, function and custom
+tools, `max_tokens` / `max_completion_tokens`, `stop`, `stream_options.include_usage`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from harnessrl.proxy.canonical import CallResult, ChatRequest
+from harnessrl.proxy.errors import bad_request, validation_message
+from harnessrl.proxy.jsonutil import DecodeError, dumps_str, loads
+from harnessrl.proxy.sse import DONE, data
+from harnessrl.render.messages import Message, ToolCall, ToolSpec
+
+PROTOCOL = "openai.chat"
+FAMILY = "openai"
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    reasoning_content: str | None = None
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str = "policy"
+    messages: list[_Message]
+    tools: list[dict[str, Any]] | None = None
+    stream: bool | None = False
+    stream_options: dict[str, Any] | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    stop: str | list[str] | None = None
+    n: int | None = None
+    tool_choice: Any = None
+    parallel_tool_calls: bool | None = None
+
+
+def parse(body: Any) -> ChatRequest:
+    try:
+        req = _Request.model_validate(body)
+    except ValidationError as e:
+        raise bad_request(validation_message(e), "messages") from None
+    if req.n not in (None, 1):
+        raise bad_request("only n=1 is supported by this proxy", "n")
+    stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+    max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    return ChatRequest(
+        messages=[_convert_message(m, i) for i, m in enumerate(req.messages)],
+        tools=[_convert_tool(t, i) for i, t in enumerate(req.tools or [])],
+        model=req.model,
+        stream=bool(req.stream),
+        temperature=req.temperature,
+        top_p=req.top_p,
+        max_tokens=max_tokens,
+        stop=stop,
+        include_usage=bool((req.stream_options or {}).get("include_usage")),
+        extra={"tool_choice": req.tool_choice, "parallel_tool_calls": req.parallel_tool_calls},
+    )
+
+
+def _text_of(content: str | list[dict[str, Any]] | None) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    parts = []
+    for part in content:
+        kind = part.get("type")
+        if kind in ("text", "input_text", "output_text"):
+            parts.append(str(part.get("text", "")))
+        elif kind in ("image_url", "input_image", "input_audio", "file"):
+            parts.append(f"[{kind}]")
+    return "".join(parts)
+
+
+def parse_arguments(raw: Any) -> Any:
+    """Tool-call arguments: JSON text -> value; text that is not JSON stays a string."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return loads(raw)
+    except DecodeError:
+        return raw
+
+
+def _convert_message(m: _Message, i: int) -> Message:
+    role = {"developer": "system", "function": "tool"}.get(m.role, m.role)
+    msg = Message(role=role, content=_text_of(m.content), name=m.name if role == "tool" else None)
+    if role == "tool":
+        msg.tool_call_id = m.tool_call_id or m.name
+    if role == "assistant":
+        msg.reasoning = m.reasoning_content
+        for j, tc in enumerate(m.tool_calls or []):
+            msg.tool_calls.append(_convert_tool_call(tc, f"messages.{i}.tool_calls.{j}"))
+    return msg
+
+
+def _convert_tool_call(tc: dict[str, Any], where: str) -> ToolCall:
+    if tc.get("type") == "custom" or "custom" in tc:
+        fn = tc.get("custom") or {}
+        return ToolCall(id=str(tc.get("id", "")), name=str(fn.get("name", "")), arguments=fn.get("input", ""),
+                        kind="custom")
+    fn = tc.get("function")
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise bad_request(f"invalid request: {where}.function.name is required", "messages")
+    return ToolCall(id=str(tc.get("id", "")), name=fn["name"], arguments=parse_arguments(fn.get("arguments", "{}")))
+
+
+def _convert_tool(tool: dict[str, Any], i: int) -> ToolSpec:
+    kind = tool.get("type", "function")
+    spec = tool.get(kind) if isinstance(tool.get(kind), dict) else tool
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise bad_request(f"invalid request: tools.{i}.{kind}.name is required", "tools")
+    params = spec.get("parameters")
+    return ToolSpec(name=name, description=str(spec.get("description", "")),
+                    parameters=params if isinstance(params, dict) else {},
+                    kind="custom" if kind == "custom" else "function")
+
+
+# -- responses ----------------------------------------------------------------------------------
+
+
+def _arguments_text(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else dumps_str(arguments)
+
+
+def _tool_calls(result: CallResult) -> list[dict[str, Any]]:
+    out = []
+    for tc in result.completion.tool_calls:
+        if tc.kind == "custom":
+            out.append({"id": tc.id, "type": "custom", "custom": {"name": tc.name, "input": _arguments_text(tc.arguments)}})
+        else:
+            out.append({"id": tc.id, "type": "function",
+                        "function": {"name": tc.name, "arguments": _arguments_text(tc.arguments)}})
+    return out
+
+
+def _usage(result: CallResult) -> dict[str, int]:
+    return {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
+            "total_tokens": result.prompt_tokens + result.completion_tokens}
+
+
+def response_body(result: CallResult) -> dict[str, Any]:
+    c = result.completion
+    message: dict[str, Any] = {"role": "assistant", "content": c.content or (None if c.tool_calls else "")}
+    if c.reasoning:
+        message["reasoning_content"] = c.reasoning
+    if c.tool_calls:
+        message["tool_calls"] = _tool_calls(result)
+    return {"id": f"chatcmpl-{result.call_id}", "object": "chat.completion", "created": result.created,
+            "model": result.model,
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": c.finish_reason}],
+            "usage": _usage(result)}
+
+
+def stream_events(result: CallResult, include_usage: bool) -> list[bytes]:
+    c = result.completion
+    head = {"id": f"chatcmpl-{result.call_id}", "object": "chat.completion.chunk", "created": result.created,
+            "model": result.model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        body = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        if include_usage:
+            body["usage"] = None
+        return data(body)
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    if c.reasoning:
+        events.append(chunk({"reasoning_content": c.reasoning}))
+    if c.content:
+        events.append(chunk({"content": c.content}))
+    for i, tc in enumerate(_tool_calls(result)):
+        kind = tc["type"]
+        field = "input" if kind == "custom" else "arguments"
+        start = {"index": i, "id": tc["id"], "type": kind, kind: {"name": tc[kind]["name"], field: ""}}
+        events.append(chunk({"tool_calls": [start]}))
+        events.append(chunk({"tool_calls": [{"index": i, kind: {field: tc[kind][field]}}]}))
+    events.append(chunk({}, c.finish_reason))
+    if include_usage:
+        events.append(data({**head, "choices": [], "usage": _usage(result)}))
+    events.append(DONE)
+    return events

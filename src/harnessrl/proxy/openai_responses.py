@@ -1,0 +1,238 @@
+"""OpenAI Responses (`POST /v1/responses`): input items -> canonical messages, finished call ->
+`response` body or its SSE events (response.created ... response.completed).
+
+Consecutive reasoning / assistant message / function_call / custom_tool_call items form one
+assistant turn. Reasoning text travels in `encrypted_content` (Codex asks for it and drops the
+plain `content` when it resends history). `previous_response_id` is refused: the proxy keeps no
+server-side conversation, clients resend the full input (Codex does).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from harnessrl.proxy.canonical import CallResult, ChatRequest
+from harnessrl.proxy.errors import bad_request, validation_message
+from harnessrl.proxy.openai_chat import parse_arguments
+from harnessrl.proxy.jsonutil import dumps_str
+from harnessrl.proxy.sse import event
+from harnessrl.render.messages import Message, ToolCall, ToolSpec
+
+PROTOCOL = "openai.responses"
+FAMILY = "openai"
+_REASONING_PREFIX = "harnessrl:"
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str = "policy"
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    stream: bool | None = False
+    temperature: float | None = None
+    top_p: float | None = None
+    max_output_tokens: int | None = None
+    tool_choice: Any = None
+    parallel_tool_calls: bool | None = None
+    previous_response_id: str | None = None
+
+
+def parse(body: Any) -> ChatRequest:
+    try:
+        req = _Request.model_validate(body)
+    except ValidationError as e:
+        raise bad_request(validation_message(e), "input") from None
+    if req.previous_response_id:
+        raise bad_request("previous_response_id is not supported: resend the full input", "previous_response_id")
+    messages = [Message(role="system", content=req.instructions)] if req.instructions else []
+    if isinstance(req.input, str):
+        messages.append(Message(role="user", content=req.input))
+    else:
+        messages.extend(_convert_items(req.input))
+    tools = [t for t in (_convert_tool(t, i) for i, t in enumerate(req.tools or [])) if t is not None]
+    return ChatRequest(
+        messages=messages, tools=tools, model=req.model, stream=bool(req.stream),
+        temperature=req.temperature, top_p=req.top_p, max_tokens=req.max_output_tokens,
+        extra={"tool_choice": req.tool_choice if req.tool_choice is not None else "auto",
+               "parallel_tool_calls": req.parallel_tool_calls if req.parallel_tool_calls is not None else True,
+               "tools": req.tools or [], "custom_tools": sorted(t.name for t in tools if t.kind == "custom")},
+    )
+
+
+def _text_of(content: Any) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list):
+        return str(content)
+    parts = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") in ("input_text", "output_text", "text", "summary_text",
+                                                           "reasoning_text"):
+            parts.append(str(part.get("text", "")))
+        elif isinstance(part, dict) and part.get("type") in ("input_image", "input_file"):
+            parts.append(f"[{part['type']}]")
+    return "".join(parts)
+
+
+def decode_reasoning(item: dict[str, Any]) -> str:
+    """Reasoning text of a resent reasoning item: ours from encrypted_content, else content/summary text."""
+    enc = item.get("encrypted_content")
+    if isinstance(enc, str) and enc.startswith(_REASONING_PREFIX):
+        try:
+            return base64.b64decode(enc[len(_REASONING_PREFIX):]).decode()
+        except ValueError:
+            pass
+    return _text_of(item.get("content")) or _text_of(item.get("summary"))
+
+
+def _convert_items(items: list[dict[str, Any]]) -> list[Message]:
+    out: list[Message] = []
+    turn: Message | None = None  # the assistant turn being assembled
+    for i, item in enumerate(items):
+        kind = item.get("type", "message")
+        role = item.get("role")
+        if kind == "message" and role != "assistant":
+            turn = None
+            if role not in ("user", "system", "developer"):
+                raise bad_request(f"invalid request: input.{i}.role must be user, system, developer or assistant", "input")
+            out.append(Message(role="user" if role == "user" else "system", content=_text_of(item.get("content"))))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            turn = None
+            if not isinstance(item.get("call_id"), str):
+                raise bad_request(f"invalid request: input.{i}.call_id is required", "input")
+            out.append(Message(role="tool", content=_text_of(item.get("output")), tool_call_id=item["call_id"]))
+        elif kind in ("message", "reasoning", "function_call", "custom_tool_call"):
+            if turn is None or (kind == "reasoning" and (turn.content or turn.tool_calls)):
+                turn = Message(role="assistant")
+                out.append(turn)
+            _add_to_turn(turn, kind, item, i)
+    return out
+
+
+def _add_to_turn(turn: Message, kind: str, item: dict[str, Any], i: int) -> None:
+    if kind == "reasoning":
+        turn.reasoning = (turn.reasoning or "") + decode_reasoning(item)
+    elif kind == "message":
+        turn.content += _text_of(item.get("content"))
+    else:
+        if not isinstance(item.get("name"), str) or not isinstance(item.get("call_id"), str):
+            raise bad_request(f"invalid request: input.{i} needs a string name and call_id", "input")
+        if kind == "function_call":
+            turn.tool_calls.append(ToolCall(id=item["call_id"], name=item["name"],
+                                            arguments=parse_arguments(item.get("arguments", "{}"))))
+        else:
+            turn.tool_calls.append(ToolCall(id=item["call_id"], name=item["name"],
+                                            arguments=str(item.get("input", "")), kind="custom"))
+
+
+def _convert_tool(tool: dict[str, Any], i: int) -> ToolSpec | None:
+    kind = tool.get("type", "function")
+    if kind not in ("function", "custom"):
+        return None  # hosted tools (web_search, ...) have no local implementation
+    name = tool.get("name")
+    if not isinstance(name, str) or not name:
+        raise bad_request(f"invalid request: tools.{i}.name is required", "tools")
+    params = tool.get("parameters") if kind == "function" else {"format": tool.get("format")}
+    return ToolSpec(name=name, description=str(tool.get("description", "")),
+                    parameters=params if isinstance(params, dict) else {}, kind=kind)
+
+
+# -- responses ----------------------------------------------------------------------------------
+
+
+def output_items(result: CallResult, custom_tools: list[str]) -> list[dict[str, Any]]:
+    c, cid = result.completion, result.call_id
+    items: list[dict[str, Any]] = []
+    if c.reasoning:
+        enc = _REASONING_PREFIX + base64.b64encode(c.reasoning.encode()).decode()
+        items.append({"type": "reasoning", "id": f"rs_{cid}", "summary": [],
+                      "content": [{"type": "reasoning_text", "text": c.reasoning}], "encrypted_content": enc})
+    if c.content:
+        items.append({"type": "message", "id": f"msg_{cid}", "status": "completed", "role": "assistant",
+                      "content": [{"type": "output_text", "text": c.content, "annotations": [], "logprobs": []}]})
+    for j, tc in enumerate(c.tool_calls):
+        if tc.kind == "custom" or tc.name in custom_tools:
+            raw = tc.arguments.get("input", dumps_str(tc.arguments)) if isinstance(tc.arguments, dict) else tc.arguments
+            items.append({"type": "custom_tool_call", "id": f"ctc_{cid}_{j}", "call_id": tc.id, "name": tc.name,
+                          "input": raw if isinstance(raw, str) else dumps_str(raw), "status": "completed"})
+        else:
+            args = tc.arguments if isinstance(tc.arguments, str) else dumps_str(tc.arguments)
+            items.append({"type": "function_call", "id": f"fc_{cid}_{j}", "call_id": tc.id, "name": tc.name,
+                          "arguments": args, "status": "completed"})
+    return items
+
+
+def _response(result: CallResult, req: ChatRequest, status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+    done = status != "in_progress"
+    incomplete = status == "incomplete"
+    return {
+        "id": f"resp_{result.call_id}", "object": "response", "created_at": result.created, "status": status,
+        "model": result.model, "output": output, "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+        "instructions": None, "metadata": {}, "parallel_tool_calls": req.extra.get("parallel_tool_calls", True),
+        "tool_choice": req.extra.get("tool_choice", "auto"), "tools": req.extra.get("tools", []),
+        "temperature": req.temperature, "top_p": req.top_p, "max_output_tokens": req.max_tokens,
+        "text": {"format": {"type": "text"}},
+        "usage": {"input_tokens": result.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+                  "output_tokens": result.completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+                  "total_tokens": result.prompt_tokens + result.completion_tokens} if done else None,
+    }
+
+
+def _final_status(result: CallResult) -> str:
+    return "incomplete" if result.completion.finish_reason == "length" else "completed"
+
+
+def response_body(result: CallResult, req: ChatRequest) -> dict[str, Any]:
+    return _response(result, req, _final_status(result), output_items(result, req.extra.get("custom_tools", [])))
+
+
+def stream_events(result: CallResult, req: ChatRequest) -> list[bytes]:
+    items = output_items(result, req.extra.get("custom_tools", []))
+    events: list[bytes] = []
+
+    def emit(name: str, payload: dict[str, Any]) -> None:
+        events.append(event(name, {"type": name, "sequence_number": len(events), **payload}))
+
+    emit("response.created", {"response": _response(result, req, "in_progress", [])})
+    emit("response.in_progress", {"response": _response(result, req, "in_progress", [])})
+    for idx, item in enumerate(items):
+        emit("response.output_item.added", {"output_index": idx, "item": _pending(item)})
+        _item_deltas(emit, idx, item)
+        emit("response.output_item.done", {"output_index": idx, "item": item})
+    status = _final_status(result)
+    emit(f"response.{status}", {"response": _response(result, req, status, items)})
+    return events
+
+
+def _pending(item: dict[str, Any]) -> dict[str, Any]:
+    kind = item["type"]
+    if kind == "message":
+        return {**item, "status": "in_progress", "content": []}
+    if kind == "function_call":
+        return {**item, "status": "in_progress", "arguments": ""}
+    if kind == "custom_tool_call":
+        return {**item, "status": "in_progress", "input": ""}
+    return item
+
+
+def _item_deltas(emit: Any, idx: int, item: dict[str, Any]) -> None:
+    kind, iid = item["type"], item["id"]
+    if kind == "message":
+        part, text = item["content"][0], item["content"][0]["text"]
+        where = {"item_id": iid, "output_index": idx, "content_index": 0}
+        emit("response.content_part.added", {**where, "part": {**part, "text": ""}})
+        emit("response.output_text.delta", {**where, "delta": text, "logprobs": []})
+        emit("response.output_text.done", {**where, "text": text, "logprobs": []})
+        emit("response.content_part.done", {**where, "part": part})
+    elif kind == "function_call":
+        emit("response.function_call_arguments.delta", {"item_id": iid, "output_index": idx, "delta": item["arguments"]})
+        emit("response.function_call_arguments.done", {"item_id": iid, "output_index": idx,
+                                                       "arguments": item["arguments"]})
+    elif kind == "custom_tool_call":
+        emit("response.custom_tool_call_input.delta", {"item_id": iid, "output_index": idx, "delta": item["input"]})
+        emit("response.custom_tool_call_input.done", {"item_id": iid, "output_index": idx, "input": item["input"]})

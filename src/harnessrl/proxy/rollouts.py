@@ -1,0 +1,69 @@
+"""Per-rollout state behind the secret keys of `/r/<key>/v1/...`: the rollout id, its
+Conversation (exact history for that rollout) and its call sequence counter."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+ADHOC = "adhoc"
+
+
+@dataclass
+class RolloutState:
+    key: str
+    rollout_id: str
+    conversation: Any  # render.conversation.Conversation (or a test double with prepare/commit)
+    next_seq: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take_seq(self) -> int:
+        with self.lock:
+            seq = self.next_seq
+            self.next_seq += 1
+            return seq
+
+
+class RolloutRegistry:
+    """Key -> RolloutState. Thread-safe: the runner registers from its own thread or over HTTP."""
+
+    def __init__(self, new_conversation: Callable[[], Any], first_seq: Callable[[str], int]):
+        self._new_conversation = new_conversation
+        self._first_seq = first_seq
+        self._by_key: dict[str, RolloutState] = {}
+        self._lock = threading.Lock()
+        self._adhoc: RolloutState | None = None
+
+    def register(self, rollout_id: str, key: str | None = None) -> str:
+        """A fresh secret key for `rollout_id` (a rollout may hold several keys, e.g. after a retry)."""
+        if not rollout_id or rollout_id == ADHOC:
+            raise ValueError(f"invalid rollout id {rollout_id!r}")
+        key = key or secrets.token_urlsafe(18)
+        state = RolloutState(key, rollout_id, self._new_conversation(), self._first_seq(rollout_id))
+        with self._lock:
+            if key in self._by_key:
+                raise ValueError("rollout key already registered")
+            self._by_key[key] = state
+        return key
+
+    def close(self, key: str) -> bool:
+        """Forget a key; later calls with it get 401. False when the key was unknown."""
+        with self._lock:
+            return self._by_key.pop(key, None) is not None
+
+    def get(self, key: str) -> RolloutState | None:
+        return self._by_key.get(key)
+
+    def adhoc(self) -> RolloutState:
+        """The unnamed rollout of the plain `/v1/...` routes (created on first use)."""
+        with self._lock:
+            if self._adhoc is None:
+                self._adhoc = RolloutState("", ADHOC, self._new_conversation(), self._first_seq(ADHOC))
+            return self._adhoc
+
+    def active(self) -> dict[str, str]:
+        """key -> rollout id of every open rollout."""
+        with self._lock:
+            return {k: s.rollout_id for k, s in self._by_key.items()}

@@ -1,0 +1,165 @@
+"""`ProxyServer`: the serving proxy in a background thread (uvicorn), for tests, the runner and
+`harnessrl serve`.
+
+    server = ProxyServer(engine, RunStore(run_dir), model_dir).start()
+    key = server.register_rollout("rollout-0")
+    urls = server.base_urls(key)   # {"openai": .../r/<key>/v1, "anthropic": .../r/<key>, "responses": ...}
+    ...
+    server.close_rollout(key); server.stop()
+
+A runner in another process attaches over HTTP: `POST /admin/rollouts {"rollout_id": ...}` with
+`Authorization: Bearer <server.admin_token>` -> `{"key", "base_urls"}`; `DELETE /admin/rollouts/<key>`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from harnessrl.engine.base import Engine
+from harnessrl.proxy.app import AppConfig, build_app
+from harnessrl.proxy.calls import CallHandler
+from harnessrl.proxy.rollouts import RolloutRegistry
+from harnessrl.proxy.writer import CallWriter
+from harnessrl.store import RunStore
+
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+class ProxyStartError(RuntimeError):
+    """The proxy could not start listening (port in use, bad socket path)."""
+
+
+def load_renderer(renderer_or_model_dir: Any) -> Any:
+    """A Renderer from a model directory / HF id, or the given object when it already renders."""
+    if hasattr(renderer_or_model_dir, "conversation"):
+        return renderer_or_model_dir
+    from harnessrl.render.renderer import Renderer  # noqa: PLC0415 (transformers)
+
+    return Renderer.from_pretrained(str(renderer_or_model_dir))
+
+
+class ProxyServer:
+    def __init__(self, engine: Engine, store: RunStore, renderer_or_model_dir: Any, host: str = "127.0.0.1",
+                 port: int = 0, history_mode: str = "exact", *, uds: str | os.PathLike | None = None,
+                 admin_token: str | None = None, served_model: str | None = None,
+                 default_max_tokens: int = 2048, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
+        self.engine = engine
+        self.store = store
+        self.renderer = load_renderer(renderer_or_model_dir)
+        self.host = host
+        self.uds = str(uds) if uds else None
+        self.history_mode = history_mode
+        self.admin_token = admin_token or secrets.token_urlsafe(24)
+        self.served_model = served_model or Path(str(getattr(engine, "model_path", "") or "policy")).name
+        self._requested_port = port
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._server: Any = None
+        self.writer: CallWriter | None = None
+        self.registry = RolloutRegistry(lambda: self.renderer.conversation(history_mode), store.next_seq)
+        self._default_max_tokens = default_max_tokens
+        self._max_body_bytes = max_body_bytes
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._sock is None:
+            raise RuntimeError("the proxy is not started")
+        return self._sock.getsockname()[1]
+
+    def start(self, timeout_s: float = 30.0) -> "ProxyServer":
+        """Bind, start uvicorn in a daemon thread, return once it accepts connections."""
+        import uvicorn  # noqa: PLC0415
+
+        socks = [self._bind_tcp()]
+        if self.uds:
+            socks.append(self._bind_uds(self.uds))
+        self.writer = CallWriter(self.store)
+        handler = CallHandler(self.engine, self.writer, self._default_max_tokens,
+                              stop_ids=tuple(getattr(self.renderer, "stop_ids", ()) or ()),
+                              tokenizer=getattr(self.renderer, "tokenizer", None), history_mode=self.history_mode)
+        cfg = AppConfig(self.served_model, self.admin_token, self._max_body_bytes, self.base_urls)
+        app = build_app(handler, self.registry, cfg)
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
+                                timeout_keep_alive=75, backlog=2048)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": socks},
+                                        name="harnessrl-proxy", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise ProxyStartError("the proxy did not start (see the log above)")
+            time.sleep(0.01)
+        return self
+
+    def _bind_tcp(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self._requested_port))
+        except OSError as e:
+            sock.close()
+            raise ProxyStartError(f"cannot listen on {self.host}:{self._requested_port}: {e}") from e
+        sock.set_inheritable(True)
+        self._sock = sock
+        return sock
+
+    def _bind_uds(self, path: str) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            if os.path.exists(path):
+                os.unlink(path)
+            sock.bind(path)
+            os.chmod(path, 0o666)
+        except OSError as e:
+            sock.close()
+            raise ProxyStartError(f"cannot listen on unix socket {path}: {e}") from e
+        return sock
+
+    def stop(self) -> None:
+        """Stop serving (in-flight calls finish first) and flush the call writer. Idempotent."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if self._sock is not None:
+            self._sock.close()
+        if self.uds and os.path.exists(self.uds):
+            os.unlink(self.uds)
+
+    def __enter__(self) -> "ProxyServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- rollouts ------------------------------------------------------------------------------
+
+    def register_rollout(self, rollout_id: str) -> str:
+        """A new secret key whose routes record into `rollout_id`."""
+        return self.registry.register(rollout_id)
+
+    def close_rollout(self, key: str) -> None:
+        self.registry.close(key)
+
+    def base_urls(self, key: str | None = None) -> dict[str, str]:
+        """Base URLs for SDKs and harnesses: OpenAI/Responses end in /v1, Anthropic does not."""
+        root = f"http://{self._url_host()}:{self.port}" + (f"/r/{key}" if key else "")
+        return {"openai": f"{root}/v1", "anthropic": root, "responses": f"{root}/v1"}
+
+    def _url_host(self) -> str:
+        return f"[{self.host}]" if ":" in self.host else self.host
