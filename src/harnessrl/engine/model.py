@@ -197,13 +197,12 @@ def make_tiny_model(
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
         tie_word_embeddings=True,
+        initializer_range=0.3,  # large enough that logits are peaked and greedy outputs vary
         dtype=torch.float32,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
-        with torch.no_grad():  # spread the logits so sampling is not near-uniform
-            model.model.embed_tokens.weight.normal_(0.0, 0.5)
     model.generation_config = GenerationConfig(
         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id
     )
