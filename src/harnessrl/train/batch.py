@@ -18,17 +18,6 @@ from harnessrl.train.packing import Forest
 
 
 @dataclass
-class TokenAdvantages:
-    """Per flat-tree-token advantage terms for one tree (float32 [N] each)."""
-
-    adv_pos: np.ndarray
-    adv_neg: np.ndarray
-    weight: np.ndarray
-    returns: np.ndarray | None = None
-    value_weight: np.ndarray | None = None
-
-
-@dataclass
 class TrainBatch:
     forest: Forest
     decision: np.ndarray  # bool [N]
@@ -41,6 +30,7 @@ class TrainBatch:
     returns: np.ndarray | None = None
     value_weight: np.ndarray | None = None
     path_tokens: int = 0  # tokens if every path were trained as its own sequence
+    denom: float | None = None  # loss denominator (sum of the trees' norms); None: summed weight
 
     def __len__(self) -> int:
         return len(self.forest)
@@ -55,33 +45,38 @@ def forest_of_flat(flat) -> Forest:
     return Forest(np.asarray(flat.tokens, dtype=np.int64), np.asarray(flat.parent_index, dtype=np.int64))
 
 
-def concat_batch(flats: list, advs: list[TokenAdvantages], path_tokens: int = 0) -> TrainBatch:
-    """Concatenate per-tree flat arrays and advantages (parent indices shifted) into one batch."""
+def concat_batch(flats: list, advs: list, path_tokens: int = 0) -> TrainBatch:
+    """Concatenate trees' FlatTree arrays and algo TokenAdvantages into one batch forest.
+
+    `advs[i]` needs adv_pos, adv_neg, weight_sum and norm (algo.contributions.TokenAdvantages);
+    with `returns` (gae) the critic targets ret_mean / weight_sum come along.
+    """
     if not flats:
         raise ValueError("a train batch needs at least one tree")
     sizes = [len(f.tokens) for f in flats]
     offsets = np.zeros(len(flats) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
-    parents = [np.where(f.parent_index >= 0, f.parent_index + off, -1) for f, off in zip(flats, offsets)]
-    ids = np.concatenate([np.asarray(f.tokens, dtype=np.int64) for f in flats])
-    decision = np.concatenate([np.asarray(f.decision, dtype=bool) for f in flats])
-    first = np.concatenate(parents) < 0
-    decision = decision & ~first  # a first token has no logits to score it
+    parents = np.concatenate([np.where(f.parent_index >= 0, f.parent_index + off, -1)
+                              for f, off in zip(flats, offsets)]).astype(np.int64)
+    decision = np.concatenate([np.asarray(f.decision, dtype=bool) for f in flats]) & (parents >= 0)
 
-    def cat(arrs, dtype=np.float32):
-        return np.concatenate([np.asarray(a, dtype=dtype) for a in arrs])
+    def cat(arrs):
+        return np.concatenate([np.asarray(a, dtype=np.float32) for a in arrs])
 
-    has_v = all(a.returns is not None for a in advs)
+    weight = cat([a.weight_sum for a in advs])
+    has_v = all(getattr(a, "returns", None) is not None for a in advs)
+    returns = np.nan_to_num(cat([a.ret_mean for a in advs])) if has_v else None
     return TrainBatch(
-        forest=Forest(ids, np.concatenate(parents).astype(np.int64)),
+        forest=Forest(np.concatenate([np.asarray(f.tokens, dtype=np.int64) for f in flats]), parents),
         decision=decision,
         temperature=cat([f.temperature for f in flats]),
-        engine_logp=cat([f.engine_logprobs for f in flats]),
+        engine_logp=np.nan_to_num(cat([f.engine_logprobs for f in flats])),
         adv_pos=cat([a.adv_pos for a in advs]) * decision,
         adv_neg=cat([a.adv_neg for a in advs]) * decision,
-        weight=cat([a.weight for a in advs]) * decision,
+        weight=weight * decision,
         tree_offsets=offsets,
-        returns=cat([a.returns for a in advs]) if has_v else None,
-        value_weight=cat([a.value_weight for a in advs]) if has_v else None,
+        returns=returns,
+        value_weight=weight * decision if has_v else None,
         path_tokens=path_tokens,
+        denom=float(sum(a.norm for a in advs)),
     )

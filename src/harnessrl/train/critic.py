@@ -40,11 +40,13 @@ class ValueModel(nn.Module):
 
 
 def forest_values(critic: ValueModel, forest: Forest, budget: int, backend: str = "sdpa") -> np.ndarray:
-    """float32 [N]: V of every forest token, each computed once (no grad)."""
+    """float32 [N]: value of the state each token is sampled from (read at its parent token, as
+    the logits that score it; 0 for a first token), every position computed once (no grad).
+    This is the `values` argument of algo.gae."""
     out = np.zeros(len(forest), dtype=np.float32)
     with torch.no_grad():
         for chunk in pack_forest(forest, budget):
             v = critic.chunk_values(chunk, backend).cpu().numpy()
-            own = chunk.owned.numpy()
-            out[chunk.index[own]] = v[own]
+            own = chunk.owned.numpy() & (chunk.pred_pos.numpy() >= 0)
+            out[chunk.index[own]] = v[chunk.pred_pos.numpy()[own]]
     return out

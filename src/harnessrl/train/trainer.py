@@ -83,7 +83,7 @@ class Trainer:
         chunks = pack_forest(batch.forest, self.token_budget)
         targets = [chunk_targets(c, batch) for c in chunks]
         old = self._old_logprobs(chunks, targets)
-        denom = self._denominator(targets, old)
+        denom = self._denominator(targets, old, batch.denom)
         totals: dict[str, float] = {}
         self.policy.train()
         for _ in range(self.epochs):
@@ -112,9 +112,10 @@ class Trainer:
             metrics.update(self.update_critic(batch, chunks))
         return metrics
 
-    def _denominator(self, targets: list[ChunkTargets], old) -> float:
-        """Summed path weight of the trained tokens; MIS-dropped tokens leave it too."""
-        total = 0.0
+    def _denominator(self, targets: list[ChunkTargets], old, base: float | None) -> float:
+        """The batch loss denominator (algo's summed tree norms, else the summed path weight of the
+        trained tokens); MIS-dropped tokens leave it in proportion to their weight."""
+        total, full = 0.0, sum(float(tg.weight.sum()) for tg in targets)
         for i, tg in enumerate(targets):
             if self.settings.is_mode == "mis" and old is not None:
                 ratio = torch.exp(old[i] - tg.engine_logp)
@@ -122,6 +123,8 @@ class Trainer:
                 total += float((tg.weight * keep).sum())
             else:
                 total += float(tg.weight.sum())
+        if base is not None and full > 0:
+            total = base * total / full
         return max(total, 1e-8)
 
     def update_critic(self, batch: TrainBatch, chunks: list[PackedChunk]) -> dict[str, float]:
@@ -131,15 +134,15 @@ class Trainer:
         total = 0.0
         self.critic.train()
         for chunk in chunks:
-            own = chunk.owned.numpy() & (vw_all[chunk.index] > 0)
+            own = chunk.owned.numpy() & (vw_all[chunk.index] > 0) & (chunk.pred_pos.numpy() >= 0)
             local = np.flatnonzero(own)
             if len(local) == 0:
                 continue
-            g = chunk.index[local]
-            values = self.critic.chunk_values(chunk, self.backend)[torch.as_tensor(local)]
+            g = chunk.index[local]  # the value of token q's state is read at its parent position
+            values = self.critic.chunk_values(chunk, self.backend)[chunk.pred_pos[torch.as_tensor(local)]]
             loss = value_loss(values, torch.as_tensor(batch.returns[g]), torch.as_tensor(vw_all[g])) / denom
             loss.backward()
-            total += float(loss)
+            total += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.grad_clip)
         self.critic_optimizer.step()
         self.critic_optimizer.zero_grad(set_to_none=True)
