@@ -24,13 +24,8 @@ import torch
 
 from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, SamplingParams
 from harnessrl.engine.kv_batch import KVBatch
-from harnessrl.engine.sampling import (
-    fit_max_tokens,
-    sample_token,
-    stop_ids_for,
-    validate_params,
-    validate_prompt,
-)
+from harnessrl.engine.checks import fit_max_tokens, stop_ids_for, validate_params, validate_prompt
+from harnessrl.engine.sampling import sample_token
 
 
 @dataclass

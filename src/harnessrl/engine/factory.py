@@ -1,0 +1,104 @@
+"""EngineConfig (pydantic) and make_engine: builds a backend with lazy imports (torch/vLLM load only
+when that backend is built)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Literal, Optional, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harnessrl.engine.base import Engine
+
+
+class EngineConfig(BaseModel):
+    """How to build an engine. Fields a backend does not use are ignored by it."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    type: Literal["hf", "vllm", "vllm_server", "scripted"] = "hf"
+    model: Optional[str] = Field(None, description="smollm2-135m-instruct (None), an HF dir, or a cached HF id")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="auto: float32 for hf, bfloat16 for vllm"
+    )
+    max_model_len: int = Field(4096, ge=16)
+    max_batch: int = Field(64, ge=1, description="rows decoding together (hf) / max_num_seqs (vllm)")
+    max_pending: int = Field(1024, ge=1, description="waiting requests before EngineOverloaded")
+    kv_cache_gib: float = Field(1.0, gt=0, description="vllm on CPU: VLLM_CPU_KVCACHE_SPACE")
+    gpu_memory_utilization: Optional[float] = Field(None, gt=0, le=1, description="vllm on GPU")
+    base_url: Optional[str] = Field(None, description="vllm_server: e.g. http://127.0.0.1:8000")
+    served_model_name: Optional[str] = Field(None, description="vllm_server: model name; default: ask /v1/models")
+    seed: int = 0
+    request_timeout_s: float = Field(600.0, gt=0)
+    # scripted: outputs consumed in order, or a callable(prompt_ids) -> ids
+    script: Optional[Any] = None
+    eos_ids: Sequence[int] = (2,)
+
+
+def _dtype(cfg: EngineConfig, default: str) -> str:
+    return default if cfg.dtype == "auto" else cfg.dtype
+
+
+def make_engine(cfg: EngineConfig | dict[str, Any]) -> Engine:
+    """Build the engine described by cfg (a dict is validated into EngineConfig first)."""
+    if isinstance(cfg, dict):
+        cfg = EngineConfig.model_validate(cfg)
+    builders: dict[str, Callable[[EngineConfig], Engine]] = {
+        "hf": _make_hf,
+        "vllm": _make_vllm,
+        "vllm_server": _make_vllm_server,
+        "scripted": _make_scripted,
+    }
+    return builders[cfg.type](cfg)
+
+
+def _make_hf(cfg: EngineConfig) -> Engine:
+    from harnessrl.engine.hf import HFEngine
+    from harnessrl.engine.model import resolve_model
+
+    return HFEngine(
+        str(resolve_model(cfg.model)),
+        dtype=_dtype(cfg, "float32"),
+        max_model_len=cfg.max_model_len,
+        max_batch=cfg.max_batch,
+        max_pending=cfg.max_pending,
+        seed=cfg.seed,
+    )
+
+
+def _make_vllm(cfg: EngineConfig) -> Engine:
+    from harnessrl.engine.model import resolve_model
+    from harnessrl.engine.vllm_engine import VLLMEngine
+
+    return VLLMEngine(
+        str(resolve_model(cfg.model)),
+        dtype=_dtype(cfg, "bfloat16"),
+        max_model_len=cfg.max_model_len,
+        max_num_seqs=cfg.max_batch,
+        max_pending=cfg.max_pending,
+        kv_cache_gib=cfg.kv_cache_gib,
+        gpu_memory_utilization=cfg.gpu_memory_utilization,
+        seed=cfg.seed,
+    )
+
+
+def _make_vllm_server(cfg: EngineConfig) -> Engine:
+    from harnessrl.engine.vllm_server import VLLMServerEngine
+
+    if not cfg.base_url:
+        raise ValueError("engine type vllm_server needs base_url (e.g. http://127.0.0.1:8000)")
+    return VLLMServerEngine(
+        cfg.base_url,
+        model=cfg.served_model_name,
+        model_path=cfg.model,
+        max_model_len=cfg.max_model_len,
+        max_pending=cfg.max_pending,
+        timeout_s=cfg.request_timeout_s,
+    )
+
+
+def _make_scripted(cfg: EngineConfig) -> Engine:
+    from harnessrl.engine.scripted import ScriptedEngine
+
+    if cfg.script is None:
+        raise ValueError("engine type scripted needs script (a list of token id lists or a callable)")
+    return ScriptedEngine(cfg.script, max_model_len=cfg.max_model_len, eos_ids=cfg.eos_ids)
