@@ -8,8 +8,9 @@ vector compares plus at most one split, independent of how many tokens it shares
 - A call that diverges from existing paths opens a branch; the reason is recorded:
   ``retry`` (same rollout, diverges inside its own completion: the harness re-sent the prompt),
   ``parallel`` (same rollout, the call started before an earlier call of it ended),
-  ``restart`` (same rollout, diverges inside the rollout's first prompt: a sub-agent or a fresh
-  conversation such as a compaction that restarts from the system prompt),
+  ``restart`` (same rollout, diverges inside the rollout's first prompt and resends none of its
+  sampled tokens after that point: a sub-agent or a fresh conversation such as a compaction that
+  restarts from the system prompt),
   ``rewrite`` (same rollout, diverges later in the history: compaction, dropped thinking, a
   harness-internal tail that is not resent), ``group_sample`` (another rollout sampled a
   different token here) and ``group_context`` (other rollouts saw different context here:
@@ -175,7 +176,8 @@ def _branch_reason(trie: _Trie, siblings: list[int], ca: _CallArrays, rollout_id
             return "retry"
         if parallel:
             return "parallel"
-        return "restart" if pos < first_prompt_len else "rewrite"
+        carries_history = bool((ca.provenance[pos:ca.n_prompt] >= 0).any())
+        return "restart" if pos < first_prompt_len and not carries_history else "rewrite"
     if pos >= ca.n_prompt or any(bool(trie.arr[s]["decision"][0]) for s in siblings):
         return "group_sample"
     return "group_context"
@@ -207,9 +209,9 @@ def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
         n_calls[rid] += 1
         ca = _CallArrays(call, plan.trainable[call.call_id])
         first_prompt.setdefault(rid, ca.n_prompt)
-        parallel = rid in last_end and call.t_start < last_end[rid]
+        parallel = call.t_end > 0 and call.t_start < last_end.get(rid, 0.0)  # no times recorded: not parallel
         trie.insert(ca, call, first_prompt[rid], parallel)
-        last_end[rid] = max(last_end.get(rid, call.t_end), call.t_end)
+        last_end[rid] = max(last_end.get(rid, 0.0), call.t_end)
         if not plan.rollout_reason[rid]:
             per_call += len(ca.seq)
     nodes = _freeze(trie, prune=cfg.prune)
@@ -221,7 +223,7 @@ def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
             n_calls=n_calls[r.rollout_id], paths=tuple(path_ids.get(r.rollout_id, ())))
         for r in rollouts}
     kept = {rid for rid, info in infos.items() if info.kept}
-    branch_reasons = Counter(n.branch_reason for n in nodes if n.branch_reason)
+    branch_reasons = trie.reasons  # every branch event, including those pruned away afterwards
     stats = TreeStats(
         trees=1, rollouts=len(rollouts), kept_rollouts=len(kept), calls=sum(n_calls.values()),
         nodes=len(nodes), paths=len(paths), unique_tokens=sum(len(n) for n in nodes),

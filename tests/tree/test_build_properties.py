@@ -1,0 +1,197 @@
+"""Property tests: the tree against a brute-force per-token trie on random call sets."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harnessrl.tree import FilterConfig, build_tree
+from harnessrl.tree.synthetic import make_call, make_rollout
+
+TOKENS = st.lists(st.integers(0, 3), min_size=0, max_size=6)
+
+
+@st.composite
+def call_sets(draw):
+    """Rollouts whose calls extend, rewrite, retry, duplicate or restart their history."""
+    calls, rollouts = [], []
+    for i in range(draw(st.integers(1, 4))):
+        rid = f"r{i}"
+        prev_seq: list[int] = []
+        prev_call = None
+        for k in range(draw(st.integers(1, 5))):
+            kind = draw(st.sampled_from(["extend", "extend", "rewrite", "retry", "dup", "fresh"]))
+            if prev_call is None:
+                kind = "fresh"
+            if kind == "dup":
+                calls.append(make_call(rid, k, prev_call.prompt_ids, prev_call.sampled_ids,
+                                       logprobs=prev_call.logprobs, finish=prev_call.finish_reason))
+                continue
+            if kind == "extend":
+                prompt = prev_seq + draw(TOKENS)
+            elif kind == "rewrite":
+                prompt = prev_seq[:draw(st.integers(0, len(prev_seq)))] + draw(TOKENS)
+            elif kind == "retry":
+                prompt = list(prev_call.prompt_ids)
+            else:
+                prompt = draw(TOKENS)
+            sampled = draw(TOKENS)
+            if not prompt and not sampled:
+                prompt = [0]
+            finish = draw(st.sampled_from(["stop", "stop", "length"]))
+            logprobs = [-(i + 1) - 0.1 * k - 0.01 * j for j in range(len(sampled))]
+            call = make_call(rid, k, prompt, sampled, logprobs=logprobs, finish=finish, version=i)
+            calls.append(call)
+            prev_call, prev_seq = call, prompt + sampled
+        status = draw(st.sampled_from(["ok", "ok", "ok", "timeout", "harness_error"]))
+        rollouts.append(make_rollout(rid, draw(st.sampled_from([0.0, 0.5, 1.0])), status))
+    return draw(st.permutations(calls)), rollouts
+
+
+def reference(calls, rollouts, cfg: FilterConfig):
+    """Brute force: prefix tuple -> (decision, logprob) from the first trainable sampling call."""
+    kept = {r.rollout_id for r in rollouts if r.status == "ok" and r.reward is not None}
+    order = {r.rollout_id: i for i, r in enumerate(rollouts)}
+    ordered = sorted(calls, key=lambda c: (order[c.rollout_id], c.seq))
+    seen, inserted, merged = set(), [], 0
+    for c in ordered:
+        key = (c.rollout_id, tuple(c.prompt_ids), tuple(c.sampled_ids))
+        if key in seen:
+            merged += 1
+            continue
+        seen.add(key)
+        inserted.append(c)
+    prefixes: dict[tuple, tuple[bool, float]] = {}
+    for c in inserted:
+        same_prompt = [d for d in ordered if d.rollout_id == c.rollout_id and d.prompt_ids == c.prompt_ids]
+        retried = cfg.duplicate_branches and same_prompt[-1].sampled_ids != c.sampled_ids
+        trainable = c.rollout_id in kept and not retried and c.finish_reason != "length"
+        seq = tuple(c.prompt_ids) + tuple(c.sampled_ids)
+        for pos in range(len(seq)):
+            p = seq[:pos + 1]
+            decision = trainable and pos >= len(c.prompt_ids)
+            old = prefixes.get(p, (False, float("nan")))
+            if decision and not old[0]:
+                prefixes[p] = (True, c.logprobs[pos - len(c.prompt_ids)])
+            else:
+                prefixes.setdefault(p, old)
+    return prefixes, inserted, merged
+
+
+def tree_prefixes(tree):
+    flat = tree.flat()
+    out = {}
+    prefix_of: list[tuple] = []
+    for q in range(len(flat)):
+        parent = int(flat.parent_index[q])
+        p = (prefix_of[parent] if parent >= 0 else ()) + (int(flat.tokens[q]),)
+        prefix_of.append(p)
+        assert p not in out, f"prefix {p} appears twice in the tree"
+        out[p] = (bool(flat.decision[q]), float(flat.engine_logprobs[q]))
+        assert flat.positions[q] == len(p) - 1
+    return out
+
+
+def check_structure(tree):
+    for n in tree.nodes[1:]:
+        parent = tree.nodes[n.parent]
+        assert len(n) > 0
+        assert n.start_pos == parent.end_pos
+        assert n.depth == parent.depth + 1
+        assert n.id in parent.children
+        assert set(n.rollouts) <= set(parent.rollouts)
+    for n in tree.nodes:
+        firsts = [int(tree.nodes[c].tokens[0]) for c in n.children]
+        assert len(firsts) == len(set(firsts)), "two children start with the same token"
+        assert all(c > n.id for c in n.children), "not DFS pre-order"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(call_sets())
+def test_every_call_token_on_exactly_one_path(data):
+    calls, rollouts = data
+    cfg = FilterConfig(prune=False)
+    tree = build_tree(calls, rollouts, cfg)
+    check_structure(tree)
+    expected, inserted, merged = reference(calls, rollouts, cfg)
+    got = tree_prefixes(tree)
+    assert set(got) == set(expected)
+    for p, (dec, lp) in expected.items():
+        assert got[p][0] == dec, p
+        if dec:
+            assert np.isclose(got[p][1], lp), p
+        else:
+            assert np.isnan(got[p][1])
+    assert tree.stats.merged_duplicates == merged
+    assert tree.stats.unique_tokens == len(expected)
+    assert tree.stats.decision_tokens == sum(d for d, _ in expected.values())
+    # the path of every call reproduces its ids exactly
+    ends = {cid: n.id for n in tree.nodes for cid in n.call_ends}
+    for c in inserted:
+        node = ends[c.call_id]
+        chain = []
+        while node > 0:
+            chain.append(tree.nodes[node].tokens)
+            node = tree.nodes[node].parent
+        ids = np.concatenate(chain[::-1]).tolist()
+        assert ids == list(c.prompt_ids) + list(c.sampled_ids)
+
+
+@settings(max_examples=100, deadline=None)
+@given(call_sets())
+def test_pruned_tree_keeps_every_decision_and_only_kept_rollouts_decide(data):
+    calls, rollouts = data
+    tree = build_tree(calls, rollouts)
+    check_structure(tree)
+    expected, _, _ = reference(calls, rollouts, FilterConfig())
+    got = tree_prefixes(tree)
+    decisions = {p for p, (d, _) in expected.items() if d}
+    assert decisions == {p for p, (d, _) in got.items() if d}
+    assert set(got) <= set(expected)
+    # every node has a decision token at or below it
+    below = [bool(n.decision.any()) for n in tree.nodes]
+    for n in reversed(tree.nodes):
+        if n.parent >= 0:
+            below[n.parent] |= below[n.id]
+    assert all(below[1:])
+    kept = set(tree.kept_rollouts())
+    for n in tree.nodes:
+        if n.decision.any():
+            assert kept & set(n.rollouts), "a decision token with no kept rollout through it"
+
+
+@settings(max_examples=60, deadline=None)
+@given(call_sets())
+def test_flat_packing_indices_match_ancestry(data):
+    calls, rollouts = data
+    tree = build_tree(calls, rollouts, FilterConfig(prune=False))
+    flat = tree.flat()
+    n = len(flat)
+    ancestors = []
+    for q in range(n):
+        chain, k = {q}, int(flat.parent_index[q])
+        while k >= 0:
+            chain.add(k)
+            k = int(flat.parent_index[k])
+        ancestors.append(chain)
+    for q in range(n):
+        for k in range(n):
+            allowed = k <= q < flat.subtree_end[k]
+            assert allowed == (k in ancestors[q]), (q, k)
+
+
+@settings(max_examples=60, deadline=None)
+@given(call_sets())
+def test_paths_cover_each_rollout(data):
+    calls, rollouts = data
+    tree = build_tree(calls, rollouts, FilterConfig(prune=False))
+    for rid, info in tree.rollouts.items():
+        for p in tree.paths_of(rid):
+            assert p.rollout_id == rid
+            assert all(rid in tree.nodes[n].rollouts for n in p.nodes)
+            end = tree.nodes[p.end]
+            assert not any(rid in tree.nodes[c].rollouts for c in end.children)
+            assert len(tree.path_tokens(p)) == p.n_tokens
+        if info.n_calls:
+            assert info.paths
