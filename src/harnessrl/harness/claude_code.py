@@ -1,0 +1,70 @@
+"""Claude Code (npm `@anthropic-ai/claude-code`), headless: `claude -p <task> --output-format stream-json`.
+
+Points it at the proxy's Anthropic Messages route with ANTHROPIC_BASE_URL; the quiet env (no
+telemetry, no non-essential traffic, no auto-updater) makes headless mode talk only to the proxy.
+`IS_SANDBOX=1` lets `--dangerously-skip-permissions` run as uid 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harnessrl.harness import install
+from harnessrl.harness.base import (
+    HarnessResult, LaunchedAdapter, LaunchOutcome, LaunchSpec, RunRequest, anthropic_base, json_lines,
+    python_ro_paths, quiet_env, result_from,
+)
+
+QUIET = {
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_BUG_COMMAND": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
+    "IS_SANDBOX": "1",
+}
+
+
+class ClaudeCodeAdapter(LaunchedAdapter):
+    name = "claude-code"
+
+    def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = ()) -> None:
+        self.cache = cache
+        self.extra_args = tuple(extra_args)
+
+    def ro_paths(self) -> list[Path]:
+        return [install.harness_dir(self.name, self.cache), *python_ro_paths()]
+
+    def build(self, req: RunRequest) -> LaunchSpec:
+        exe = install.bin_path(self.name, self.cache)
+        env = quiet_env(req.dirs) | QUIET | {
+            "ANTHROPIC_BASE_URL": anthropic_base(req.proxy_base),
+            "ANTHROPIC_API_KEY": req.api_key,
+            "ANTHROPIC_MODEL": req.model,
+            "ANTHROPIC_SMALL_FAST_MODEL": req.model,
+            "ANTHROPIC_DEFAULT_HAIKU_MODEL": req.model,
+            "ANTHROPIC_DEFAULT_SONNET_MODEL": req.model,
+            "ANTHROPIC_DEFAULT_OPUS_MODEL": req.model,
+            "CLAUDE_CONFIG_DIR": f"{req.dirs.home}/.claude",
+            # bound one model call (the proxy may queue behind a busy engine)
+            "API_TIMEOUT_MS": str(int(max(req.timeout_s, 1.0) * 1000)),
+        }
+        argv = [str(exe), "-p", req.instruction, "--output-format", "stream-json", "--verbose",
+                "--dangerously-skip-permissions", "--model", req.model, "--max-turns", str(req.max_turns),
+                *self.extra_args]
+        return LaunchSpec(argv=argv, env=env, cwd=req.workdir, run_id=req.dirs.run_id,
+                          dirs=[*req.dirs.all(), f"{req.dirs.home}/.claude"])
+
+    def parse(self, req: RunRequest, outcome: LaunchOutcome) -> HarnessResult:
+        events = json_lines(outcome.stdout)
+        final = next((e for e in reversed(events) if e.get("type") == "result"), None)
+        meta = {"events": len(events)}
+        if final is None:
+            return result_from(outcome, final_message="", meta=meta)
+        meta.update({k: final.get(k) for k in ("subtype", "num_turns", "stop_reason", "is_error")})
+        message = final.get("result") if isinstance(final.get("result"), str) else ""
+        error = None
+        if final.get("is_error") and outcome.status == "ok":
+            error = f"claude reported an error result: {final.get('subtype')}"
+        return result_from(outcome, final_message=message or "", meta=meta, error=error)

@@ -1,0 +1,97 @@
+"""Codex CLI (npm `@openai/codex`), headless: `codex exec --json <task>` on the Responses API.
+
+A custom model provider in `$CODEX_HOME/config.toml` points at the proxy's `/v1/responses`
+(`wire_api = "responses"`; this version refuses "chat"). CODEX_HOME lies in the run's private
+dir, outside TMPDIR (codex refuses to put helper binaries under the temp dir). Codex's own
+sandbox cannot nest in ours, hence `--dangerously-bypass-approvals-and-sandbox`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harnessrl.harness import install
+from harnessrl.harness.base import (
+    HarnessResult, LaunchedAdapter, LaunchOutcome, LaunchSpec, RunRequest, json_lines, openai_base,
+    python_ro_paths, quiet_env, result_from,
+)
+
+PROVIDER = "harnessrl"
+KEY_VAR = "HARNESSRL_API_KEY"
+
+
+def toml_str(value: str) -> str:
+    """A TOML basic string (JSON string escapes are valid TOML escapes)."""
+    return json.dumps(value)
+
+
+def config_toml(*, model: str, base_url: str, turn_timeout_s: float) -> str:
+    idle_ms = int(max(turn_timeout_s, 1.0) * 1000)
+    return "\n".join([
+        f"model = {toml_str(model)}",
+        f"model_provider = {toml_str(PROVIDER)}",
+        'approval_policy = "never"',
+        'sandbox_mode = "danger-full-access"',
+        "check_for_update_on_startup = false",
+        "",
+        f"[model_providers.{PROVIDER}]",
+        f"name = {toml_str(PROVIDER)}",
+        f"base_url = {toml_str(base_url)}",
+        f"env_key = {toml_str(KEY_VAR)}",
+        'wire_api = "responses"',
+        "request_max_retries = 2",
+        "stream_max_retries = 2",
+        f"stream_idle_timeout_ms = {idle_ms}",
+        "",
+        "[analytics]",
+        "enabled = false",
+        "",
+        "[feedback]",
+        "enabled = false",
+        "",
+    ])
+
+
+class CodexAdapter(LaunchedAdapter):
+    name = "codex"
+
+    def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = ()) -> None:
+        self.cache = cache
+        self.extra_args = tuple(extra_args)
+
+    def ro_paths(self) -> list[Path]:
+        return [install.harness_dir(self.name, self.cache), *python_ro_paths()]
+
+    def build(self, req: RunRequest) -> LaunchSpec:
+        codex_home = req.dirs.sub("codex")
+        env = quiet_env(req.dirs) | {
+            "CODEX_HOME": codex_home,
+            KEY_VAR: req.api_key,
+            "RUST_LOG": "error",
+        }
+        argv = [str(install.bin_path(self.name, self.cache)), "exec", "--json", "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox", *self.extra_args]
+        if req.workdir:
+            argv += ["--cd", req.workdir]
+        argv += ["--", req.instruction]
+        config = config_toml(model=req.model, base_url=openai_base(req.proxy_base), turn_timeout_s=req.timeout_s)
+        return LaunchSpec(argv=argv, env=env, cwd=req.workdir, run_id=req.dirs.run_id,
+                          dirs=[*req.dirs.all(), codex_home], files={f"{codex_home}/config.toml": config})
+
+    def parse(self, req: RunRequest, outcome: LaunchOutcome) -> HarnessResult:
+        events = json_lines(outcome.stdout)
+        messages = [e["item"].get("text", "") for e in events
+                    if e.get("type") == "item.completed" and isinstance(e.get("item"), dict)
+                    and e["item"].get("type") in ("agent_message", "assistant_message")]
+        turns = sum(1 for e in events if e.get("type") == "turn.completed")
+        failed = [e for e in events if e.get("type") == "turn.failed"]
+        errors = sum(1 for e in events if e.get("type") == "error")  # includes retried ones
+        meta = {"events": len(events), "turns_completed": turns, "turns_failed": len(failed), "errors": errors}
+        error = None
+        status = None
+        if failed and outcome.status == "ok":
+            status = "harness_error"
+            error = f"codex reported: {json.dumps(failed[-1])[:300]}"
+        return result_from(outcome, final_message=messages[-1] if messages else "", meta=meta,
+                           error=error, status=status)

@@ -1,0 +1,85 @@
+"""mini-swe-agent (PyPI `mini-swe-agent`, this venv's `mini`), via litellm's OpenAI client.
+
+Two modes: "text" (default; `--model-class litellm_textbased` with harnessrl's short config
+`mini_text.yaml`: one fenced shell block per reply, which a small model can hit) and "tool"
+(mini's default `mini.yaml`: a native `bash` tool call). Cost tracking is switched off (it
+crashes on unknown models) and the global config dir is private.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harnessrl.harness import install
+from harnessrl.harness.base import (
+    HarnessConfigError, HarnessResult, LaunchedAdapter, LaunchOutcome, LaunchSpec, RunRequest, openai_base,
+    python_ro_paths, quiet_env, result_from,
+)
+
+MODES = ("text", "tool")
+TEXT_CONFIG = Path(__file__).with_name("mini_text.yaml")
+
+
+class MiniSweAgentAdapter(LaunchedAdapter):
+    name = "mini-swe-agent"
+
+    def __init__(self, mode: str = "text", config: Path | None = None, command_timeout_s: int = 60) -> None:
+        if mode not in MODES:
+            raise HarnessConfigError(f"mini-swe-agent mode must be one of {MODES}, got {mode!r}")
+        self.mode = mode
+        self.config = Path(config) if config else None
+        self.command_timeout_s = command_timeout_s
+
+    def ro_paths(self) -> list[Path]:
+        return python_ro_paths()
+
+    def _config_text(self) -> str | None:
+        if self.config is not None:
+            return self.config.read_text()
+        return TEXT_CONFIG.read_text() if self.mode == "text" else None
+
+    def build(self, req: RunRequest) -> LaunchSpec:
+        exe = install.bin_path(self.name)
+        cfg_dir = req.dirs.sub("mswea")
+        traj = req.dirs.sub("trajectory.json")
+        files: dict[str, str] = {}
+        text = self._config_text()
+        if text is not None:
+            files[f"{cfg_dir}/config.yaml"] = text
+        config_ref = f"{cfg_dir}/config.yaml" if text is not None else "mini.yaml"
+        argv = [str(exe), "-y", "-l", "0", "--exit-immediately", "-m", f"openai/{req.model}",
+                "-c", config_ref,
+                "-c", f"model.model_kwargs.api_base={openai_base(req.proxy_base)}",
+                "-c", f"model.model_kwargs.timeout={int(max(req.timeout_s, 1))}",
+                "-c", f"agent.step_limit={req.max_turns}",
+                "-c", f"agent.wall_time_limit_seconds={int(max(req.timeout_s, 1))}",
+                "-c", f"environment.timeout={self.command_timeout_s}"]
+        if req.workdir:
+            argv += ["-c", f"environment.cwd={req.workdir}"]
+        if self.mode == "text":
+            argv += ["--model-class", "litellm_textbased"]
+        argv += ["-t", req.instruction, "-o", traj]
+        env = quiet_env(req.dirs) | {
+            "OPENAI_API_KEY": req.api_key,
+            "MSWEA_CONFIGURED": "true",
+            "MSWEA_COST_TRACKING": "ignore_errors",
+            "MSWEA_GLOBAL_CONFIG_DIR": cfg_dir,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "LITELLM_TELEMETRY": "False",
+        }
+        return LaunchSpec(argv=argv, env=env, cwd=req.workdir, run_id=req.dirs.run_id,
+                          dirs=[*req.dirs.all(), cfg_dir], files=files, collect=[traj])
+
+    def parse(self, req: RunRequest, outcome: LaunchOutcome) -> HarnessResult:
+        raw = outcome.files.get(req.dirs.sub("trajectory.json"))
+        info: dict = {}
+        if raw:
+            try:
+                info = json.loads(raw).get("info", {}) or {}
+            except ValueError:
+                info = {}
+        meta = {k: info.get(k) for k in ("exit_status",) if k in info}
+        if isinstance(info.get("model_stats"), dict):
+            meta["api_calls"] = info["model_stats"].get("api_calls")
+        return result_from(outcome, final_message=str(info.get("submission") or ""), meta=meta)
