@@ -1,0 +1,74 @@
+"""ClawGym task directories (the public format of ClawGym-Bench and its train data).
+
+    task_XXXX/
+      data_entry.json   {"task_id", "user_query", "input_mount_dir"?, "metadata": {"category", ...}}
+      input_files/      the agent's starting workspace, presented at input_mount_dir
+      reward/reward.sh  run as `bash reward.sh` after the agent, last stdout line = reward
+      reward/check.py   (and anything else in reward/) copied in with reward.sh
+
+The reward folder lands in `<workspace>/reward/` only after the agent finished; it runs there with
+`OPENCLAW_REWARD_PAYLOAD` set, 120 s limit. ClawGym counts a rollout as passed when reward > 0.5.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harnessrl.tasks.files import read_tree, write_tree
+from harnessrl.tasks.model import CLAWGYM_MOUNT, Task, TaskError, Verifier
+
+DATA_ENTRY = "data_entry.json"
+REWARD_TIMEOUT_S = 120.0
+
+
+def is_clawgym_dir(path: Path) -> bool:
+    return (path / DATA_ENTRY).is_file()
+
+
+def load_clawgym(path: Path) -> Task:
+    """Load one ClawGym task directory; TaskError names the missing or malformed part."""
+    try:
+        entry = json.loads((path / DATA_ENTRY).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise TaskError(f"{path / DATA_ENTRY}: cannot read a JSON object ({e})") from e
+    if not isinstance(entry, dict):
+        raise TaskError(f"{path / DATA_ENTRY}: expected a JSON object")
+    for key in ("task_id", "user_query"):
+        if not isinstance(entry.get(key), str) or not entry[key]:
+            raise TaskError(f"{path / DATA_ENTRY}: missing string field {key!r}")
+    reward_files = read_tree(path / "reward")
+    if "reward.sh" not in reward_files:
+        raise TaskError(f"{path}: reward/reward.sh is required by the ClawGym format")
+    metadata = entry.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise TaskError(f"{path / DATA_ENTRY}: 'metadata' must be an object")
+    return Task(
+        id=entry["task_id"],
+        instruction=entry["user_query"],
+        files=read_tree(path / "input_files"),
+        verifier=Verifier(
+            kind="reward_line", command="bash reward.sh", files=reward_files,
+            dest="reward", workdir="reward", timeout_s=REWARD_TIMEOUT_S,
+        ),
+        category=str(metadata.get("category") or "clawgym"),
+        split=str(metadata.get("split") or ""),
+        pass_threshold=0.5,
+        pass_rule=">",
+        input_mount_dir=str(entry.get("input_mount_dir") or CLAWGYM_MOUNT),
+        metadata=metadata,
+        source=str(path),
+    )
+
+
+def write_clawgym(task: Task, path: Path) -> Path:
+    """Write a task in the ClawGym layout (its verifier must be a reward_line verifier)."""
+    if task.verifier.kind != "reward_line":
+        raise TaskError(f"task {task.id}: only reward_line verifiers have a ClawGym form")
+    entry = {"task_id": task.id, "user_query": task.instruction,
+             "input_mount_dir": task.input_mount_dir, "metadata": task.metadata}
+    path.mkdir(parents=True, exist_ok=True)
+    (path / DATA_ENTRY).write_text(json.dumps(entry, indent=2))
+    write_tree(path / "input_files", task.files)
+    write_tree(path / "reward", task.verifier.files)
+    return path

@@ -1,0 +1,40 @@
+"""One entry point for every task source: `load_tasks("builtin:test")`, a task directory, or a
+directory of task directories (ClawGym or native, mixed freely)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harnessrl.tasks.clawgym import is_clawgym_dir, load_clawgym
+from harnessrl.tasks.model import Task, TaskError
+from harnessrl.tasks.native import is_native_dir, load_native
+
+
+def load_task_dir(path: Path) -> Task:
+    if is_clawgym_dir(path):
+        return load_clawgym(path)
+    if is_native_dir(path):
+        return load_native(path)
+    raise TaskError(f"{path} is not a task directory (needs data_entry.json or task.toml)")
+
+
+def load_tasks(spec: str | Path) -> list[Task]:
+    """Tasks for a selector (builtin:...) or a path; TaskError with the fix when nothing matches."""
+    text = str(spec)
+    if text.startswith("builtin:"):
+        from harnessrl.tasks.suite import select_builtin
+
+        return select_builtin(text)
+    path = Path(text)
+    if not path.is_dir():
+        raise TaskError(f"{text!r} is neither a builtin:<selector> nor a directory")
+    if is_clawgym_dir(path) or is_native_dir(path):
+        return [load_task_dir(path)]
+    tasks = [load_task_dir(p) for p in sorted(path.iterdir()) if is_clawgym_dir(p) or is_native_dir(p)]
+    if not tasks:
+        raise TaskError(f"{path} holds no task directories (subdirectories with data_entry.json or task.toml)")
+    ids = [t.id for t in tasks]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise TaskError(f"{path}: duplicate task ids {dupes}")
+    return tasks
