@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from harnessrl.render.incremental import tail_text
 from harnessrl.render.messages import Message, ParsedCompletion, ToolSpec
 from harnessrl.render.normalize import MessageKey, history_matches, message_key, reply_matches, tools_key
+from harnessrl.render.splice import closing_ids, render_spliced
 from harnessrl.store.records import PROMPT
 
 if TYPE_CHECKING:
@@ -131,11 +132,11 @@ class Conversation:
                     out = RenderedPrompt(list(retry.prompt_ids), list(retry.provenance), retry.parent_turn, 0,
                                          self.mode, retry_of=retry.index)
                 elif parent is not None:
-                    out = self._extend(parent, messages, tools) or self._full(messages, tools, parent)
+                    out = self._extend(parent, messages, tools) or self._full(messages, tools, parent, keys)
                 else:
-                    out = self._full(messages, tools, None)
+                    out = self._full(messages, tools, None, keys)
             else:
-                out = self._full(messages, tools, parent)
+                out = self._full(messages, tools, parent, keys)
             self.tokenized_total += out.tokenized
         out.messages, out.tools, out.keys, out.tools_key = list(messages), tools, keys, tkey
         return out
@@ -165,7 +166,7 @@ class Conversation:
                                       tail=list(messages[n + 1 :]), tools=tools)
         if text is None:
             return None
-        closing = [] if parent.sampled_ids and parent.sampled_ids[-1] == r.eot_id else list(r.eot_ids)
+        closing = closing_ids(r, parent.sampled_ids)
         tail_ids, fresh = self._encoder.encode(text)
         ids = parent.prompt_ids + parent.sampled_ids + closing + tail_ids
         prov = (parent.provenance + [parent.policy_version] * len(parent.sampled_ids)
@@ -173,11 +174,34 @@ class Conversation:
         return RenderedPrompt(ids, prov, parent.index, len(closing) + len(tail_ids), self.mode,
                               tokenized=fresh, incremental=incremental)
 
-    def _full(self, messages: list[Message], tools: list[ToolSpec], parent: Turn | None) -> RenderedPrompt:
-        """Full rendering through the chunk cache."""
-        ids, fresh = self._encoder.encode(self.renderer.render_text(messages, tools))
+    def our_replies(self, keys: list[MessageKey]) -> dict[int, Turn]:
+        """Positions of assistant messages that are our own earlier replies (latest turn wins)."""
+        by_core: dict[tuple, Turn] = {}
+        for turn in self.turns:
+            by_core[turn.reply_key.core()] = turn
+        found: dict[int, Turn] = {}
+        for i, key in enumerate(keys):
+            if key.role == "assistant":
+                turn = by_core.get(key.core())
+                if turn is not None and reply_matches(turn.reply_key, key):
+                    found[i] = turn
+        return found
+
+    def _full(self, messages: list[Message], tools: list[ToolSpec], parent: Turn | None,
+              keys: list[MessageKey]) -> RenderedPrompt:
+        """Full rendering through the chunk cache; in exact mode our replies are spliced in as sampled."""
+        spliced = None
+        if self.mode == "exact":
+            ours = self.our_replies(keys)
+            if ours:
+                spliced = render_spliced(self.renderer, self._encoder, messages, tools, ours)
+        if spliced is not None:
+            ids, prov, fresh = spliced.ids, spliced.provenance, spliced.tokenized
+        else:
+            ids, fresh = self._encoder.encode(self.renderer.render_text(messages, tools))
+            prov = [PROMPT] * len(ids)
         reused = 0
         if parent is not None:
             reused = _common_prefix(ids, parent.prompt_ids + parent.sampled_ids)
-        return RenderedPrompt(ids, [PROMPT] * len(ids), parent.index if parent else None, len(ids) - reused,
+        return RenderedPrompt(ids, prov, parent.index if parent else None, len(ids) - reused,
                               self.mode, tokenized=fresh)
