@@ -1,9 +1,158 @@
-"""Commands of the proxy stage (registered by harnessrl.cli). Keep top-level imports light."""
+"""Commands of the proxy stage (registered by harnessrl.cli). Keep top-level imports light.
+
+    harnessrl serve --model M --port P --run-dir D [--engine hf|vllm|scripted] [--history exact|rerender]
+    harnessrl calls D [--json] [--rollout R] [--export out.parquet|out.jsonl]
+"""
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+from typing import Any, List, Optional
+
 import typer
+
+ENGINES = ("hf", "vllm", "scripted")
+
+
+def build_engine(kind: str, model_dir: Path, max_model_len: int | None) -> Any:
+    """An engine of `kind` over `model_dir` (engine.make_engine when the engine stage provides it)."""
+    try:
+        from harnessrl.engine import make_engine  # type: ignore[attr-defined]
+    except ImportError:
+        make_engine = None
+    if make_engine is not None:
+        kwargs = {"max_model_len": max_model_len} if max_model_len else {}
+        return make_engine(kind, str(model_dir), **kwargs)
+    if kind == "hf":
+        from harnessrl.engine.hf import HFEngine
+
+        return HFEngine(str(model_dir), max_model_len=max_model_len)
+    raise typer.BadParameter(f"engine {kind!r} is not available in this build; use --engine hf")
+
+
+def serve(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="smollm2-135m-instruct (default) or an HF dir/id."),
+    port: int = typer.Option(8000, "--port", "-p", help="TCP port on --host (0 = any free port)."),
+    run_dir: Path = typer.Option(Path("runs/serve"), "--run-dir", "-d", help="Run directory for the call store."),
+    engine: str = typer.Option("hf", "--engine", "-e", help="Inference backend: hf | vllm | scripted."),
+    history: str = typer.Option("exact", "--history", help="exact (reuse sampled ids) | rerender (plain template)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Listen address (keep it on loopback)."),
+    uds: Optional[Path] = typer.Option(None, "--uds", help="Also listen on this Unix socket path."),
+    max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="Context limit (default: the model's)."),
+    max_tokens: int = typer.Option(2048, "--max-tokens", help="Completion limit when a request sets none."),
+) -> None:
+    """Serve a policy over the OpenAI Chat, Anthropic Messages and OpenAI Responses APIs, recording every call."""
+    from rich.console import Console
+
+    console = Console()
+    if engine not in ENGINES:
+        raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}")
+    if history not in ("exact", "rerender"):
+        raise typer.BadParameter("--history must be exact or rerender")
+    from harnessrl.engine.model import ModelNotFound, resolve_model
+    from harnessrl.proxy.server import ProxyServer, ProxyStartError
+    from harnessrl.store import RunStore
+
+    try:
+        with console.status(f"loading {model or 'the default model'} ({engine} engine)"):
+            model_dir = resolve_model(model)
+            eng = build_engine(engine, model_dir, max_model_len)
+    except ModelNotFound as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(code=2) from None
+    store = RunStore(run_dir)
+    server = ProxyServer(eng, store, model_dir, host=host, port=port, history_mode=history, uds=uds,
+                         default_max_tokens=max_tokens)
+    try:
+        server.start()
+    except ProxyStartError as err:
+        console.print(f"[red]error:[/red] {err} (pick another --port)")
+        raise typer.Exit(code=2) from None
+    _print_urls(console, server, run_dir)
+    try:
+        while True:
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        console.print("stopping")
+    finally:
+        server.stop()
+        eng.close()
+        store.close()
+
+
+def _print_urls(console: Any, server: Any, run_dir: Path) -> None:
+    from rich.table import Table
+
+    urls = server.base_urls()
+    table = Table(title=f"harnessrl proxy: {server.served_model} (any model name is accepted)")
+    table.add_column("protocol")
+    table.add_column("base URL")
+    table.add_row("OpenAI Chat Completions", urls["openai"])
+    table.add_row("Anthropic Messages", urls["anthropic"])
+    table.add_row("OpenAI Responses", urls["responses"])
+    console.print(table)
+    console.print(f"calls are recorded in {run_dir}; list them with [bold]harnessrl calls {run_dir}[/bold]")
+    console.print(f"admin token (POST /admin/rollouts): {server.admin_token}")
+    console.print("Ctrl-C to stop")
+
+
+def calls(
+    run_dir: Path = typer.Argument(..., help="Run directory (holds harnessrl.sqlite)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON array instead of a table."),
+    rollout: Optional[List[str]] = typer.Option(None, "--rollout", "-r", help="Only these rollout ids."),
+    export: Optional[Path] = typer.Option(None, "--export", help="Write the calls to a .parquet or .jsonl file."),
+) -> None:
+    """List the model calls captured in a run directory (or export them)."""
+    from rich.console import Console
+
+    from harnessrl.store import RunStore
+    from harnessrl.store.export import ExportError
+    from harnessrl.store.schema import DB_NAME
+
+    console = Console(stderr=True)
+    if not (run_dir / DB_NAME).exists():
+        console.print(f"[red]error:[/red] no run store at {run_dir / DB_NAME}; pass the --run-dir of a serve/train run")
+        raise typer.Exit(code=2)
+    store = RunStore(run_dir)
+    try:
+        if export is not None:
+            try:
+                n = store.export_calls(export, rollout_ids=rollout or None)
+            except ExportError as err:
+                console.print(f"[red]error:[/red] {err}")
+                raise typer.Exit(code=2) from None
+            console.print(f"exported {n} calls to {export}")
+            return
+        records = store.list_calls(rollout or None, include_raw=as_json)
+    finally:
+        store.close()
+    if as_json:
+        from dataclasses import asdict
+
+        typer.echo(json.dumps([asdict(c) for c in records], ensure_ascii=False, default=str))
+        return
+    _print_calls_table(records)
+
+
+def _print_calls_table(records: list) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(records)} calls")
+    for col in ("rollout", "seq", "protocol", "status", "prompt", "sampled", "reused", "version", "T", "finish", "ms"):
+        table.add_column(col, justify="right" if col in ("seq", "prompt", "sampled", "reused", "ms") else "left")
+    for c in records:
+        reused = sum(1 for p in c.prompt_provenance if p >= 0)
+        ms = f"{(c.t_end - c.t_start) * 1000:.0f}"
+        status = c.status if c.status == "ok" else f"[red]{c.status}[/red]: {c.meta.get('error', '')[:40]}"
+        table.add_row(c.rollout_id, str(c.seq), c.protocol, status, str(len(c.prompt_ids)), str(len(c.sampled_ids)),
+                      str(reused), str(c.policy_version), f"{c.temperature:g}", c.finish_reason, ms)
+    Console().print(table)
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the top-level app."""
+    app.command("serve")(serve)
+    app.command("calls")(calls)
