@@ -1,0 +1,195 @@
+"""The sandbox interface: one rollout's isolated place to run a harness and its verifier.
+
+Usage (the rollout runner's view)::
+
+    cfg = SandboxConfig(type="bwrap", workspace_mount="/root/.openclaw/workspace", home="/root")
+    with make_sandbox(cfg, workspace_src=task_dir / "input_files",
+                      proxy=ProxyEndpoint(port=proxy_port)) as sb:
+        env = {"OPENAI_BASE_URL": f"{sb.proxy_base}/r/{key}/v1"}
+        res = sb.run(["python", "agent.py"], env=env, timeout_s=600)   # -> ProcessResult
+        sb.copy_in(task_dir / "reward", "reward")                         # after the agent
+        verdict = sb.run(["bash", "reward/reward.sh"], timeout_s=120)
+        sb.copy_out("report.md", run_dir / "report.md")
+    # leaving the block destroys it: no process of the rollout survives
+
+Contract
+- ``make_sandbox(cfg, *, workspace_src=None, proxy=None) -> Sandbox`` creates and starts one
+  sandbox. ``workspace_src`` (a host directory) is copied into the fresh workspace.
+- ``Sandbox.inner_workspace``: the workspace path as processes inside see it (cwd default).
+  ``Sandbox.workspace``: a host path to the same files, valid until ``destroy`` (for bwrap it
+  is ``/proc/<pid>/root/<inner>``): read it for debugging, but move files with
+  ``copy_in``/``copy_out``, which never follow links planted by the harness.
+- ``Sandbox.proxy_base``: ``http://127.0.0.1:<proxy.port>`` — inside the sandbox the proxy
+  answers on the SAME port as on the host (bwrap bridges it into the private network
+  namespace); ``None`` without a proxy.
+- ``run(argv, *, env=None, cwd=None, timeout_s=None, stdin=None, stdout_path=None)`` blocks and
+  returns ``ProcessResult``. ``timeout_s`` defaults to ``cfg.wall_time_s``; on timeout the
+  whole process tree of this call is killed (``timed_out=True``). ``cwd`` relative paths are
+  relative to the workspace. ``env`` is added to the sandbox's base env (PATH, HOME, TMPDIR,
+  LANG, ``cfg.env``, ``cfg.env_passthrough``); the host environment is not inherited.
+  ``stdout_path`` streams stdout to a host file instead of capturing it. Captured output keeps
+  the last ``cfg.max_output_bytes`` bytes. Processes a call leaves running in the background
+  live on until ``destroy``.
+- ``copy_in(host_src, inner_dest)`` / ``copy_out(inner_src, host_dest)``: a file to a file
+  path, a directory's contents to a directory. Inner paths are relative to the workspace or
+  absolute inside the sandbox.
+- ``destroy()`` is idempotent; the sandbox is a context manager. One sandbox per thread or many
+  threads per sandbox both work (``run`` calls may overlap).
+
+Errors: ``SandboxError`` (a failed operation), ``SandboxUnavailable`` (the backend cannot run
+on this machine; the message says why and what to do), ``SandboxClosed`` (used after destroy).
+"""
+
+from __future__ import annotations
+
+import abc
+import sys
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class SandboxError(RuntimeError):
+    """A sandbox operation failed (start, copy, bridge)."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The chosen backend cannot run here; the message says why and what to do instead."""
+
+
+class SandboxClosed(SandboxError):
+    """The sandbox was already destroyed."""
+
+
+@dataclass(frozen=True)
+class ProxyEndpoint:
+    """Where the rollout's proxy listens on the host (the proxy server binds 127.0.0.1)."""
+
+    port: int
+    host: str = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+class SandboxConfig(BaseModel):
+    """One config for every backend; fields a backend cannot honour are documented there."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["bwrap", "local", "docker"] = "bwrap"
+    wall_time_s: float = Field(1800.0, gt=0, description="default timeout of each run()")
+    memory_mb: int | None = Field(4096, gt=0, description="memory of all processes (cgroup)")
+    max_procs: int | None = Field(512, gt=0, description="processes/threads at once (cgroup pids)")
+    workspace_mb: int = Field(1024, gt=0, description="size of the workspace (tmpfs)")
+    scratch_mb: int = Field(1024, gt=0, description="size of /tmp and of HOME, each (tmpfs)")
+    workspace_mount: str = "/workspace"
+    home: str = "/home/sandbox"
+    uid: int = Field(1000, ge=0, description="uid (and gid) inside; 0 gives a root-like user")
+    python: bool = Field(True, description="make this interpreter (venv + base) visible, read-only")
+    extra_ro_binds: list[str] = Field(
+        default_factory=list, description="host paths shown read-only: 'PATH' or 'HOSTPATH:INNERPATH'"
+    )
+    env: dict[str, str] = Field(default_factory=dict)
+    env_passthrough: list[str] = Field(default_factory=list, description="host env names to copy in")
+    max_output_bytes: int = Field(8 << 20, gt=0)
+    hostname: str = "sandbox"
+
+    @field_validator("workspace_mount", "home")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        p = PurePosixPath(v)
+        if not p.is_absolute() or ".." in p.parts or p == PurePosixPath("/"):
+            raise ValueError(f"must be an absolute path below / without '..', got {v!r}")
+        return str(p)
+
+    @field_validator("extra_ro_binds")
+    @classmethod
+    def _binds(cls, v: list[str]) -> list[str]:
+        for spec in v:
+            for part in spec.split(":", 1):
+                if not PurePosixPath(part).is_absolute():
+                    raise ValueError(f"extra_ro_binds entries must be absolute paths, got {spec!r}")
+        return v
+
+
+class Sandbox(abc.ABC):
+    """One isolated rollout environment. See the module docstring for the contract."""
+
+    config: SandboxConfig
+    inner_workspace: str
+    proxy_base: str | None
+
+    @property
+    @abc.abstractmethod
+    def workspace(self) -> Path: ...
+
+    @abc.abstractmethod
+    def run(
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout_s: float | None = None,
+        stdin: bytes | str | None = None,
+        stdout_path: Path | None = None,
+    ) -> ProcessResult: ...
+
+    @abc.abstractmethod
+    def copy_in(self, host_src: Path | str, inner_dest: str) -> None: ...
+
+    @abc.abstractmethod
+    def copy_out(self, inner_src: str, host_dest: Path | str) -> None: ...
+
+    @abc.abstractmethod
+    def destroy(self) -> None: ...
+
+    def inner_path(self, path: str) -> str:
+        """An inner path: absolute stays, relative is taken from the workspace."""
+        p = PurePosixPath(path)
+        return str(p if p.is_absolute() else PurePosixPath(self.inner_workspace) / p)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+
+def make_sandbox(
+    cfg: SandboxConfig | None = None,
+    *,
+    workspace_src: Path | str | None = None,
+    proxy: ProxyEndpoint | None = None,
+) -> Sandbox:
+    """Create and start a sandbox of ``cfg.type``; backends are imported lazily."""
+    cfg = cfg or SandboxConfig()
+    src = Path(workspace_src) if workspace_src is not None else None
+    if src is not None and not src.is_dir():
+        raise SandboxError(f"workspace_src {src} is not a directory")
+    if cfg.type == "local":
+        from harnessrl.sandbox.local import LocalSandbox
+
+        return LocalSandbox.create(cfg, workspace_src=src, proxy=proxy)
+    if cfg.type == "bwrap":
+        if not sys.platform.startswith("linux"):
+            raise SandboxUnavailable("the bwrap backend needs Linux; use type='local' (no isolation)")
+        from harnessrl.sandbox.bwrap import BwrapSandbox
+
+        return BwrapSandbox.create(cfg, workspace_src=src, proxy=proxy)
+    from harnessrl.sandbox.docker import DockerSandbox
+
+    return DockerSandbox.create(cfg, workspace_src=src, proxy=proxy)

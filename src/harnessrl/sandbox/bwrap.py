@@ -1,0 +1,310 @@
+"""`bwrap` backend: one bubblewrap sandbox per rollout, entered with nsenter for each run().
+
+Life cycle
+- create: ``bwrap`` (all namespaces, mounts from bwrap_mounts) starts ``cat`` as the sandbox's
+  keeper, reading a pipe only this object holds; the workspace (a size-limited tmpfs) is filled
+  from ``workspace_src`` through ``/proc/<pid>/root``; with a proxy, a listening socket is made
+  inside the sandbox's network namespace and relayed to the proxy (netbridge).
+- run: ``nsenter`` into the sandbox's namespaces, ``setpriv`` drops every capability and sets
+  no_new_privs, then the command; the process joins its own ``run-<n>`` cgroup first, so a
+  timeout kills its whole tree, daemons included.
+- destroy: SIGKILL the pid namespace's init (the kernel then kills every process of the
+  namespace: double forks and setsid do not escape), kill and remove the cgroups, delete the
+  host scratch dir. If the host process dies instead, the keeper's pipe closes and the sandbox
+  goes down the same way. (``--die-with-parent`` is not used: it ties the sandbox to the
+  *thread* that created it, which would kill sandboxes made in short-lived threads.)
+
+Limits: ``memory_mb`` and ``max_procs`` through cgroups (v1 here; v2 where delegated). Without
+writable cgroups the limits fall back to rlimits (RLIMIT_AS per process, and RLIMIT_NPROC, which
+counts every process of the host uid) and a warning is logged. ``workspace_mb``/``scratch_mb``
+are tmpfs sizes (writes past them fail with ENOSPC; tmpfs pages count towards memory_mb).
+``wall_time_s`` is the default timeout of each run().
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import select
+import shutil
+import signal
+import subprocess
+import tarfile
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from harnessrl.sandbox.base import (
+    ProcessResult,
+    ProxyEndpoint,
+    Sandbox,
+    SandboxClosed,
+    SandboxConfig,
+    SandboxError,
+    SandboxUnavailable,
+)
+from harnessrl.sandbox.bwrap_mounts import bwrap_argv, inner_path_env
+from harnessrl.sandbox.cgroups import SandboxCgroups
+from harnessrl.sandbox.netbridge import ProxyBridge
+from harnessrl.sandbox.process import base_env, kill_process_group, run_to_completion
+
+log = logging.getLogger(__name__)
+
+# Writes its pid into each cgroup.procs given before "--", then execs the rest.
+JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+DROP_PRIVS = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--"]
+COPY_OUT = (
+    'if [ -d "$1" ]; then exec tar -c -f - -C "$1" .; '
+    'else exec tar -c -f - -C "$(dirname -- "$1")" -- "$(basename -- "$1")"; fi'
+)
+COPY_IN = 'mkdir -p -- "$1" && exec tar -x --no-same-owner -f - -C "$1"'
+START_TIMEOUT_S = 30.0
+
+
+def _require_tools() -> None:
+    for tool, pkg in (("bwrap", "bubblewrap"), ("nsenter", "util-linux"), ("setpriv", "util-linux")):
+        if shutil.which(tool) is None:
+            raise SandboxUnavailable(
+                f"sandbox type 'bwrap' needs `{tool}`: install it (apt-get install -y {pkg}) "
+                "or use type='local' (no isolation)"
+            )
+
+
+def _read_until(fd: int, done, timeout_s: float):
+    """Read ``fd`` until ``done(data)`` returns a value; SandboxError on EOF or timeout."""
+    data, deadline = b"", time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if not ready:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        data += chunk
+        value = done(data)
+        if value is not None:
+            return value
+    raise SandboxError("bwrap did not start")
+
+
+def _json_or_none(data: bytes) -> dict | None:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def _wrapper(join_files: list[Path], rlimits: list[str]) -> list[str]:
+    cmd = ["sh", "-c", JOIN_CGROUPS, "sh", *map(str, join_files), "--"]
+    return cmd + (["prlimit", *rlimits, "--"] if rlimits else [])
+
+
+def _data_or_skip(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """tarfile's 'data' filter, but a member it refuses (e.g. a link out of the tree) is skipped."""
+    try:
+        return tarfile.data_filter(member, dest)
+    except tarfile.FilterError as e:
+        log.warning("copy_out skipped %s: %s", member.name, e)
+        return None
+
+
+class BwrapSandbox(Sandbox):
+    def __init__(self, cfg: SandboxConfig, root: Path, cgroups: SandboxCgroups | None) -> None:
+        self.config = cfg
+        self.inner_workspace = cfg.workspace_mount
+        self.proxy_base: str | None = None
+        self._root = root
+        self._cgroups = cgroups
+        self._rlimits = [] if cgroups else self._fallback_rlimits(cfg)
+        self._lock = threading.Lock()
+        self._runs = 0
+        self._closed = False
+        self._bridge: ProxyBridge | None = None
+        self._proc: subprocess.Popen | None = None
+        self._keeper_w = -1
+        self._ns_pid = -1
+        self._pidfd = -1
+        user = "root" if cfg.uid == 0 else "sandbox"
+        self._env = base_env(cfg, home=cfg.home, tmp="/tmp", path=inner_path_env(cfg))
+        self._env.update({"USER": user, "LOGNAME": user, "SHELL": "/bin/bash"})
+        self._env.update(cfg.env)
+
+    @staticmethod
+    def _fallback_rlimits(cfg: SandboxConfig) -> list[str]:
+        log.warning("cgroups not writable here: sandbox limits fall back to rlimits (weaker)")
+        out = [f"--as={cfg.memory_mb << 20}"] if cfg.memory_mb else []
+        return out + ([f"--nproc={cfg.max_procs}"] if cfg.max_procs else [])
+
+    @classmethod
+    def create(
+        cls, cfg: SandboxConfig, *, workspace_src: Path | None, proxy: ProxyEndpoint | None
+    ) -> BwrapSandbox:
+        _require_tools()
+        root = Path(tempfile.mkdtemp(prefix="harnessrl-sbx-"))
+        sb = cls(cfg, root, SandboxCgroups.create(cfg.memory_mb, cfg.max_procs))
+        try:
+            sb._start()
+            if workspace_src is not None:
+                sb._fill_workspace(workspace_src)
+            if proxy is not None:
+                sb._bridge = ProxyBridge.start(sb._ns_pid, proxy)
+                sb.proxy_base = f"http://127.0.0.1:{proxy.port}"
+        except BaseException:
+            sb.destroy()
+            raise
+        return sb
+
+    def _start(self) -> None:
+        keeper_r, self._keeper_w = os.pipe()
+        info_r, info_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        join = self._cgroups.join_files("init") if self._cgroups else []
+        # the keeper says "ready" once bwrap has finished the mounts (info-fd comes earlier,
+        # and entering before pivot_root would land in the host's root)
+        keeper = ["sh", "-c", "echo ready; exec cat"]
+        argv = _wrapper(join, self._rlimits) + bwrap_argv(self.config, root=self._root, info_fd=info_w, init=keeper)
+        err_path = self._root / "bwrap.stderr"
+        try:
+            with open(err_path, "wb") as err:
+                self._proc = subprocess.Popen(
+                    argv, stdin=keeper_r, stdout=ready_w, stderr=err,
+                    pass_fds=(info_w,), start_new_session=True,
+                )
+            for fd in (info_w, ready_w):
+                os.close(fd)
+            info_w = ready_w = -1
+            try:
+                info = _read_until(info_r, _json_or_none, START_TIMEOUT_S)
+                _read_until(ready_r, lambda d: True if b"ready" in d else None, START_TIMEOUT_S)
+            except SandboxError:
+                kill_process_group(self._proc)
+                self._proc.wait(timeout=5)
+                msg = err_path.read_text(errors="replace").strip()
+                raise SandboxError(f"bwrap failed to start: {msg or 'no message'}") from None
+        finally:
+            for fd in (keeper_r, info_r, ready_r, info_w, ready_w):
+                if fd >= 0:
+                    os.close(fd)
+        self._ns_pid = int(info["child-pid"])
+        self._pidfd = os.pidfd_open(self._ns_pid)
+
+    def _fill_workspace(self, src: Path) -> None:
+        """Copy the task files in from the host before anything runs inside (no races)."""
+        try:
+            shutil.copytree(src, self.workspace, symlinks=True, dirs_exist_ok=True)
+        except (OSError, shutil.Error) as e:
+            raise SandboxError(f"copying {src} into the workspace failed (workspace_mb too small?): {e}")
+
+    @property
+    def workspace(self) -> Path:
+        return Path(f"/proc/{self._ns_pid}/root{self.inner_workspace}")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxClosed("sandbox already destroyed")
+
+    def run(
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout_s: float | None = None,
+        stdin: bytes | str | None = None,
+        stdout_path: Path | None = None,
+    ) -> ProcessResult:
+        if not argv:
+            raise SandboxError("run() needs a non-empty argv")
+        with self._lock:
+            self._check_open()
+            self._runs += 1
+            leaf = f"run-{self._runs}"
+            join = self._cgroups.join_files(leaf) if self._cgroups else []
+        workdir = self.inner_path(cwd) if cwd else self.inner_workspace
+        # nsenter would open a --wd path on the host: change directory inside instead (env -C)
+        enter = ["nsenter", "-t", str(self._ns_pid), "-U", "-m", "-u", "-i", "-n", "-p", "-C", "-r",
+                 "--preserve-credentials", "--"]
+        cgroups = self._cgroups
+
+        def kill_tree(proc: subprocess.Popen) -> None:
+            if cgroups is not None:
+                cgroups.kill_leaf(leaf)
+            kill_process_group(proc)
+
+        try:
+            return run_to_completion(
+                _wrapper(join, self._rlimits) + enter + DROP_PRIVS + ["env", "-C", workdir, "--", *argv],
+                env={**self._env, **(env or {})},
+                cwd=str(self._root),
+                timeout_s=timeout_s if timeout_s is not None else self.config.wall_time_s,
+                stdin=stdin,
+                stdout_path=stdout_path,
+                max_output_bytes=self.config.max_output_bytes,
+                tmp_dir=str(self._root),
+                kill_tree=kill_tree,
+            )
+        finally:
+            if cgroups is not None:
+                cgroups.remove_leaf(leaf)
+
+    def copy_in(self, host_src: Path | str, inner_dest: str) -> None:
+        src, dest = Path(host_src), self.inner_path(inner_dest)
+        if not (src.exists() or src.is_symlink()):
+            raise SandboxError(f"copy_in: {src} does not exist")
+        with tempfile.TemporaryFile(dir=self._root) as tf:
+            with tarfile.open(fileobj=tf, mode="w") as tar:
+                if src.is_dir() and not src.is_symlink():
+                    tar.add(src, arcname=".")
+                else:
+                    tar.add(src, arcname=posixpath.basename(dest))
+            tf.seek(0)
+            target = dest if src.is_dir() and not src.is_symlink() else posixpath.dirname(dest)
+            res = self.run(["sh", "-c", COPY_IN, "sh", target], stdin=tf, timeout_s=300)  # type: ignore[arg-type]
+        if not res.ok:
+            raise SandboxError(f"copy_in {src} -> {dest} failed: {res.stderr.strip()}")
+
+    def copy_out(self, inner_src: str, host_dest: Path | str) -> None:
+        src, dest = self.inner_path(inner_src), Path(host_dest)
+        with tempfile.TemporaryDirectory(dir=self._root) as tmp:
+            tar_path = Path(tmp) / "out.tar"
+            res = self.run(["sh", "-c", COPY_OUT, "sh", src], stdout_path=tar_path, timeout_s=300)
+            if not res.ok:
+                raise SandboxError(f"copy_out {src} failed: {res.stderr.strip()}")
+            unpacked = Path(tmp) / "x"
+            unpacked.mkdir()
+            with tarfile.open(tar_path) as tar:
+                names = tar.getnames()
+                tar.extractall(unpacked, filter=_data_or_skip)
+            if names and names[0] in (".", "./"):
+                shutil.copytree(unpacked, dest, symlinks=True, dirs_exist_ok=True)
+            else:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(unpacked / posixpath.basename(src)), dest)
+
+    def destroy(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._bridge is not None:
+            self._bridge.close()
+        if self._pidfd >= 0:
+            try:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.close(self._pidfd)
+        if self._keeper_w >= 0:
+            os.close(self._keeper_w)
+        if self._cgroups is not None:
+            self._cgroups.remove()
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                kill_process_group(self._proc)
+                self._proc.wait()
+        shutil.rmtree(self._root, ignore_errors=True)

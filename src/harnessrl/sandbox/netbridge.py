@@ -1,0 +1,134 @@
+"""Bridge one TCP port of the host's loopback into a sandbox's private network namespace.
+
+The sandbox has its own network namespace with only ``lo``: nothing on the host is reachable.
+To let it reach exactly the rollout's proxy, the host creates a listening socket INSIDE that
+namespace (a short-lived thread ``setns``-es into ``/proc/<pid>/ns/net``, binds
+``127.0.0.1:<port>``, and exits; the socket stays in the sandbox's namespace) and relays each
+accepted connection to the proxy on the host. No process runs inside the sandbox for this, so it
+adds no start-up cost, and the sandbox cannot open any other host port: there is no route.
+
+Needs CAP_SYS_ADMIN over the sandbox's namespaces (true for root, which this machine is).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import select
+import socket
+import threading
+
+from harnessrl.sandbox.base import ProxyEndpoint, SandboxError
+
+CLONE_NEWNET = 0x40000000
+
+
+def listen_in_netns(ns_pid: int, port: int) -> socket.socket:
+    """A socket listening on 127.0.0.1:port inside the network namespace of ``ns_pid``."""
+    result: dict[str, object] = {}
+
+    def work() -> None:  # setns changes only this thread, which then exits
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(f"/proc/{ns_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                if libc.setns(fd, CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"setns(net) failed: {os.strerror(err)}")
+            finally:
+                os.close(fd)
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", port))
+            s.listen(64)
+            result["sock"] = s
+        except OSError as e:
+            result["error"] = e
+
+    t = threading.Thread(target=work, name="sandbox-netns", daemon=True)
+    t.start()
+    t.join()
+    if "error" in result:
+        raise SandboxError(
+            f"cannot bridge the proxy into the sandbox network namespace: {result['error']} "
+            "(needs root / CAP_SYS_ADMIN; use type='local' otherwise)"
+        )
+    return result["sock"]  # type: ignore[return-value]
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+class ProxyBridge:
+    """Accepts in the sandbox's namespace, connects to the proxy on the host, pipes bytes."""
+
+    def __init__(self, listener: socket.socket, target: ProxyEndpoint) -> None:
+        self._listener = listener
+        self._target = target
+        self._stop_r, self._stop_w = os.pipe()
+        self._lock = threading.Lock()
+        self._conns: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept_loop, name="sandbox-bridge", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def start(cls, ns_pid: int, target: ProxyEndpoint) -> ProxyBridge:
+        return cls(listen_in_netns(ns_pid, target.port), target)
+
+    def _accept_loop(self) -> None:
+        while True:
+            ready, _, _ = select.select([self._listener, self._stop_r], [], [])
+            if self._stop_r in ready:
+                return
+            try:
+                inner, _ = self._listener.accept()
+            except OSError:
+                continue
+            try:
+                outer = socket.create_connection((self._target.host, self._target.port), timeout=10)
+                outer.settimeout(None)
+            except OSError:
+                inner.close()
+                continue
+            with self._lock:
+                self._conns += [inner, outer]
+            threading.Thread(target=self._serve, args=(inner, outer), name="sandbox-pump", daemon=True).start()
+
+    def _serve(self, inner: socket.socket, outer: socket.socket) -> None:
+        back = threading.Thread(target=_pump, args=(outer, inner), name="sandbox-pump", daemon=True)
+        back.start()
+        _pump(inner, outer)
+        back.join()
+        with self._lock:
+            for s in (inner, outer):
+                if s in self._conns:
+                    self._conns.remove(s)
+                s.close()
+
+    def close(self) -> None:
+        os.write(self._stop_w, b"x")
+        self._thread.join(timeout=5)
+        self._listener.close()
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+        os.close(self._stop_r)
+        os.close(self._stop_w)

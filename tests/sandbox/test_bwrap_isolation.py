@@ -1,0 +1,328 @@
+"""Isolation acceptance tests with REAL bubblewrap: each escape attempt must fail."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harnessrl.sandbox.base import ProxyEndpoint, SandboxConfig, make_sandbox
+
+pytestmark = [
+    pytest.mark.bwrap,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing: apt-get install bubblewrap"),
+]
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def sb():
+    with make_sandbox(SandboxConfig(memory_mb=512, max_procs=128)) as box:
+        yield box
+
+
+def _sh(box, script: str, **kw):
+    return box.run(["sh", "-c", script], **kw)
+
+
+def _host_pids(marker: str) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _wait_gone(marker: str, timeout_s: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while (pids := _host_pids(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pids
+
+
+def test_cannot_read_host_home():
+    secret = Path.home() / f".harnessrl-secret-{uuid.uuid4().hex}"
+    secret.write_text("TOP-SECRET-HOME")
+    try:
+        with make_sandbox(SandboxConfig()) as box:
+            assert "TOP-SECRET" in secret.read_text()
+            res = _sh(box, f"cat {secret}; ls -a {Path.home()}")
+            assert "TOP-SECRET" not in res.stdout
+            assert secret.name not in res.stdout
+            assert box.run(["cat", str(secret)]).returncode != 0
+    finally:
+        secret.unlink()
+
+
+def test_cannot_read_project_checkout(sb):
+    target = REPO / "pyproject.toml"
+    assert target.exists()
+    res = sb.run(["cat", str(target)])
+    assert res.returncode != 0 and "harnessrl" not in res.stdout
+    listing = _sh(sb, f"ls -a {REPO} 2>&1; ls {REPO}/src 2>&1").stdout
+    assert "pyproject.toml" not in listing and "harnessrl" not in listing
+
+
+def test_cannot_write_outside_workspace(sb, tmp_path: Path):
+    name = f"hrl-escape-{uuid.uuid4().hex}"
+    for target in (f"/usr/{name}", f"/etc/{name}", f"{REPO}/.venv/{name}", f"{tmp_path}/{name}", f"/{name}"):
+        res = _sh(sb, f"echo x > {target}")
+        assert res.returncode != 0, target
+        assert not Path(target).exists(), target
+    # /tmp inside is private: a file written there does not appear on the host
+    assert _sh(sb, f"echo x > /tmp/{name} && cat /tmp/{name}").stdout == "x\n"
+    assert not Path(f"/tmp/{name}").exists()
+    assert _sh(sb, "echo ok > result.txt && cat result.txt").stdout == "ok\n"
+
+
+def test_no_capabilities_and_no_new_privs():
+    for uid in (1000, 0):
+        with make_sandbox(SandboxConfig(uid=uid)) as box:
+            status = box.run(["cat", "/proc/self/status"]).stdout
+            fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+            assert fields["CapEff"].strip() == "0" * 16
+            assert fields["NoNewPrivs"].strip() == "1"
+            assert _sh(box, "mount -o remount,rw,bind /usr").returncode != 0
+
+
+class _Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = f"proxy-says-hi {self.path}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def fake_proxy():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield ProxyEndpoint(port=server.server_address[1])
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def other_listener():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    s.setblocking(False)
+    yield s
+    s.close()
+
+
+FETCH = (
+    "import sys, urllib.request\n"
+    "print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())\n"
+)
+CONNECT = (
+    "import socket, sys\n"
+    "try:\n"
+    "    socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=3)\n"
+    "    print('CONNECTED')\n"
+    "except OSError as e:\n"
+    "    print('refused', e)\n"
+)
+
+
+def test_proxy_is_reachable(fake_proxy):
+    with make_sandbox(SandboxConfig(), proxy=fake_proxy) as box:
+        assert box.proxy_base == f"http://127.0.0.1:{fake_proxy.port}"
+        for i in range(3):  # several connections through the bridge
+            res = box.run(["python", "-c", FETCH, f"{box.proxy_base}/r/key{i}/v1/models"])
+            assert res.ok, res
+            assert res.stdout.strip() == f"proxy-says-hi /r/key{i}/v1/models"
+
+
+def test_other_loopback_ports_are_unreachable(fake_proxy, other_listener):
+    port = other_listener.getsockname()[1]
+    with make_sandbox(SandboxConfig(), proxy=fake_proxy) as box:
+        res = box.run(["python", "-c", CONNECT, str(port)])
+        assert "CONNECTED" not in res.stdout and "refused" in res.stdout
+    with pytest.raises(BlockingIOError):
+        other_listener.accept()  # nothing ever arrived on the host side
+    with make_sandbox(SandboxConfig()) as box:  # no proxy given: not even the proxy port
+        res = box.run(["python", "-c", CONNECT, str(fake_proxy.port)])
+        assert "CONNECTED" not in res.stdout
+
+
+def test_no_outside_network(sb):
+    res = _sh(sb, "cat /proc/net/dev | tail -n +3 | cut -d: -f1")
+    assert [x.strip() for x in res.stdout.split()] == ["lo"]
+
+
+DAEMON = (
+    "import os, sys\n"
+    "if os.fork(): sys.exit(0)\n"
+    "os.setsid()\n"
+    "if os.fork(): sys.exit(0)\n"
+    "os.execvp('sleep', ['sleep', sys.argv[1]])\n"
+)
+
+
+def test_double_forked_daemon_does_not_survive_destroy():
+    marker = f"4242.{uuid.uuid4().int % 10**9}"
+    box = make_sandbox(SandboxConfig())
+    try:
+        res = box.run(["python", "-c", DAEMON, marker])
+        assert res.ok, res
+        assert _host_pids(marker), "the daemon runs on the host before destroy"
+        assert box.run(["pgrep", "-f", marker]).ok  # visible inside too
+    finally:
+        box.destroy()
+    assert _wait_gone(marker) == []
+
+
+COUNTED_FORKS = (
+    "import os, sys, time\n"
+    "n = 0\n"
+    "while True:\n"
+    "    try:\n"
+    "        pid = os.fork()\n"
+    "    except OSError as e:\n"
+    "        print('fork failed after', n, e)\n"
+    "        sys.exit(3)\n"
+    "    if pid == 0:\n"
+    "        time.sleep(600)\n"
+    "        os._exit(0)\n"
+    "    n += 1\n"
+    "    if n > 100000:\n"
+    "        print('no limit')\n"
+    "        sys.exit(0)\n"
+)
+
+
+def test_fork_bomb_hits_the_process_limit():
+    limit = 40
+    box = make_sandbox(SandboxConfig(max_procs=limit))
+    try:
+        res = box.run(["python", "-c", COUNTED_FORKS], timeout_s=120)
+        assert res.returncode == 3, res
+        forked = int(res.stdout.split()[3])
+        assert 0 < forked < limit
+        # a real recursive bomb: the sandbox reports failure, the host keeps working
+        bomb = box.run(["bash", "-c", ":(){ :|:& };: ; sleep 3; exit 9"], timeout_s=6)
+        assert not bomb.ok
+        assert subprocess.run(["true"]).returncode == 0
+        cg = box._cgroups
+    finally:
+        box.destroy()
+    assert subprocess.run(["true"]).returncode == 0
+    if cg is not None:
+        assert not cg.pids_dir.exists()
+
+
+def test_memory_limit():
+    with make_sandbox(SandboxConfig(memory_mb=128)) as box:
+        hog = "b = bytearray(512 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('allocated')"
+        res = box.run(["python", "-c", hog], timeout_s=120)
+        assert not res.ok and "allocated" not in res.stdout
+        small = box.run(["python", "-c", "b = bytearray(16 << 20); print('fine')"])
+        assert small.ok and small.stdout.strip() == "fine"
+
+
+def test_wall_time_limit_kills_the_tree():
+    marker = f"4343.{uuid.uuid4().int % 10**9}"
+    with make_sandbox(SandboxConfig(wall_time_s=1.0)) as box:
+        res = _sh(box, f"setsid sleep {marker} & sleep 30")
+        assert res.timed_out and not res.ok
+        assert _wait_gone(marker) == []  # the setsid'd child of the timed-out call is gone too
+        assert box.run(["true"]).ok  # the sandbox itself lives on
+
+
+def test_workspace_size_limit():
+    with make_sandbox(SandboxConfig(workspace_mb=8)) as box:
+        res = _sh(box, "head -c 16000000 /dev/zero > big.bin")
+        assert res.returncode != 0 and "No space left" in res.stderr
+        assert _sh(box, "rm big.bin && head -c 1000000 /dev/zero > small.bin").ok
+
+
+def test_sandboxes_cannot_see_each_other(tmp_path: Path):
+    with make_sandbox(SandboxConfig()) as a, make_sandbox(SandboxConfig()) as b:
+        token = uuid.uuid4().hex
+        assert _sh(a, f"echo {token} > mine.txt").ok
+        assert "mine.txt" not in b.run(["ls", "-a"]).stdout
+        res = _sh(b, f"grep -rsl {token} / --exclude-dir=proc --exclude-dir=usr --exclude-dir=.venv --exclude-dir=.pyenv; ls /proc")
+        assert token not in res.stdout
+        assert str(a.workspace) != str(b.workspace)
+        # b's pid namespace holds only b's processes
+        pids = [p for p in res.stdout.split() if p.isdigit()]
+        assert len(pids) < 10
+
+
+def test_clawgym_layout_and_python(tmp_path: Path):
+    src = tmp_path / "input_files"
+    (src / "input").mkdir(parents=True)
+    (src / "input" / "data.json").write_text('{"a": 1}')
+    cfg = SandboxConfig(workspace_mount="/root/.openclaw/workspace", home="/root", uid=0)
+    with make_sandbox(cfg, workspace_src=src) as box:
+        assert box.inner_workspace == "/root/.openclaw/workspace"
+        res = _sh(box, "pwd; cat /root/.openclaw/workspace/input/data.json; echo; echo $HOME; id -u")
+        assert res.stdout.splitlines() == ["/root/.openclaw/workspace", '{"a": 1}', "/root", "0"]
+        for exe in ("python", "python3"):
+            r = box.run([exe, "-c", "import yaml, json; print(json.dumps(yaml.safe_load('x: 1')))"])
+            assert r.ok and r.stdout.strip() == '{"x": 1}', r
+        assert _sh(box, "echo '[]' > /root/.openclaw/openclaw.json && bash -c 'echo ok'").stdout == "ok\n"
+
+
+def test_copy_in_out_and_planted_links(tmp_path: Path):
+    reward = tmp_path / "reward"
+    reward.mkdir()
+    (reward / "reward.sh").write_text("python reward/check.py | tail -1\n")
+    (reward / "check.py").write_text("print(0.5)\n")
+    with make_sandbox(SandboxConfig()) as box:
+        box.copy_in(reward, "reward")
+        assert box.run(["bash", "reward/reward.sh"]).stdout == "0.5\n"
+        assert _sh(box, "mkdir out && echo r > out/report.md && ln -s /etc/passwd out/leak && "
+                        "ln -s report.md out/ok-link").ok
+        box.copy_out("out", tmp_path / "out")
+        box.copy_out("out/report.md", tmp_path / "single.md")
+    assert (tmp_path / "out" / "report.md").read_text() == "r\n"
+    assert (tmp_path / "single.md").read_text() == "r\n"
+    assert not (tmp_path / "out" / "leak").exists() and not (tmp_path / "out" / "leak").is_symlink()
+    assert os.readlink(tmp_path / "out" / "ok-link") == "report.md"
+
+
+def test_host_env_does_not_leak(monkeypatch):
+    monkeypatch.setenv("HRL_SECRET_TOKEN", "sk-should-not-leak")
+    with make_sandbox(SandboxConfig()) as box:
+        assert "sk-should-not-leak" not in box.run(["env"]).stdout
+
+
+def test_destroy_leaves_nothing(tmp_path: Path):
+    box = make_sandbox(SandboxConfig())
+    cg, root, proc = box._cgroups, box._root, box._proc
+    assert _sh(box, "sleep 1000 & sleep 1001 &").ok
+    box.destroy()
+    box.destroy()
+    assert proc.poll() is not None and not root.exists()
+    if cg is not None:
+        assert not cg.pids_dir.exists() and not any(d.exists() for d in cg.other_dirs)
+
+
+def test_many_sandboxes_from_many_threads(fake_proxy):
+    results: list[str] = []
+
+    def one(i: int) -> None:
+        with make_sandbox(SandboxConfig(), proxy=fake_proxy) as box:
+            _sh(box, f"echo {i} > n.txt")
+            r = box.run(["python", "-c", FETCH, f"{box.proxy_base}/t{i}"])
+            results.append(box.run(["cat", "n.txt"]).stdout.strip() + "|" + r.stdout.strip())
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [f"{i}|proxy-says-hi /t{i}" for i in range(4)]
