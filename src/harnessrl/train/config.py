@@ -58,6 +58,15 @@ class TasksSection(_Strict):
     eval_split: str = "test"
 
 
+class FiltersSection(_Strict):
+    """Tree filters (tree.filters.FilterConfig): what is excluded from the loss."""
+
+    truncated: Literal["call", "rollout", "keep"] = "call"  # completions cut by max_tokens
+    exclude_statuses: list[str] = ["harness_error", "timeout", "sandbox_error", "verifier_error"]
+    duplicate_branches: bool = True
+    max_path_tokens: int | None = Field(None, gt=0)
+
+
 class AlgorithmConfig(_Strict):
     name: Literal["grpo", "tree_grpo", "ppo"] = "grpo"  # ppo = GAE with a critic
     std_normalize: bool = True  # False = Dr.GRPO
@@ -114,6 +123,7 @@ class RunConfig(_Strict):
     sandbox: SandboxSection = SandboxSection()
     harnesses: list[HarnessEntry] = [HarnessEntry(name="builtin")]
     tasks: TasksSection = TasksSection()
+    filters: FiltersSection = FiltersSection()
     algorithm: AlgorithmConfig = AlgorithmConfig()
     optimizer: OptimizerConfig = OptimizerConfig()
     loop: LoopConfig = LoopConfig()

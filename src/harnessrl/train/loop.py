@@ -1,0 +1,306 @@
+"""The RL loop, one readable function per phase.
+
+    for step in 1..N:
+        plans    = plan_step(step)                      # groups: task x harness x n, harnesses mixed by weight
+        collector.run(plans)                            # rollouts via the runner -> proxy -> store
+        groups   = read_groups(store, plans)            # exactly what was recorded
+        trees    = build_tree(calls, rollouts)          # one prefix tree per group
+        advs     = grpo | tree_grpo | gae(critic)       # per-token contributions (algo/)
+        trainer.update(concat_batch(trees, advs))       # tree-packed PPO/GRPO
+        engine.update_weights(weights, version=step)    # weight sync; new calls record the version
+        every k steps: held-out pass@1 per harness
+        checkpoint (atomic), then store.put_step(step, metrics)   # the resume point
+
+Resume: the last step recorded in the store has a complete checkpoint (written first); a resumed
+run restores policy, optimizer and RNG from it and continues at the next step. Rollouts of an
+interrupted step carry the attempt number in their group ids, so a redo never mixes them in.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from harnessrl.train.collect import Collector, Group, harness_summary, pass_at_1, read_groups
+from harnessrl.train.config import RunConfig
+from harnessrl.train.plan import GroupPlan, plan_eval, plan_step
+
+
+class TrainError(RuntimeError):
+    """The run cannot start or continue; the message says why and what to do."""
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    report: Path
+    plots_dir: Path
+    last_step: int
+    records: list[dict[str, Any]]
+
+
+@dataclass
+class RunParts:
+    """What a run holds while it goes (built by `open_run`, closed at the end)."""
+
+    cfg: RunConfig
+    run_dir: Path
+    store: Any
+    trainer: Any
+    engine: Any
+    collector: Collector
+    train_tasks: list
+    eval_tasks: list
+    model_dir: Path
+    attempt: int
+    log: Any
+    start_step: int
+
+
+CollectorFactory = Callable[[RunConfig, Any, Any, Path], Collector]
+TasksLoader = Callable[[RunConfig], tuple[list, list]]
+
+
+@contextmanager
+def timed(times: dict[str, float], key: str) -> Iterator[None]:
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        times[key] = times.get(key, 0.0) + time.perf_counter() - t0
+
+
+def run_training(cfg: RunConfig, resume: bool = False, console: Console | None = None,
+                 collector_factory: CollectorFactory | None = None,
+                 tasks_loader: TasksLoader | None = None) -> RunResult:
+    """Run (or resume) the configured training; returns where the report and plots are."""
+    from harnessrl.train.runner import default_collector, default_tasks
+
+    console = console or Console()
+    parts = open_run(cfg, resume, console, collector_factory or default_collector, tasks_loader or default_tasks)
+    try:
+        with _progress(console) as progress:
+            if 0 not in {s for s, _ in parts.store.list_steps()}:
+                record_step(parts, 0, baseline_record(parts, progress))
+            for step in range(parts.start_step, cfg.loop.steps + 1):
+                rec = train_step(parts, step, progress)
+                record_step(parts, step, rec)
+                console.print(_step_line(step, rec))
+        return finish_run(parts, console)
+    finally:
+        close_run(parts)
+
+
+def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: CollectorFactory,
+             tasks_loader: TasksLoader) -> RunParts:
+    """Store, resume point, policy + trainer, engine (synced to the resume step), collector, tasks."""
+    from harnessrl.engine import EngineConfig, make_engine, resolve_model
+    from harnessrl.store.run_store import RunStore
+    from harnessrl.train.checkpoint import latest_checkpoint, load_trainer_state
+    from harnessrl.train.metrics import MetricsLog
+    from harnessrl.train.setup import build_trainer, engine_type, load_policy, restore_trainer, seed_everything
+
+    run_dir = Path(cfg.output.run_dir)
+    store = RunStore(run_dir)
+    steps = [s for s, _ in store.list_steps()]
+    if steps and not resume:
+        store.close()
+        raise TrainError(f"{run_dir} already holds a run (steps up to {max(steps)}): pass --resume to continue "
+                         f"it, or choose another directory with output.run_dir=...")
+    last = max(steps, default=0)
+    ckpt = latest_checkpoint(run_dir, at_most=last) if last > 0 else None
+    if last > 0 and (ckpt is None or ckpt[0] != last):
+        last = ckpt[0] if ckpt else 0  # steps after the last checkpoint are redone (checkpoint_every > 1)
+        for s in [s for s in steps if s > last]:
+            store.put_step(s, {"redone": True})  # overwritten when redone
+    attempt = int(store.get_meta("attempt", 0)) + 1
+    store.set_meta("attempt", attempt)
+    store.set_meta("config", cfg.model_dump(mode="json"))
+    seed_everything(cfg.loop.seed + 7919 * (attempt - 1))
+    model_dir = Path(resolve_model(cfg.model.path))
+    weights_dir = ckpt[1] / "policy" if ckpt and cfg.model.lora is None else model_dir
+    console.print(f"[bold]harnessrl train[/bold] run_dir={run_dir} model={model_dir.name} "
+                  f"algorithm={cfg.algorithm.name} engine={engine_type(cfg)} attempt={attempt}"
+                  + (f" resuming after step {last}" if last else ""))
+    trainer = build_trainer(cfg, load_policy(cfg, weights_dir), model_dir)
+    if ckpt:
+        restore_trainer(trainer, load_trainer_state(ckpt[1]))
+    e = cfg.engine
+    engine = make_engine(EngineConfig(type=engine_type(cfg), model=str(weights_dir), dtype=e.dtype,
+                                      max_model_len=e.max_model_len, max_batch=e.max_concurrency,
+                                      kv_cache_gib=e.kv_cache_gib, seed=cfg.loop.seed + attempt))
+    if last > 0:
+        sync_weights(trainer, engine, last)
+    log = MetricsLog(run_dir, cfg.output.tensorboard)
+    log.rewrite([(s, m) for s, m in store.list_steps() if s <= last])
+    train_tasks, eval_tasks = tasks_loader(cfg)
+    collector = collector_factory(cfg, engine, store, run_dir)
+    return RunParts(cfg, run_dir, store, trainer, engine, collector, train_tasks, eval_tasks, model_dir,
+                    attempt, log, last + 1)
+
+
+def close_run(parts: RunParts) -> None:
+    for close in (parts.collector.close, parts.engine.close, parts.log.close, parts.store.close):
+        try:
+            close()
+        except Exception:  # noqa: BLE001 - best effort on the way out; the run's state is on disk
+            pass
+
+
+def collect(parts: RunParts, plans: list[GroupPlan], progress: Progress, label: str) -> list[Group]:
+    total = sum(p.n for p in plans)
+    task = progress.add_task(label, total=total)
+    parts.collector.run(plans, lambda n: progress.advance(task, n))
+    progress.remove_task(task)
+    return read_groups(parts.store, plans)
+
+
+def evaluate(parts: RunParts, step: int, progress: Progress) -> dict[str, float]:
+    """Held-out pass@1 per harness on a fixed set of eval tasks."""
+    cfg = parts.cfg
+    if cfg.loop.eval_size == 0 or not parts.eval_tasks:
+        return {}
+    plans = plan_eval(step, parts.attempt, parts.eval_tasks, [h.name for h in cfg.harnesses], cfg.loop.eval_size)
+    return pass_at_1(collect(parts, plans, progress, f"eval step {step}"))
+
+
+def baseline_record(parts: RunParts, progress: Progress) -> dict[str, Any]:
+    times: dict[str, float] = {}
+    with timed(times, "eval"):
+        ev = evaluate(parts, 0, progress)
+    return {"eval": ev, "policy_version": int(parts.engine.policy_version), "time": times}
+
+
+def train_step(parts: RunParts, step: int, progress: Progress) -> dict[str, Any]:
+    """Rollouts -> trees -> advantages -> update -> sync (-> eval); returns the step's metrics."""
+    cfg = parts.cfg
+    times: dict[str, float] = {}
+    plans = plan_step(step, parts.attempt, parts.train_tasks, {h.name: h.weight for h in cfg.harnesses},
+                      cfg.loop.groups_per_step, cfg.loop.n_per_group, cfg.loop.seed)
+    with timed(times, "rollout"):
+        groups = collect(parts, plans, progress, f"step {step} rollouts")
+    with timed(times, "tree"):
+        trees, advs = trees_and_advantages(parts, groups)
+    rec: dict[str, Any] = harness_summary(groups)
+    rec.update(tree_totals(trees))
+    with timed(times, "train"):
+        if trees:
+            from harnessrl.train.batch import concat_batch
+
+            rec.update(parts.trainer.update(concat_batch([t.flat() for t in trees], advs)))
+    with timed(times, "sync"):
+        sync_weights(parts.trainer, parts.engine, step)
+    rec["policy_version"] = int(parts.engine.policy_version)
+    if _is_eval_step(cfg, step):
+        with timed(times, "eval"):
+            rec["eval"] = evaluate(parts, step, progress)
+    with timed(times, "checkpoint"):
+        if step % cfg.output.checkpoint_every == 0 or step == cfg.loop.steps:
+            save_step_checkpoint(parts, step)
+    rec["time"] = times
+    return rec
+
+
+def trees_and_advantages(parts: RunParts, groups: list[Group]) -> tuple[list, list]:
+    """One prefix tree per group with recorded calls, and its advantages; trees that train no
+    token (all filtered, or no decision tokens) are dropped."""
+    from harnessrl.algo import gae, grpo, tree_grpo, whiten
+    from harnessrl.tree.build import build_tree
+    from harnessrl.tree.filters import FilterConfig
+
+    a, f = parts.cfg.algorithm, parts.cfg.filters
+    filters = FilterConfig(exclude_statuses=tuple(f.exclude_statuses), truncated=f.truncated,
+                           duplicate_branches=f.duplicate_branches, max_path_tokens=f.max_path_tokens)
+    trees, advs = [], []
+    for g in groups:
+        if not g.rollouts or not g.calls:
+            continue
+        tree = build_tree(g.calls, g.rollouts, filters)
+        if a.name == "grpo":
+            adv = grpo(tree, std=a.std_normalize, per_harness=a.per_harness_norm)
+        elif a.name == "tree_grpo":
+            adv = tree_grpo(tree, per_harness=a.per_harness_norm)
+        else:
+            adv = gae(tree, tree_values(parts, tree), gamma=a.gamma, lam=a.lam, per_harness=a.per_harness_norm)
+        if adv.norm > 0:
+            trees.append(tree)
+            advs.append(adv)
+    if a.name == "ppo" and advs:
+        advs = whiten(advs)
+    return trees, advs
+
+
+def tree_values(parts: RunParts, tree) -> np.ndarray:
+    from harnessrl.train.batch import forest_of_flat
+    from harnessrl.train.critic import forest_values
+
+    t = parts.trainer
+    return forest_values(t.critic, forest_of_flat(tree.flat()), t.token_budget, t.backend)
+
+
+def tree_totals(trees: list) -> dict[str, float]:
+    keys = ("unique_tokens", "decision_tokens", "per_call_tokens", "per_rollout_tokens", "branches")
+    out = {k: float(sum(getattr(t.stats, k) for t in trees)) for k in keys}
+    out["trees"] = float(len(trees))
+    return out
+
+
+def sync_weights(trainer, engine, version: int) -> None:
+    """Push the policy's weights (HF names, LoRA merged) into the engine as `version`."""
+    engine.update_weights(list(trainer.named_weights()), version)
+
+
+def save_step_checkpoint(parts: RunParts, step: int) -> Path:
+    from harnessrl.train.checkpoint import save_checkpoint
+    from harnessrl.train.setup import trainer_state
+
+    return save_checkpoint(parts.run_dir, step, parts.trainer.policy, trainer_state(parts.trainer),
+                           parts.model_dir, keep=parts.cfg.output.keep_checkpoints)
+
+
+def record_step(parts: RunParts, step: int, rec: dict[str, Any]) -> None:
+    """The step's record in the store is the commit point of the step (after its checkpoint)."""
+    parts.store.put_step(step, rec)
+    parts.log.log(step, rec)
+
+
+def finish_run(parts: RunParts, console: Console) -> RunResult:
+    from harnessrl.train.metrics import read_jsonl
+    from harnessrl.train.report import write_plots, write_report
+
+    records = read_jsonl(parts.run_dir / "metrics.jsonl")
+    plots_dir = parts.run_dir / "plots"
+    plots = write_plots(records, plots_dir)
+    cfg_yaml = yaml.safe_dump(parts.cfg.model_dump(mode="json"), sort_keys=False)
+    report = write_report(records, parts.run_dir, plots, f"harnessrl run {parts.run_dir.name}", cfg_yaml)
+    last = max((r["step"] for r in records), default=0)
+    final = parts.run_dir / "checkpoints"
+    console.print(f"report: {report}\nplots:  {plots_dir}\ncheckpoints (HF dirs, `vllm serve` loads them): {final}")
+    return RunResult(parts.run_dir, report, plots_dir, last, records)
+
+
+def _is_eval_step(cfg: RunConfig, step: int) -> bool:
+    return step == cfg.loop.steps or (cfg.loop.eval_every > 0 and step % cfg.loop.eval_every == 0)
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True)
+
+
+def _step_line(step: int, rec: dict[str, Any]) -> str:
+    rw = " ".join(f"{h}={v:.2f}" for h, v in rec.get("reward", {}).items())
+    ev = " ".join(f"{h}={v:.2f}" for h, v in rec.get("eval", {}).items())
+    t = rec.get("time", {})
+    return (f"step {step}: reward {rw or '-'} loss {rec.get('loss', 0.0):+.4f} kl {rec.get('kl', 0.0):.4f} "
+            f"clip {rec.get('clip_frac', 0.0):.3f} |dlogp| {rec.get('abs_logp_gap', 0.0):.4f} "
+            f"tokens {rec.get('tokens_computed', 0):.0f}/{rec.get('per_call_tokens', 0):.0f} "
+            f"time " + " ".join(f"{k} {v:.0f}s" for k, v in t.items()) + (f" | eval {ev}" if ev else ""))

@@ -1,0 +1,123 @@
+"""The loop with in-process fakes on a tiny model: weight sync, metrics, report, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from rich.console import Console
+
+from harnessrl.engine import SamplingParams, make_tiny_model
+from harnessrl.train.config import load_config
+from harnessrl.train.loop import TrainError, _progress, open_run, run_training, train_step
+from harnessrl.train.packing import forest_from_paths, pack_forest, token_logprobs
+
+from .fakes import fake_collector_factory, fake_tasks
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=3)
+
+
+def overrides(tiny_dir, run_dir, steps=3):
+    return [f"model.path={tiny_dir}", "engine.type=hf", f"output.run_dir={run_dir}", "output.tensorboard=false",
+            f"loop.steps={steps}", "loop.groups_per_step=2", "loop.n_per_group=3", "loop.eval_size=2",
+            "loop.eval_every=2", "loop.max_tokens=6", "filters.truncated=keep", "optimizer.lr=1e-3", "algorithm.token_budget=64",
+            "harnesses=[{name: builtin, weight: 1}, {name: mini-swe-agent, weight: 1}]"]
+
+
+def test_weight_sync_engine_matches_trainer_and_records_new_version(tiny_dir, tmp_path):
+    cfg = load_config(None, overrides(tiny_dir, tmp_path / "run"))
+    parts = open_run(cfg, False, Console(quiet=True), fake_collector_factory(), fake_tasks)
+    try:
+        before = {k: v.detach().clone() for k, v in parts.trainer.policy.named_parameters()}
+        with _progress(Console(quiet=True)) as progress:
+            rec = train_step(parts, 1, progress)
+        assert rec["policy_version"] == 1 == parts.engine.policy_version
+        assert any(not torch.equal(before[k], v) for k, v in parts.trainer.policy.named_parameters())
+        prompt = list(range(100, 120))
+        gen = asyncio_run(parts.engine.generate(prompt, SamplingParams(temperature=0.7, max_tokens=8)))
+        assert gen.policy_version == 1  # new calls record the new version
+        forest, idx = forest_from_paths([prompt + list(gen.token_ids)])
+        (chunk,) = pack_forest(forest, 4096)
+        tgt = torch.as_tensor(idx[0][len(prompt):])
+        with torch.no_grad():
+            lp, _ = token_logprobs(parts.trainer.policy, chunk, tgt, torch.full((len(tgt),), 0.7))
+        assert np.max(np.abs(lp.numpy() - np.asarray(gen.logprobs))) < 1e-4
+        assert rec["tokens_computed"] <= rec["per_call_tokens"]
+        assert set(rec["reward"]) == {"builtin", "mini-swe-agent"}
+    finally:
+        parts.engine.close()
+        parts.store.close()
+
+
+def asyncio_run(coro):
+    import asyncio
+
+    return asyncio.run(coro)
+
+
+def test_full_run_writes_metrics_report_and_refuses_to_overwrite(tiny_dir, tmp_path):
+    cfg = load_config(None, overrides(tiny_dir, tmp_path / "run", steps=2))
+    res = run_training(cfg, console=Console(quiet=True), collector_factory=fake_collector_factory(),
+                       tasks_loader=fake_tasks)
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == [0, 1, 2]
+    for key in ("loss", "kl", "entropy", "clip_frac", "is_weight", "abs_logp_gap", "tokens_trained",
+                "unique_tree_tokens", "per_call_tokens"):
+        assert key in lines[1], key
+    assert set(lines[1]["time"]) >= {"rollout", "tree", "train", "sync"}
+    assert set(lines[0]["eval"]) == set(lines[2]["eval"]) == {"builtin", "mini-swe-agent"}
+    assert "| builtin |" in res.report.read_text()
+    assert (res.plots_dir / "reward.png").is_file()
+    from transformers import AutoModelForCausalLM
+
+    AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "checkpoints" / "step_000002" / "policy")
+    with pytest.raises(TrainError, match="--resume"):
+        run_training(cfg, console=Console(quiet=True), collector_factory=fake_collector_factory(),
+                     tasks_loader=fake_tasks)
+
+
+def test_resume_after_sigkill_no_step_repeated_or_lost(tiny_dir, tmp_path):
+    run_dir = tmp_path / "run"
+    args = [sys.executable, str(HERE / "run_fake.py"), "0.3"]
+    ov = overrides(tiny_dir, run_dir, steps=5)
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    proc = subprocess.Popen(args + ["fresh", *ov], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    from harnessrl.store.run_store import RunStore
+
+    deadline = time.time() + 240
+    killed_after = None
+    while time.time() < deadline and proc.poll() is None:
+        with RunStore(run_dir) as st:
+            steps = [s for s, _ in st.list_steps()]
+        if max(steps, default=0) >= 2:
+            proc.send_signal(signal.SIGKILL)
+            killed_after = max(steps)
+            break
+        time.sleep(0.05)
+    proc.wait(timeout=30)
+    assert killed_after is not None and killed_after < 5, proc.stderr.read().decode()[-2000:]
+    out = subprocess.run(args + ["resume", *ov], env=env, capture_output=True, timeout=300)
+    assert out.returncode == 0, out.stderr.decode()[-3000:]
+    with RunStore(run_dir) as st:
+        recs = dict(st.list_steps())
+        attempts = st.get_meta("attempt")
+    assert sorted(recs) == [0, 1, 2, 3, 4, 5]
+    assert [recs[s]["policy_version"] for s in range(1, 6)] == [1, 2, 3, 4, 5]
+    assert attempts == 2
+    lines = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert lines == [0, 1, 2, 3, 4, 5]  # the JSONL mirror holds every step once
+    state = torch.load(run_dir / "checkpoints" / "step_000005" / "trainer.pt", weights_only=False)
+    assert {int(s["step"]) for s in state["optimizer"]["state"].values()} == {5}  # exactly 5 updates applied
