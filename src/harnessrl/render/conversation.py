@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from harnessrl.render.incremental import tail_text
 from harnessrl.render.messages import Message, ParsedCompletion, ToolSpec
 from harnessrl.render.normalize import MessageKey, history_matches, message_key, reply_matches, tools_key
-from harnessrl.render.splice import closing_ids, render_spliced
+from harnessrl.render.splice import closing_ids, render_spliced, splice_text, with_markers
 from harnessrl.store.records import PROMPT
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ class Conversation:
                     out = RenderedPrompt(list(retry.prompt_ids), list(retry.provenance), retry.parent_turn, 0,
                                          self.mode, retry_of=retry.index)
                 elif parent is not None:
-                    out = self._extend(parent, messages, tools) or self._full(messages, tools, parent, keys)
+                    out = self._extend(parent, messages, tools, keys) or self._full(messages, tools, parent, keys)
                 else:
                     out = self._full(messages, tools, None, keys)
             else:
@@ -158,21 +158,29 @@ class Conversation:
         return parsed
 
     # ---- rendering paths -----------------------------------------------------------------
-    def _extend(self, parent: Turn, messages: list[Message], tools: list[ToolSpec]) -> RenderedPrompt | None:
-        """Parent prompt + sampled ids + closing + incrementally rendered tail (None: cannot cut)."""
+    def _extend(self, parent: Turn, messages: list[Message], tools: list[ToolSpec],
+                keys: list[MessageKey]) -> RenderedPrompt | None:
+        """Parent prompt + sampled ids + closing + incrementally rendered tail (None: cannot cut).
+
+        Our own replies inside the tail (sub-agent branches, edits behind the parent) are spliced
+        in as their sampled ids too.
+        """
         r = self.renderer
         n = len(parent.keys)
-        text, incremental = tail_text(r, history=list(messages[:n]), reply=parent.reply,
-                                      tail=list(messages[n + 1 :]), tools=tools)
+        ours = self.our_replies(keys[n + 1 :])
+        tail, sources = with_markers(list(messages[n + 1 :]), ours)
+        text, incremental = tail_text(r, history=list(messages[:n]), reply=parent.reply, tail=tail, tools=tools)
         if text is None:
             return None
+        spliced = splice_text(r, self._encoder, text, sources)
+        if spliced is None:
+            return None
         closing = closing_ids(r, parent.sampled_ids)
-        tail_ids, fresh = self._encoder.encode(text)
-        ids = parent.prompt_ids + parent.sampled_ids + closing + tail_ids
+        ids = parent.prompt_ids + parent.sampled_ids + closing + spliced.ids
         prov = (parent.provenance + [parent.policy_version] * len(parent.sampled_ids)
-                + [PROMPT] * (len(closing) + len(tail_ids)))
-        return RenderedPrompt(ids, prov, parent.index, len(closing) + len(tail_ids), self.mode,
-                              tokenized=fresh, incremental=incremental)
+                + [PROMPT] * len(closing) + spliced.provenance)
+        return RenderedPrompt(ids, prov, parent.index, len(closing) + len(spliced.ids), self.mode,
+                              tokenized=spliced.tokenized, incremental=incremental)
 
     def our_replies(self, keys: list[MessageKey]) -> dict[int, Turn]:
         """Positions of assistant messages that are our own earlier replies (latest turn wins)."""

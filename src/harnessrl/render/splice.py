@@ -48,30 +48,27 @@ def closing_ids(r: "Renderer", sampled: list[int]) -> list[int]:
     return [] if sampled and sampled[-1] == r.eot_id else list(r.eot_ids)
 
 
-def render_spliced(
-    r: "Renderer",
-    enc: ChunkEncoder,
-    messages: list[Message],
-    tools: list[ToolSpec],
-    ours: dict[int, ReplySource],
-) -> Spliced | None:
-    """Render ``messages`` with the replies at positions ``ours`` spliced in; None if markers get lost."""
+def with_markers(messages: list[Message], ours: dict[int, ReplySource]) -> tuple[list[Message], list[ReplySource]]:
+    """Messages with our replies swapped for markers, and the replies in marker order."""
     swapped = list(messages)
     order = sorted(ours)
     for n, pos in enumerate(order):
         swapped[pos] = Message("assistant", _marker(n))
-    text = r.render_text(swapped, tools)
+    return swapped, [ours[pos] for pos in order]
+
+
+def splice_text(r: "Renderer", enc: ChunkEncoder, text: str, sources: list[ReplySource]) -> Spliced | None:
+    """Tokenise rendered ``text``, replacing each marker..end-of-turn span by the reply's sampled ids."""
     ids: list[int] = []
     prov: list[int] = []
     fresh = 0
     pos = 0
-    for n, msg_pos in enumerate(order):
+    for n, src in enumerate(sources):
         at = text.find(_marker(n), pos)
         end = text.find(r.eot_text, at) if at >= 0 else -1
         if at < 0 or end < 0:
             return None
         piece, got = enc.encode(text[pos:at])
-        src = ours[msg_pos]
         close = closing_ids(r, src.sampled_ids)
         ids += piece + src.sampled_ids + close
         prov += [PROMPT] * len(piece) + [src.policy_version] * len(src.sampled_ids) + [PROMPT] * len(close)
@@ -80,4 +77,16 @@ def render_spliced(
     piece, got = enc.encode(text[pos:])
     ids += piece
     prov += [PROMPT] * len(piece)
-    return Spliced(ids, prov, fresh + got, len(order))
+    return Spliced(ids, prov, fresh + got, len(sources))
+
+
+def render_spliced(
+    r: "Renderer",
+    enc: ChunkEncoder,
+    messages: list[Message],
+    tools: list[ToolSpec],
+    ours: dict[int, ReplySource],
+) -> Spliced | None:
+    """Render ``messages`` with the replies at positions ``ours`` spliced in; None if markers get lost."""
+    swapped, sources = with_markers(messages, ours)
+    return splice_text(r, enc, r.render_text(swapped, tools), sources)
