@@ -1,19 +1,102 @@
-"""The real rollout side of the loop: the built-in task suite and the runner behind the proxy."""
+"""The real rollout side of the loop: the task suite and the runner behind the proxy.
+
+`RunnerCollector` starts one in-process ProxyServer over the run's engine and store, and runs each
+planned rollout with `harnessrl.rollout.runner.run_rollout` (fresh sandbox, the harness as a black
+box, the verifier) in a thread pool; group ids come from the loop's plan.
+"""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+
+from harnessrl.train.plan import GroupPlan
 
 
 def default_tasks(cfg) -> tuple[list, list]:
-    """(train, eval) tasks of the configured suite."""
+    """(train, eval) tasks: `tasks.suite` is "builtin" or a task directory; families filter them."""
+    from harnessrl.tasks.loader import load_tasks
+    from harnessrl.tasks.model import TaskError
     from harnessrl.train.loop import TrainError
 
-    raise TrainError("the task suite loader is not wired yet")
+    t = cfg.tasks
+    try:
+        if t.suite == "builtin":
+            train, test = load_tasks(f"builtin:{t.train_split}"), load_tasks(f"builtin:{t.eval_split}")
+        else:
+            everything = load_tasks(t.suite)
+            train = [x for x in everything if x.split == t.train_split]
+            test = [x for x in everything if x.split == t.eval_split]
+    except TaskError as err:
+        raise TrainError(f"tasks: {err}") from err
+    if t.families:
+        keep = set(t.families)
+        train = [x for x in train if x.family in keep or x.category in keep]
+        test = [x for x in test if x.family in keep or x.category in keep]
+    if not train:
+        raise TrainError(f"no training tasks for tasks={t.model_dump()}; check tasks.families / tasks.suite")
+    return train, _interleave_families(test)
 
 
-def default_collector(cfg, engine: Any, store: Any, run_dir: Path):
-    from harnessrl.train.loop import TrainError
+def _interleave_families(tasks: list) -> list:
+    """Eval order that takes one task per family in turn, so the first k cover many families."""
+    by_family: dict[str, list] = {}
+    for t in tasks:
+        by_family.setdefault(t.family or t.category, []).append(t)
+    out, queues = [], list(by_family.values())
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
+    return out
 
-    raise TrainError("the rollout runner is not wired yet")
+
+class RunnerCollector:
+    """Rollouts through the real runner: proxy (in-process) -> sandbox -> harness -> verifier."""
+
+    def __init__(self, cfg, engine: Any, store: Any, model_dir: Path):
+        from harnessrl.proxy.server import ProxyServer
+        from harnessrl.sandbox.base import SandboxConfig
+
+        self.cfg, self.store = cfg, store
+        self.proxy = ProxyServer(engine, store, str(model_dir),
+                                 default_max_tokens=cfg.loop.max_tokens).start()
+        self.sandbox_cfg = SandboxConfig(type=cfg.sandbox.type)
+        self._adapters: dict[str, Any] = {}
+
+    def _adapter(self, name: str) -> Any:
+        from harnessrl.harness import make_harness
+
+        if name not in self._adapters:
+            opts = next((dict(h.options) for h in self.cfg.harnesses if h.name == name), {})
+            self._adapters[name] = make_harness(name, **opts)
+        return self._adapters[name]
+
+    def run(self, plans: Sequence[GroupPlan], progress=None) -> None:
+        from harnessrl.rollout.proxy_link import LocalProxy
+        from harnessrl.rollout.runner import RolloutJob, RunOptions, run_rollout
+
+        loop = self.cfg.loop
+        link = LocalProxy(self.proxy)
+        jobs = [(RolloutJob(p.task, p.harness, p.group_id, i), p.step) for p in plans for i in range(p.n)]
+        with ThreadPoolExecutor(max_workers=loop.concurrency) as pool:
+            futures = []
+            for job, step in jobs:
+                opts = RunOptions(sandbox_cfg=self.sandbox_cfg, max_turns=loop.max_turns,
+                                  harness_timeout_s=loop.rollout_timeout_s, step=step)
+                futures.append(pool.submit(run_rollout, job, self._adapter(job.harness_spec), link, self.store,
+                                           opts))
+            for fut in as_completed(futures):
+                fut.result()
+                if progress:
+                    progress(1)
+
+    def close(self) -> None:
+        self.proxy.stop()
+
+
+def default_collector(cfg, engine: Any, store: Any, run_dir: Path) -> RunnerCollector:
+    from harnessrl.engine import resolve_model
+
+    return RunnerCollector(cfg, engine, store, Path(resolve_model(cfg.model.path)))
