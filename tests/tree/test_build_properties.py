@@ -70,7 +70,7 @@ def reference(calls, rollouts, cfg: FilterConfig):
         seq = tuple(c.prompt_ids) + tuple(c.sampled_ids)
         for pos in range(len(seq)):
             p = seq[:pos + 1]
-            decision = trainable and pos >= len(c.prompt_ids)
+            decision = trainable and pos >= max(1, len(c.prompt_ids))
             old = prefixes.get(p, (False, float("nan")))
             if decision and not old[0]:
                 prefixes[p] = (True, c.logprobs[pos - len(c.prompt_ids)])

@@ -60,10 +60,10 @@ class _CallArrays:
             if len(lp) != n - n_p:
                 raise ValueError(
                     f"call {call.call_id}: {len(lp)} logprobs for {n - n_p} sampled ids (corrupt record)")
-            self.decision[n_p:] = True
-            self.logprobs[n_p:] = lp
-            self.temperature[n_p:] = call.temperature
-            self.version[n_p:] = call.policy_version
+            self.decision[max(n_p, 1):] = True  # a first token with no context is scored by nothing
+            self.logprobs[n_p:] = np.where(self.decision[n_p:], lp, np.nan)
+            self.temperature[n_p:] = np.where(self.decision[n_p:], call.temperature, 1.0)
+            self.version[n_p:] = np.where(self.decision[n_p:], call.policy_version, -1)
 
 
 class _Trie:
@@ -117,7 +117,7 @@ class _Trie:
         """Copy the call's decision tokens onto node n (which covers seq[pos:pos+len]) where unset."""
         a = self.arr[n]
         length = len(a["tokens"])
-        lo = max(ca.n_prompt, pos)
+        lo = max(ca.n_prompt, pos, 1)
         hi = pos + length
         if lo >= hi or not ca.decision[lo]:
             return

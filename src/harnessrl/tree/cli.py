@@ -1,9 +1,152 @@
-"""Commands of the tree stage (registered by harnessrl.cli). Keep top-level imports light."""
+"""Commands of the tree stage (registered by harnessrl.cli). Keep top-level imports light.
+
+    harnessrl tree show RUN_DIR --task T [--group G] [--step S] [--estimator grpo|tree_grpo|none]
+                        [--html out.html] [--tokenizer auto|none|DIR] [--all]
+    harnessrl tree stats RUN_DIR [--json] [--task T] [--step S]
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.console import Console
+
+ESTIMATOR_CHOICES = ("grpo", "tree_grpo", "none")
+
+tree_app = typer.Typer(help="Prefix trees of recorded groups: terminal/HTML views and sharing stats.",
+                       no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this stage's commands to the top-level app."""
+    """Add this stage's commands to the top-level app: `tree show`, `tree stats`."""
+    app.add_typer(tree_app, name="tree")
+
+
+def load_decoder(spec: str, console: Console):
+    """A token decoder for previews: a HF tokenizer (lazy transformers import) or the ids."""
+    from harnessrl.tree.view_text import ids_decode
+
+    if spec == "none":
+        return ids_decode
+    try:
+        from transformers import AutoTokenizer
+
+        if spec == "auto":
+            from harnessrl.engine.model import smollm2_tokenizer_dir
+
+            spec = str(smollm2_tokenizer_dir())
+        tok = AutoTokenizer.from_pretrained(spec)
+    except Exception as err:  # any failure: previews fall back to ids, never a traceback
+        console.print(f"[yellow]no tokenizer ({type(err).__name__}: {err}); showing token ids. "
+                      f"Pass --tokenizer DIR (an HF model dir) or --tokenizer none.[/yellow]")
+        return ids_decode
+    return lambda ids: tok.decode(list(ids), skip_special_tokens=False)
+
+
+def _open(run_dir: Path, console: Console):
+    from harnessrl.tree.groups import RunNotFound, open_store
+
+    try:
+        return open_store(run_dir)
+    except RunNotFound as err:
+        console.print(f"[red]{err}[/red]")
+        raise typer.Exit(2) from None
+
+
+def _estimate(tree, estimator: str):
+    from harnessrl.algo import grpo, tree_grpo
+
+    if estimator == "grpo":
+        return grpo(tree)
+    if estimator == "tree_grpo":
+        return tree_grpo(tree)
+    return None
+
+
+@tree_app.command("show")
+def show(
+    run_dir: Path = typer.Argument(..., help="Run directory (holds harnessrl.sqlite)."),
+    task: Optional[str] = typer.Option(None, "--task", "-t", help="Task id (required if the run has several)."),
+    group: Optional[str] = typer.Option(None, "--group", "-g", help="Only this group id."),
+    step: Optional[int] = typer.Option(None, "--step", help="Only rollouts of this training step."),
+    estimator: str = typer.Option("grpo", "--estimator", "-e", help="Advantages shown: grpo | tree_grpo | none."),
+    html_out: Optional[Path] = typer.Option(None, "--html", help="Write one self-contained HTML page here."),
+    tokenizer: str = typer.Option("auto", "--tokenizer", help="auto (default model) | none (ids) | an HF dir."),
+    show_all: bool = typer.Option(False, "--all", help="Keep filtered-only branches and trailing context."),
+    width: int = typer.Option(100, "--width", help="Preview characters per node."),
+    max_nodes: int = typer.Option(400, "--max-nodes", help="Nodes shown per tree in the terminal."),
+) -> None:
+    """Show the prefix tree(s) of a task: spans, rollouts, rewards, values and advantages."""
+    from harnessrl.tree.filters import FilterConfig
+    from harnessrl.tree.groups import group_rollouts, iter_group_trees
+    from harnessrl.tree.view_html import page, tree_html
+    from harnessrl.tree.view_text import render_tree
+
+    console = Console()
+    if estimator not in ESTIMATOR_CHOICES:
+        console.print(f"[red]--estimator must be one of {', '.join(ESTIMATOR_CHOICES)}[/red]")
+        raise typer.Exit(2)
+    store = _open(run_dir, console)
+    if task is None:
+        tasks = sorted({g.task_id for g in group_rollouts(store.list_rollouts(step=step), None, group)})
+        if len(tasks) != 1:
+            listing = ", ".join(tasks) if tasks else "none recorded"
+            console.print(f"[red]pass --task: this run has {len(tasks)} tasks ({listing})[/red]")
+            raise typer.Exit(2)
+        task = tasks[0]
+    decode = load_decoder(tokenizer, console)
+    filters = FilterConfig(prune=not show_all)
+    pages = []
+    found = 0
+    for _, _, tree in iter_group_trees(store, task=task, group=group, step=step, filters=filters):
+        found += 1
+        adv = _estimate(tree, estimator)
+        if html_out is None:
+            console.print(render_tree(tree, decode, adv, width=width, max_nodes=max_nodes))
+        else:
+            pages.append(tree_html(tree, decode, adv))
+    if not found:
+        console.print(f"[red]no rollouts for task {task!r}"
+                      f"{'' if group is None else f' in group {group!r}'} in {run_dir}[/red]")
+        raise typer.Exit(1)
+    if html_out is not None:
+        html_out.parent.mkdir(parents=True, exist_ok=True)
+        html_out.write_text(page(pages, f"harnessrl trees · {run_dir.name} · {task}"), encoding="utf-8")
+        console.print(f"wrote {html_out} ({found} tree{'s' if found > 1 else ''})")
+
+
+@tree_app.command("stats")
+def stats(
+    run_dir: Path = typer.Argument(..., help="Run directory (holds harnessrl.sqlite)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summed stats as JSON."),
+    task: Optional[str] = typer.Option(None, "--task", "-t", help="Only this task."),
+    step: Optional[int] = typer.Option(None, "--step", help="Only rollouts of this training step."),
+) -> None:
+    """Tree statistics summed over the run: unique vs per-call vs per-rollout tokens, branches, filters."""
+    from rich.progress import track
+    from rich.table import Table
+
+    from harnessrl.tree.groups import group_rollouts, iter_group_trees
+    from harnessrl.tree.stats import TreeStats
+
+    console = Console(stderr=as_json)
+    store = _open(run_dir, console)
+    n_groups = len(group_rollouts(store.list_rollouts(step=step), task))
+    total = TreeStats()
+    trees = iter_group_trees(store, task=task, step=step)
+    for _, _, tree in track(trees, total=n_groups, description="building trees", console=console,
+                            disable=as_json or n_groups < 20):
+        total = total + tree.stats
+    d = total.to_dict()
+    if as_json:
+        typer.echo(json.dumps(d, indent=2))
+        return
+    table = Table(title=f"tree stats · {run_dir}")
+    table.add_column("stat")
+    table.add_column("value", justify="right")
+    for k, v in d.items():
+        table.add_row(k, json.dumps(v) if isinstance(v, dict) else str(v))
+    console.print(table)

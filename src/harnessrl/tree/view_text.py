@@ -1,0 +1,110 @@
+"""Terminal view of a prefix tree (rich): span previews, rollouts, values and advantages."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+from rich.console import Group as RichGroup
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from harnessrl.tree.nodes import PrefixTree
+
+Decode = Callable[[Sequence[int]], str]
+
+
+def ids_decode(ids: Sequence[int]) -> str:
+    """Fallback decoder when no tokenizer is available: the ids themselves."""
+    return " ".join(str(int(i)) for i in ids)
+
+
+def preview(text: str, width: int) -> str:
+    """One line: newlines shown as ⏎, long text cut in the middle."""
+    flat = text.replace("\r", "").replace("\n", "⏎")
+    if len(flat) <= width:
+        return flat
+    head = max(1, width * 2 // 3)
+    return flat[:head] + " … " + flat[-(width - head - 3):]
+
+
+def node_label(tree: PrefixTree, node_id: int, decode: Decode, width: int, adv_mean: np.ndarray | None,
+               node_value: np.ndarray | None) -> Text:
+    node = tree.nodes[node_id]
+    flat = tree.flat()
+    lo, hi = int(flat.node_offsets[node_id]), int(flat.node_offsets[node_id + 1])
+    n_dec = int(node.decision.sum())
+    label = Text()
+    label.append(f"#{node.id} ", style="bold")
+    label.append(f"[{node.start_pos}:{node.end_pos}] {len(node)} tok", style="cyan")
+    if n_dec:
+        label.append(f" ({n_dec} sampled)", style="green")
+    if node.branch_reason:
+        label.append(f" ⑂ {node.branch_reason}", style="magenta")
+    if node_value is not None and not np.isnan(node_value[node_id]):
+        label.append(f"  V={node_value[node_id]:.3f}", style="yellow")
+    if adv_mean is not None and n_dec:
+        a = float(np.nanmean(adv_mean[lo:hi][node.decision])) if n_dec else float("nan")
+        label.append(f"  A={a:+.3f}", style="green" if a >= 0 else "red")
+    label.append(f"  rollouts={','.join(node.rollouts)}", style="dim")
+    label.append("\n")
+    label.append(_span_text(node, decode, width))
+    return label
+
+
+def _span_text(node, decode: Decode, width: int) -> Text:
+    """Preview of the span: context dim, sampled text green (split at provenance changes)."""
+    out = Text()
+    if not len(node):
+        return out
+    change = np.flatnonzero(np.diff(node.decision.astype(np.int8))) + 1
+    bounds = [0, *change.tolist(), len(node)]
+    budget = max(20, width // max(1, len(bounds) - 1))
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        text = preview(decode(node.tokens[a:b].tolist()), budget)
+        out.append(text, style="green" if node.decision[a] else "dim")
+        out.append(" ")
+    return out
+
+
+def render_tree(tree: PrefixTree, decode: Decode = ids_decode, adv=None, width: int = 100,
+                max_nodes: int = 400) -> RichGroup:
+    """A rich renderable: the tree (up to ``max_nodes`` nodes) and the rollout table."""
+    adv_mean = adv.adv_mean if adv is not None else None
+    node_value = adv.node_value if adv is not None else None
+    s = tree.stats
+    title = Text.from_markup(
+        f"[bold]group {escape(tree.group_id)}[/bold] task {escape(tree.task_id)} · {len(tree.rollouts)} rollouts · "
+        f"{s.unique_tokens} unique tok ({s.decision_tokens} sampled) · per-call {s.per_call_tokens} · "
+        f"per-rollout {s.per_rollout_tokens} · branches {s.branches}")
+    root = Tree(title)
+    # a chain of single children stays at one indentation level; only real branch points nest
+    containers = {0: root}
+    shown = 0
+    for node in tree.nodes[1:]:
+        if shown >= max_nodes:
+            root.add(Text(f"… {len(tree.nodes) - 1 - shown} more nodes", style="dim"))
+            break
+        where = containers[node.parent]
+        handle = where.add(node_label(tree, node.id, decode, width, adv_mean, node_value))
+        head = len(tree.nodes[node.parent].children) > 1 or node.parent == 0
+        containers[node.id] = handle if (len(node.children) > 1 or head) else where
+        shown += 1
+    return RichGroup(root, rollout_table(tree, adv))
+
+
+def rollout_table(tree: PrefixTree, adv=None) -> Table:
+    table = Table(title="rollouts", show_lines=False)
+    for col in ("rollout", "harness", "status", "reward", "trains", "calls", "paths", "advantage"):
+        table.add_column(col)
+    for info in tree.rollouts.values():
+        reward = "-" if info.reward is None else f"{info.reward:.3f}"
+        trains = "yes" if info.kept else f"no ({info.filter_reason})"
+        a = ""
+        if adv is not None and adv.rollout_adv and info.rollout_id in adv.rollout_adv:
+            a = f"{adv.rollout_adv[info.rollout_id]:+.3f}"
+        table.add_row(info.rollout_id, info.harness, info.status, reward, trains, str(info.n_calls),
+                      str(len(info.paths)), a, style=None if info.kept else "dim")
+    return table
