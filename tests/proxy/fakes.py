@@ -21,7 +21,8 @@ class TextScriptEngine:
         self.model_path = "smollm2-test"
         self._version = version
         self.seen: list[tuple[list[int], SamplingParams]] = []
-        self.overloaded = False
+        self.overloaded = False  # every call raises EngineOverloaded while set
+        self.overload_next = 0  # the next n calls raise EngineOverloaded
 
     @property
     def policy_version(self) -> int:
@@ -31,7 +32,8 @@ class TextScriptEngine:
         self._version = version
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
-        if self.overloaded:
+        if self.overloaded or self.overload_next > 0:
+            self.overload_next = max(0, self.overload_next - 1)
             raise EngineOverloaded("busy")
         self.seen.append((list(prompt_ids), params))
         await asyncio.sleep(0)
