@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""harnessrl's builtin reference agent: a small standalone coding agent for one task.
+
+It runs inside the sandbox as its own process (stdlib + the `openai` SDK only, no project code),
+talks to an OpenAI-compatible endpoint (the harnessrl proxy) and works in the current directory.
+
+Two action formats:
+  text  (default; fits small models) - each reply holds one fenced ```bash block; the agent runs
+        it and sends back the output. A reply without a block is the final answer.
+  tools native OpenAI tool calls: read_file, write_file, list_files, run_shell. A reply without
+        tool calls is the final answer.
+It stops on a final answer or after --max-turns model calls and prints one JSON summary line.
+
+  python builtin_agent.py --base-url http://127.0.0.1:8000/r/KEY/v1 --api-key KEY --model m \
+      --task "Write the word apple into a.txt" [--task-file PATH] [--format text|tools]
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+import openai
+
+TEXT_SYSTEM = """You are an agent that completes tasks in a Linux shell.
+Reply with exactly one shell command inside a ```bash code block, for example:
+```bash
+echo hello > hello.txt
+```
+You will then see the command's output. When the task is done, reply with a short sentence and no code block."""
+
+TOOLS_SYSTEM = """You are an agent that completes tasks on files in the current directory.
+Use the tools to inspect and change files. When the task is done, reply with a short summary."""
+
+OBSERVATION = "Exit code {code}. Output:\n```\n{output}\n```\nIf the task is done, reply with no code block. Otherwise reply with the next command."
+NO_BLOCK_FINAL = "final"
+MAX_OUTPUT = 2000
+BASH_BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def _tool(name, description, **params):
+    props = {k: {"type": "string", "description": v} for k, v in params.items()}
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
+        "type": "object", "properties": props, "required": list(params)}}}
+
+
+TOOLS = [
+    _tool("read_file", "Read a text file.", path="file path"),
+    _tool("write_file", "Write text to a file (replaces it).", path="file path", content="the new text"),
+    _tool("list_files", "List the files in a directory.", path="directory path, '.' for the current one"),
+    _tool("run_shell", "Run a bash command and return its output.", command="the command"),
+]
+
+
+def clip(text):
+    return text if len(text) <= MAX_OUTPUT else text[:MAX_OUTPUT // 2] + "\n...[cut]...\n" + text[-MAX_OUTPUT // 2:]
+
+
+def run_shell(command, timeout_s=60):
+    try:
+        p = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=timeout_s)
+        return p.returncode, clip(p.stdout + p.stderr)
+    except subprocess.TimeoutExpired:
+        return 124, f"command timed out after {timeout_s}s"
+
+
+def call_tool(name, args):
+    try:
+        if name == "read_file":
+            with open(args["path"], encoding="utf-8", errors="replace") as f:
+                return clip(f.read())
+        if name == "write_file":
+            os.makedirs(os.path.dirname(args["path"]) or ".", exist_ok=True)
+            with open(args["path"], "w", encoding="utf-8") as f:
+                f.write(args["content"])
+            return f"wrote {len(args['content'])} characters to {args['path']}"
+        if name == "list_files":
+            return "\n".join(sorted(os.listdir(args.get("path") or ".")))
+        if name == "run_shell":
+            code, out = run_shell(args["command"])
+            return f"exit code {code}\n{out}"
+        return f"unknown tool {name!r}"
+    except (OSError, KeyError, TypeError) as e:
+        return f"error: {e}"
+
+
+def text_turn(reply, messages, stats):
+    """Run the reply's bash block; returns False when the reply is the final answer."""
+    messages.append({"role": "assistant", "content": reply.content or ""})
+    match = BASH_BLOCK.search(reply.content or "")
+    if not match:
+        return False
+    code, output = run_shell(match.group(1).strip())
+    stats["commands"] += 1
+    messages.append({"role": "user", "content": OBSERVATION.format(code=code, output=output)})
+    return True
+
+
+def tools_turn(reply, messages, stats):
+    """Run the reply's tool calls; returns False when there are none (final answer)."""
+    calls = reply.tool_calls or []
+    messages.append({"role": "assistant", "content": reply.content, "tool_calls": [
+        {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+        for c in calls]} if calls else {"role": "assistant", "content": reply.content or ""})
+    for c in calls:
+        try:
+            args = json.loads(c.function.arguments or "{}")
+        except json.JSONDecodeError as e:
+            args, result = None, f"error: arguments are not JSON ({e})"
+        if args is not None:
+            result = call_tool(c.function.name, args if isinstance(args, dict) else {})
+        stats["commands"] += 1
+        messages.append({"role": "tool", "tool_call_id": c.id, "content": result})
+    return bool(calls)
+
+
+def run(args, task):
+    client = openai.OpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=3, timeout=args.call_timeout)
+    system = TEXT_SYSTEM if args.format == "text" else TOOLS_SYSTEM
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+    stats = {"turns": 0, "commands": 0, "stop": "max_turns", "final_message": ""}
+    extra = {"tools": TOOLS} if args.format == "tools" else {}
+    while stats["turns"] < args.max_turns:
+        try:
+            response = client.chat.completions.create(model=args.model, messages=messages, temperature=args.temperature,
+                                                      max_tokens=args.max_tokens, **extra)
+        except openai.BadRequestError as e:  # e.g. the conversation no longer fits the context
+            stats.update(stop="rejected", error=str(e)[:500])
+            break
+        stats["turns"] += 1
+        reply = response.choices[0].message
+        stats["final_message"] = reply.content or ""
+        step = text_turn if args.format == "text" else tools_turn
+        if not step(reply, messages, stats):
+            stats["stop"] = NO_BLOCK_FINAL
+            break
+    return stats
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"))
+    p.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", "none"))
+    p.add_argument("--model", default=os.environ.get("HARNESSRL_MODEL", "default"))
+    p.add_argument("--task", help="the task text")
+    p.add_argument("--task-file", help="a file holding the task text")
+    p.add_argument("--max-turns", type=int, default=5)
+    p.add_argument("--format", choices=("text", "tools"), default="text")
+    p.add_argument("--workspace", help="directory to work in (default: the current one)")
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--call-timeout", type=float, default=600.0)
+    args = p.parse_args(argv)
+    if not args.base_url or not (args.task or args.task_file):
+        p.error("--base-url (or OPENAI_BASE_URL) and --task or --task-file are required")
+    task = args.task
+    if args.task_file:
+        with open(args.task_file, encoding="utf-8") as f:
+            task = f.read()
+    if args.workspace:
+        os.chdir(args.workspace)
+    try:
+        stats = run(args, task)
+    except openai.OpenAIError as e:  # the endpoint is unreachable or broken: a harness failure
+        print(json.dumps({"stop": "error", "error": str(e)[:500], "final_message": ""}))
+        return 1
+    print(json.dumps(stats))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Evaluation metrics over rollout records: pass@1 and the unbiased pass@k estimator of Chen et al.
+(2021), per task, per category and per harness.
+
+A rollout passes when its status is "ok" and its reward meets the task's pass rule (>= 1.0 for the
+built-in suite, > 0.5 for ClawGym). Rollouts that ended in an error count as not passed (the agent
+did not deliver a verified result); `mean_reward` averages the rollouts that have a reward.
+Aggregates are means over (task, harness) groups, so every task weighs the same.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any, Iterable
+
+from harnessrl.store.records import RolloutRecord
+from harnessrl.tasks.model import Task
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimate of P(at least one of k samples passes) from n samples with c passes:
+    1 - C(n-c, k) / C(n, k), computed as a stable product."""
+    if not 0 <= c <= n or k < 1:
+        raise ValueError(f"need 0 <= c <= n and k >= 1, got n={n} c={c} k={k}")
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples, got {n}")
+    if n - c < k:
+        return 1.0
+    prob_all_fail = 1.0
+    for i in range(n - c + 1, n + 1):
+        prob_all_fail *= 1.0 - k / i
+    return 1.0 - prob_all_fail
+
+
+def rollout_passed(record: RolloutRecord, task: Task | None) -> bool:
+    if record.status != "ok" or record.reward is None:
+        return False
+    if task is None:
+        return record.reward >= 1.0 - 1e-9
+    return task.passed(record.reward)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _group_stats(records: list[RolloutRecord], task: Task | None, ks: Iterable[int]) -> dict[str, Any]:
+    n = len(records)
+    c = sum(rollout_passed(r, task) for r in records)
+    stats: dict[str, Any] = {"n": n, "passed": c,
+                             "mean_reward": _mean([r.reward for r in records if r.reward is not None]),
+                             "statuses": dict(Counter(r.status for r in records))}
+    for k in sorted(set(ks) | {1}):
+        if k <= n:
+            stats[f"pass@{k}"] = pass_at_k(n, c, k)
+    return stats
+
+
+def _aggregate(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = sorted({k for g in groups for k in g if k.startswith("pass@")}, key=lambda k: int(k[5:]))
+    out: dict[str, Any] = {k: _mean([g[k] for g in groups if k in g]) for k in keys}
+    out["mean_reward"] = _mean([g["mean_reward"] for g in groups if g["mean_reward"] is not None])
+    out["n_tasks"] = len(groups)
+    out["n_rollouts"] = sum(g["n"] for g in groups)
+    out["statuses"] = dict(sum((Counter(g["statuses"]) for g in groups), Counter()))
+    return out
+
+
+def summarize(records: list[RolloutRecord], tasks: dict[str, Task] | None = None,
+              ks: Iterable[int] = (1,)) -> dict[str, Any]:
+    """The eval summary: overall pass@k, `per_task`, `per_category`, `per_harness` (JSON-ready)."""
+    tasks = tasks or {}
+    ks = tuple(ks)
+    by_group: dict[tuple[str, str], list[RolloutRecord]] = defaultdict(list)
+    for r in records:
+        by_group[(r.task_id, r.harness)].append(r)
+    groups = {key: _group_stats(rs, tasks.get(key[0]), ks) for key, rs in by_group.items()}
+    per_task: dict[str, Any] = {}
+    for task_id in sorted({t for t, _ in groups}):
+        rs = [r for (t, _), g in by_group.items() if t == task_id for r in g]
+        per_task[task_id] = {**_group_stats(rs, tasks.get(task_id), ks), "category": rs[0].category}
+    per_category = _by(groups, lambda key: by_group[key][0].category)
+    per_harness = _by(groups, lambda key: key[1])
+    overall = _aggregate(list(groups.values()))
+    return {**{k: v for k, v in overall.items() if k.startswith("pass@")}, "mean_reward": overall["mean_reward"],
+            "n_tasks": len(per_task), "n_rollouts": overall["n_rollouts"], "statuses": overall["statuses"],
+            "per_task": per_task, "per_category": per_category, "per_harness": per_harness}
+
+
+def _by(groups: dict[tuple[str, str], dict[str, Any]], label: Any) -> dict[str, Any]:
+    buckets: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for key, stats in groups.items():
+        buckets[label(key)].append(stats)
+    return {name: _aggregate(stats) for name, stats in sorted(buckets.items())}

@@ -1,0 +1,94 @@
+"""The runner's view of the proxy: register a rollout key, close it, know the port.
+
+Either an in-process `ProxyServer` (what `harnessrl rollout` and the trainer start) or a proxy
+in another process reached over its admin API (`--proxy URL --admin-token T`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+
+class ProxyLinkError(RuntimeError):
+    """The proxy refused or could not be reached (the message says which and how to fix it)."""
+
+
+class ProxyLink(Protocol):
+    port: int
+    served_model: str
+
+    def register(self, rollout_id: str) -> str: ...
+
+    def close(self, key: str) -> None: ...
+
+
+@dataclass
+class LocalProxy:
+    """An in-process harnessrl.proxy.ProxyServer (already started)."""
+
+    server: Any
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def served_model(self) -> str:
+        return str(getattr(self.server, "served_model", "policy"))
+
+    def register(self, rollout_id: str) -> str:
+        return self.server.register_rollout(rollout_id)
+
+    def close(self, key: str) -> None:
+        self.server.close_rollout(key)
+
+
+@dataclass
+class RemoteProxy:
+    """A proxy in another process on this machine, driven through /admin/rollouts."""
+
+    url: str
+    admin_token: str
+    served_model: str = "policy"
+
+    @property
+    def port(self) -> int:
+        parts = urlsplit(self.url)
+        if parts.hostname not in ("127.0.0.1", "localhost") or parts.port is None:
+            raise ProxyLinkError(f"--proxy must be http://127.0.0.1:<port> (sandboxes reach loopback only), got {self.url}")
+        return parts.port
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.admin_token}"}
+
+    def register(self, rollout_id: str) -> str:
+        import httpx
+
+        try:
+            r = httpx.post(f"{self.url.rstrip('/')}/admin/rollouts", json={"rollout_id": rollout_id},
+                           headers=self._headers(), timeout=30)
+        except httpx.HTTPError as e:
+            raise ProxyLinkError(f"cannot reach the proxy at {self.url}: {e}") from e
+        if r.status_code != 200:
+            raise ProxyLinkError(f"the proxy refused to register a rollout ({r.status_code}): {r.text[:300]} "
+                                 "(check --admin-token)")
+        return r.json()["key"]
+
+    def close(self, key: str) -> None:
+        import httpx
+
+        try:
+            httpx.delete(f"{self.url.rstrip('/')}/admin/rollouts/{key}", headers=self._headers(), timeout=30)
+        except httpx.HTTPError:
+            pass  # the key dies with the proxy anyway
+
+
+def as_proxy_link(proxy: Any) -> ProxyLink:
+    """A ProxyServer or anything with register/close/port."""
+    if hasattr(proxy, "register_rollout"):
+        return LocalProxy(proxy)
+    if hasattr(proxy, "register") and hasattr(proxy, "close"):
+        return proxy
+    raise TypeError(f"expected a ProxyServer or a ProxyLink, got {type(proxy).__name__}")

@@ -1,0 +1,236 @@
+"""The rollout runner: groups of n rollouts per (task, harness), K at a time, each in a fresh sandbox
+with its own proxy key, scored by the task's verifier and written to the run store.
+
+The trainer calls `run_groups` once per step:
+
+    records = run_groups(tasks, ["builtin"], n=8, proxy=server, store=store,
+                         sandbox_cfg=SandboxConfig(type="bwrap"), concurrency=4, step=step)
+
+One rollout: register key -> sandbox with the task's workspace (+ the harness's read-only paths) ->
+harness run under a time limit -> verifier (only after a clean harness exit) -> RolloutRecord.
+Start failures (the sandbox cannot be created, or the harness fails before making any model call)
+are retried up to `start_retries` times, then recorded as sandbox_error / harness_error. A retry
+never mixes two attempts' calls in one rollout: only attempts that made no call are retried.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from harnessrl.rollout.proxy_link import as_proxy_link
+from harnessrl.store.records import RolloutRecord
+from harnessrl.tasks.model import Task
+from harnessrl.tasks.validate import open_task_sandbox
+from harnessrl.tasks.verifier import run_verifier
+
+FINAL_MESSAGE_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Per-rollout limits and identity shared by every rollout of one `run_groups` call."""
+
+    sandbox_cfg: Any = None  # harnessrl.sandbox.SandboxConfig; None = the default (bwrap)
+    model: str = ""  # model name the harness sends ("" = the proxy's served name)
+    max_turns: int = 8
+    harness_timeout_s: float = 600.0
+    verifier_timeout_s: float | None = None  # None = the task's own limit
+    start_retries: int = 2
+    step: int = 0
+    harness_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec -> make_harness kwargs
+
+
+@dataclass(frozen=True)
+class RolloutJob:
+    task: Task
+    harness_spec: str
+    group_id: str
+    sample_idx: int
+
+    @property
+    def rollout_id(self) -> str:
+        return f"{self.group_id}:{self.sample_idx}"
+
+
+def plan_groups(tasks: list[Task], harness_specs: list[str], n: int, step: int = 0) -> list[RolloutJob]:
+    """Jobs for tasks x harnesses, n samples each; one group = one (task, harness) pair."""
+    if n < 1:
+        raise ValueError(f"n (samples per group) must be >= 1, got {n}")
+    jobs = []
+    for task in tasks:
+        for spec in harness_specs:
+            group_id = f"s{step}:{task.id}:{spec}:{uuid.uuid4().hex[:6]}"
+            jobs += [RolloutJob(task, spec, group_id, i) for i in range(n)]
+    return jobs
+
+
+def run_groups(tasks: list[Task], harness_specs: list[str], n: int, *, proxy: Any, store: Any,
+               sandbox_cfg: Any = None, concurrency: int = 4, step: int = 0, model: str = "",
+               max_turns: int = 8, harness_timeout_s: float = 600.0, start_retries: int = 2,
+               harness_options: dict[str, dict[str, Any]] | None = None,
+               progress: bool = True) -> list[RolloutRecord]:
+    """Run every group and return its RolloutRecords (also written to `store`), in job order.
+
+    proxy: a started harnessrl.proxy.ProxyServer or a rollout.proxy_link.RemoteProxy.
+    store: a harnessrl.store.RunStore (records are put as they finish).
+    """
+    opts = RunOptions(sandbox_cfg=sandbox_cfg, model=model, max_turns=max_turns,
+                      harness_timeout_s=harness_timeout_s, start_retries=start_retries, step=step,
+                      harness_options=harness_options or {})
+    jobs = plan_groups(tasks, harness_specs, n, step)
+    return run_jobs(jobs, proxy=proxy, store=store, opts=opts, concurrency=concurrency, progress=progress)
+
+
+def run_jobs(jobs: list[RolloutJob], *, proxy: Any, store: Any, opts: RunOptions, concurrency: int = 4,
+             progress: bool = True) -> list[RolloutRecord]:
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    link = as_proxy_link(proxy)
+    adapters = _adapters({j.harness_spec for j in jobs}, opts.harness_options)
+    results: dict[int, RolloutRecord] = {}
+    with _progress(len(jobs), progress) as advance, ThreadPoolExecutor(max_workers=concurrency) as pool:
+        futures = {pool.submit(run_rollout, job, adapters[job.harness_spec], link, store, opts): i
+                   for i, job in enumerate(jobs)}
+        for fut in as_completed(futures):
+            record = fut.result()
+            results[futures[fut]] = record
+            advance(record)
+    return [results[i] for i in range(len(jobs))]
+
+
+def _adapters(specs: set[str], options: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    from harnessrl.harness import make_harness
+
+    return {spec: make_harness(spec, **options.get(spec, {})) for spec in specs}
+
+
+def run_rollout(job: RolloutJob, adapter: Any, link: Any, store: Any, opts: RunOptions) -> RolloutRecord:
+    """One rollout, start to record; never raises (every failure becomes a status)."""
+    t0 = time.monotonic()
+    base = RolloutRecord(rollout_id=job.rollout_id, task_id=job.task.id, harness=job.harness_spec,
+                         group_id=job.group_id, status="sandbox_error", reward=None, step=opts.step,
+                         sample_idx=job.sample_idx, category=job.task.category, split=job.task.split)
+    try:
+        key = link.register(job.rollout_id)
+    except Exception as e:  # noqa: BLE001 - recorded, the run goes on
+        return _finish(store, replace(base, status="harness_error", error=f"proxy registration failed: {e}"), t0)
+    try:
+        record = _attempts(job, adapter, link, key, store, opts, base)
+    except Exception as e:  # noqa: BLE001 - a bug in one rollout must not kill the step
+        record = replace(base, status="harness_error", error=f"runner error: {type(e).__name__}: {e}")
+    finally:
+        link.close(key)
+    return _finish(store, record, t0)
+
+
+def _finish(store: Any, record: RolloutRecord, t0: float) -> RolloutRecord:
+    calls = store.count_calls(record.rollout_id) if hasattr(store, "count_calls") else record.call_count
+    record = replace(record, call_count=calls, durations={**record.durations, "total_s": time.monotonic() - t0})
+    store.put_rollout(record)
+    return record
+
+
+def _attempts(job: RolloutJob, adapter: Any, link: Any, key: str, store: Any, opts: RunOptions,
+              base: RolloutRecord) -> RolloutRecord:
+    cfg = sandbox_config_for(opts.sandbox_cfg, adapter)
+    record = base
+    for attempt in range(opts.start_retries + 1):
+        record = _one_attempt(job, adapter, link, key, store, opts, cfg, base)
+        record = replace(record, meta={**record.meta, "attempts": attempt + 1})
+        if not _start_failure(record, store):
+            break
+    return record
+
+
+def _start_failure(record: RolloutRecord, store: Any) -> bool:
+    if record.status == "sandbox_error":
+        return True
+    return record.status == "harness_error" and store.count_calls(record.rollout_id) == 0
+
+
+def _one_attempt(job: RolloutJob, adapter: Any, link: Any, key: str, store: Any, opts: RunOptions,
+                 cfg: Any, base: RolloutRecord) -> RolloutRecord:
+    from harnessrl.sandbox.base import ProxyEndpoint
+
+    t0 = time.monotonic()
+    try:
+        sandbox = open_task_sandbox(job.task, cfg, proxy=ProxyEndpoint(port=link.port))
+    except Exception as e:  # noqa: BLE001 - SandboxError, OSError, bad config: all a sandbox failure
+        return replace(base, status="sandbox_error", error=f"sandbox start failed: {e}")
+    durations = {"sandbox_s": time.monotonic() - t0}
+    with sandbox:
+        t1 = time.monotonic()
+        result = adapter.run(sandbox, instruction=job.task.instruction, proxy_base=f"{sandbox.proxy_base}/r/{key}",
+                             api_key=key, model=opts.model or link.served_model, timeout_s=opts.harness_timeout_s,
+                             max_turns=opts.max_turns)
+        durations["harness_s"] = time.monotonic() - t1
+        meta = {"harness_meta": result.meta, "exit_code": result.exit_code,
+                "final_message": (result.final_message or "")[:FINAL_MESSAGE_CHARS]}
+        if result.status != "ok":
+            error = result.error or (result.stderr_tail or "")[-1000:]
+            return replace(base, status=result.status, error=error, durations=durations, meta=meta)
+        payload = {"final_message": result.final_message, "metadata": job.task.metadata,
+                   "transcript": _transcript(store, job.rollout_id)}
+        verdict = run_verifier(job.task, sandbox, payload, opts.verifier_timeout_s)
+        durations["verifier_s"] = verdict.duration_s
+    return replace(base, status=verdict.status, reward=verdict.reward, checks=verdict.checks,
+                   error=verdict.error, durations=durations, meta=meta)
+
+
+def _transcript(store: Any, rollout_id: str) -> list[dict[str, Any]]:
+    """The rollout's last request messages plus the reply (what ClawGym's payload calls transcript)."""
+    try:
+        calls = store.list_calls([rollout_id], include_raw=True)
+    except Exception:  # noqa: BLE001 - the transcript is informative only
+        return []
+    if not calls or not isinstance(calls[-1].request, dict):
+        return []
+    messages = list(calls[-1].request.get("messages") or [])
+    response = calls[-1].response or {}
+    choices = response.get("choices") if isinstance(response, dict) else None
+    if choices:
+        messages.append(choices[0].get("message", {}))
+    return messages
+
+
+def sandbox_config_for(cfg: Any, adapter: Any) -> Any:
+    """The run's sandbox config plus the harness's read-only paths (install dirs, runtimes)."""
+    from harnessrl.sandbox.base import SandboxConfig
+
+    cfg = cfg or SandboxConfig()
+    have = set(cfg.extra_ro_binds) | ({sys.prefix, sys.base_prefix} if cfg.python else set())
+    extra = [str(p) for p in adapter.ro_paths() if str(p) not in have]
+    return cfg.model_copy(update={"extra_ro_binds": [*cfg.extra_ro_binds, *extra]}) if extra else cfg
+
+
+class _progress:
+    """A rich progress bar (or nothing) that counts finished rollouts and passes."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.enabled = total, enabled
+        self.done = self.ok = 0
+
+    def __enter__(self) -> Callable[[RolloutRecord], None]:
+        if not self.enabled:
+            return lambda record: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.description}"), TimeElapsedColumn(), transient=False)
+        self.bar.start()
+        self.tid = self.bar.add_task("", total=self.total)
+        return self._advance
+
+    def _advance(self, record: RolloutRecord) -> None:
+        self.done += 1
+        self.ok += record.status == "ok"
+        self.bar.update(self.tid, advance=1, description=f"ok {self.ok}/{self.done}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.bar.stop()
