@@ -62,6 +62,7 @@ COPY_OUT = (
 )
 COPY_IN = 'mkdir -p -- "$1" && exec tar -x --no-same-owner -f - -C "$1"'
 START_TIMEOUT_S = 30.0
+NAMESPACES = {"user": "user", "mnt": "mount", "uts": "uts", "ipc": "ipc", "net": "net", "pid": "pid", "cgroup": "cgroup"}
 
 
 def _require_tools() -> None:
@@ -125,8 +126,10 @@ class BwrapSandbox(Sandbox):
         self._bridge: ProxyBridge | None = None
         self._proc: subprocess.Popen | None = None
         self._keeper_w = -1
+        self._active_runs = 0
         self._ns_pid = -1
         self._pidfd = -1
+        self._ns_fds: dict[str, int] = {}  # held open: run() enters through these, never by pid
         user = "root" if cfg.uid == 0 else "sandbox"
         self._env = base_env(cfg, home=cfg.home, tmp="/tmp", path=inner_path_env(cfg))
         self._env.update({"USER": user, "LOGNAME": user, "SHELL": "/bin/bash"})
@@ -150,7 +153,7 @@ class BwrapSandbox(Sandbox):
             if workspace_src is not None:
                 sb._fill_workspace(workspace_src)
             if proxy is not None:
-                sb._bridge = ProxyBridge.start(sb._ns_pid, proxy)
+                sb._bridge = ProxyBridge.start(sb._ns_fds["net"], proxy)
                 sb.proxy_base = f"http://127.0.0.1:{proxy.port}"
         except BaseException:
             sb.destroy()
@@ -160,36 +163,46 @@ class BwrapSandbox(Sandbox):
     def _start(self) -> None:
         keeper_r, self._keeper_w = os.pipe()
         info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
         ready_r, ready_w = os.pipe()
-        join = self._cgroups.join_files("init") if self._cgroups else []
-        # the keeper says "ready" once bwrap has finished the mounts (info-fd comes earlier,
-        # and entering before pivot_root would land in the host's root)
-        keeper = ["sh", "-c", "echo ready; exec cat"]
-        argv = _wrapper(join, self._rlimits) + bwrap_argv(self.config, root=self._root, info_fd=info_w, init=keeper)
+        # The keeper says "ready" when it runs, i.e. after bwrap finished the mounts (info-fd
+        # comes earlier: entering then would land in the host's root). It exits when the
+        # keeper pipe closes (destroy, or this process dies) and the sandbox goes with it.
+        keeper = ["sh", "-c", "echo ready; read _"]
+        argv = (["prlimit", *self._rlimits, "--"] if self._rlimits else [])
+        argv += bwrap_argv(self.config, info_fd=info_w, block_fd=block_r, init=keeper)
         err_path = self._root / "bwrap.stderr"
         try:
             with open(err_path, "wb") as err:
                 self._proc = subprocess.Popen(
                     argv, stdin=keeper_r, stdout=ready_w, stderr=err,
-                    pass_fds=(info_w,), start_new_session=True,
+                    pass_fds=(info_w, block_r), start_new_session=True,
                 )
-            for fd in (info_w, ready_w):
+            for fd in (info_w, block_r, ready_w, keeper_r):
                 os.close(fd)
-            info_w = ready_w = -1
+            info_w = block_r = ready_w = keeper_r = -1
             try:
                 info = _read_until(info_r, _json_or_none, START_TIMEOUT_S)
+                self._ns_pid = int(info["child-pid"])
+                if self._cgroups is not None:  # both bwrap processes join before anything forks
+                    self._cgroups.add_pids("init", [self._proc.pid, self._ns_pid])
+                os.write(block_w, b"x")
                 _read_until(ready_r, lambda d: True if b"ready" in d else None, START_TIMEOUT_S)
-            except SandboxError:
+            except (SandboxError, OSError) as e:
                 kill_process_group(self._proc)
                 self._proc.wait(timeout=5)
                 msg = err_path.read_text(errors="replace").strip()
-                raise SandboxError(f"bwrap failed to start: {msg or 'no message'}") from None
+                raise SandboxError(f"bwrap failed to start: {msg or e}") from None
         finally:
-            for fd in (keeper_r, info_r, ready_r, info_w, ready_w):
+            for fd in (keeper_r, info_r, info_w, block_r, block_w, ready_r, ready_w):
                 if fd >= 0:
                     os.close(fd)
-        self._ns_pid = int(info["child-pid"])
         self._pidfd = os.pidfd_open(self._ns_pid)
+        for ns in NAMESPACES:
+            self._ns_fds[ns] = os.open(f"/proc/{self._ns_pid}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC)
+        self._ns_fds["root"] = os.open(f"/proc/{self._ns_pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        if select.select([self._pidfd], [], [], 0)[0] or self._proc.poll() is not None:
+            raise SandboxError("the sandbox exited during start")
 
     def _fill_workspace(self, src: Path) -> None:
         """Copy the task files in from the host before anything runs inside (no races)."""
@@ -221,13 +234,27 @@ class BwrapSandbox(Sandbox):
         with self._lock:
             self._check_open()
             self._runs += 1
+            self._active_runs += 1
             leaf = f"run-{self._runs}"
-            join = self._cgroups.join_files(leaf) if self._cgroups else []
+        try:
+            return self._run(argv, leaf, env=env, cwd=cwd, timeout_s=timeout_s, stdin=stdin,
+                             stdout_path=stdout_path)
+        finally:
+            with self._lock:
+                self._active_runs -= 1
+                release = self._closed and self._active_runs == 0
+            if release:
+                self._close_ns_fds()
+
+    def _run(self, argv: list[str], leaf: str, *, env, cwd, timeout_s, stdin, stdout_path) -> ProcessResult:
         workdir = self.inner_path(cwd) if cwd else self.inner_workspace
-        # nsenter would open a --wd path on the host: change directory inside instead (env -C)
-        enter = ["nsenter", "-t", str(self._ns_pid), "-U", "-m", "-u", "-i", "-n", "-p", "-C", "-r",
-                 "--preserve-credentials", "--"]
+        fds = self._ns_fds
+        # enter through the held namespace fds (a pid could be reused after destroy); nsenter
+        # would open a --wd path on the host, so the directory is changed inside (env -C)
+        enter = ["nsenter", *(f"--{flag}=/proc/self/fd/{fds[ns]}" for ns, flag in NAMESPACES.items()),
+                 f"--root=/proc/self/fd/{fds['root']}", "--preserve-credentials", "--"]
         cgroups = self._cgroups
+        join = cgroups.join_files(leaf) if cgroups else []
 
         def kill_tree(proc: subprocess.Popen) -> None:
             if cgroups is not None:
@@ -245,6 +272,7 @@ class BwrapSandbox(Sandbox):
                 max_output_bytes=self.config.max_output_bytes,
                 tmp_dir=str(self._root),
                 kill_tree=kill_tree,
+                pass_fds=tuple(fds.values()),
             )
         finally:
             if cgroups is not None:
@@ -289,6 +317,7 @@ class BwrapSandbox(Sandbox):
             if self._closed:
                 return
             self._closed = True
+            release = self._active_runs == 0
         if self._bridge is not None:
             self._bridge.close()
         if self._pidfd >= 0:
@@ -299,12 +328,20 @@ class BwrapSandbox(Sandbox):
             os.close(self._pidfd)
         if self._keeper_w >= 0:
             os.close(self._keeper_w)
-        if self._cgroups is not None:
-            self._cgroups.remove()
-        if self._proc is not None:
+        if self._proc is not None:  # bwrap exits as soon as the namespace's init is gone
             try:
                 self._proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 kill_process_group(self._proc)
                 self._proc.wait()
+        if self._cgroups is not None:  # the sweep: anything left in the cgroups is killed
+            self._cgroups.remove()
+        if release:
+            self._close_ns_fds()
         shutil.rmtree(self._root, ignore_errors=True)
+
+    def _close_ns_fds(self) -> None:
+        with self._lock:
+            fds, self._ns_fds = self._ns_fds, {}
+        for fd in fds.values():
+            os.close(fd)

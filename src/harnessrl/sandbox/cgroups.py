@@ -192,6 +192,12 @@ class SandboxCgroups:
         leaf_dir.mkdir(exist_ok=True)
         return [leaf_dir / "cgroup.procs"] + [d / "cgroup.procs" for d in self.other_dirs]
 
+    def add_pids(self, leaf: str, pids: list[int]) -> None:
+        """Move running processes into ``leaf`` (for processes that cannot join themselves)."""
+        for procs in self.join_files(leaf):
+            for pid in pids:
+                _write(procs, str(pid))
+
     def kill_leaf(self, leaf: str) -> bool:
         return kill_cgroup(self.pids_dir / leaf)
 

@@ -2,7 +2,7 @@
 
 The sandbox has its own network namespace with only ``lo``: nothing on the host is reachable.
 To let it reach exactly the rollout's proxy, the host creates a listening socket INSIDE that
-namespace (a short-lived thread ``setns``-es into ``/proc/<pid>/ns/net``, binds
+namespace (a short-lived thread ``setns``-es into the namespace, binds
 ``127.0.0.1:<port>``, and exits; the socket stays in the sandbox's namespace) and relays each
 accepted connection to the proxy on the host. No process runs inside the sandbox for this, so it
 adds no start-up cost, and the sandbox cannot open any other host port: there is no route.
@@ -23,20 +23,16 @@ from harnessrl.sandbox.base import ProxyEndpoint, SandboxError
 CLONE_NEWNET = 0x40000000
 
 
-def listen_in_netns(ns_pid: int, port: int) -> socket.socket:
-    """A socket listening on 127.0.0.1:port inside the network namespace of ``ns_pid``."""
+def listen_in_netns(netns_fd: int, port: int) -> socket.socket:
+    """A socket listening on 127.0.0.1:port inside the network namespace ``netns_fd`` refers to."""
     result: dict[str, object] = {}
 
     def work() -> None:  # setns changes only this thread, which then exits
         try:
             libc = ctypes.CDLL(None, use_errno=True)
-            fd = os.open(f"/proc/{ns_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                if libc.setns(fd, CLONE_NEWNET) != 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"setns(net) failed: {os.strerror(err)}")
-            finally:
-                os.close(fd)
+            if libc.setns(netns_fd, CLONE_NEWNET) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"setns(net) failed: {os.strerror(err)}")
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind(("127.0.0.1", port))
@@ -85,8 +81,8 @@ class ProxyBridge:
         self._thread.start()
 
     @classmethod
-    def start(cls, ns_pid: int, target: ProxyEndpoint) -> ProxyBridge:
-        return cls(listen_in_netns(ns_pid, target.port), target)
+    def start(cls, netns_fd: int, target: ProxyEndpoint) -> ProxyBridge:
+        return cls(listen_in_netns(netns_fd, target.port), target)
 
     def _accept_loop(self) -> None:
         while True:

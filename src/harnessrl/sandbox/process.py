@@ -70,6 +70,7 @@ def run_to_completion(
     tmp_dir: str | None = None,
     kill_tree: Callable[[subprocess.Popen], None] = kill_process_group,
     on_start: Callable[[subprocess.Popen], None] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> ProcessResult:
     """Start ``cmd`` in a new session, wait up to ``timeout_s``, kill its tree on timeout."""
     in_f = stdin if hasattr(stdin, "read") else _stdin_file(stdin, tmp_dir)  # type: ignore[arg-type]
@@ -86,6 +87,7 @@ def run_to_completion(
             stdout=out_f,
             stderr=err_f,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
         if on_start is not None:
             on_start(proc)
