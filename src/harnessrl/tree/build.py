@@ -29,41 +29,51 @@ from typing import Sequence
 import numpy as np
 
 from harnessrl.store.records import CallRecord, RolloutRecord
-from harnessrl.tree.filters import FilterConfig, call_key, plan_filters
+from harnessrl.tree.filters import FilterConfig, plan_filters
 from harnessrl.tree.nodes import Node, Path, PrefixTree, RolloutInfo
 from harnessrl.tree.stats import TreeStats
 
-_ARRAYS = ("tokens", "decision", "logprobs", "temperature", "version", "provenance")
-
-
 class _CallArrays:
-    """One call as per-token arrays over its whole sequence."""
+    """One call's sequence; per-token arrays are made only for the spans that need them."""
 
-    __slots__ = ("seq", "decision", "logprobs", "temperature", "version", "provenance", "n_prompt")
+    __slots__ = ("seq", "n_prompt", "first_decision", "logprobs", "temperature", "version", "_prov")
 
-    def __init__(self, call: CallRecord, trainable: bool):
-        prompt = np.asarray(call.prompt_ids, dtype=np.int32)
-        sampled = np.asarray(call.sampled_ids, dtype=np.int32)
+    def __init__(self, call: CallRecord, prompt: np.ndarray, sampled: np.ndarray, trainable: bool):
         n_p, n = len(prompt), len(prompt) + len(sampled)
         self.n_prompt = n_p
         self.seq = np.concatenate([prompt, sampled])
-        self.decision = np.zeros(n, dtype=bool)
-        self.logprobs = np.full(n, np.nan, dtype=np.float32)
-        self.temperature = np.ones(n, dtype=np.float32)
-        self.version = np.full(n, -1, dtype=np.int32)
-        self.provenance = np.full(n, -1, dtype=np.int32)
-        if len(call.prompt_provenance) == n_p:
-            self.provenance[:n_p] = np.asarray(call.prompt_provenance, dtype=np.int32)
-        self.provenance[n_p:] = call.policy_version
-        if trainable and n > n_p:
-            lp = np.asarray(call.logprobs, dtype=np.float32)
-            if len(lp) != n - n_p:
-                raise ValueError(
-                    f"call {call.call_id}: {len(lp)} logprobs for {n - n_p} sampled ids (corrupt record)")
-            self.decision[max(n_p, 1):] = True  # a first token with no context is scored by nothing
-            self.logprobs[n_p:] = np.where(self.decision[n_p:], lp, np.nan)
-            self.temperature[n_p:] = np.where(self.decision[n_p:], call.temperature, 1.0)
-            self.version[n_p:] = np.where(self.decision[n_p:], call.policy_version, -1)
+        # decisions are seq[first_decision:]; a first token with no context is scored by nothing
+        self.first_decision = max(n_p, 1) if trainable and n > n_p else n
+        self.logprobs = np.asarray(call.logprobs, dtype=np.float32) if trainable else None
+        if trainable and len(self.logprobs) != n - n_p:
+            raise ValueError(f"call {call.call_id}: {len(self.logprobs)} logprobs for {n - n_p} sampled ids "
+                             "(corrupt record)")
+        self.temperature = float(call.temperature)
+        self.version = int(call.policy_version)
+        self._prov = call.prompt_provenance if len(call.prompt_provenance) == n_p else None
+
+    def span(self, lo: int, hi: int) -> dict[str, np.ndarray]:
+        """decision / logprobs / temperature / version arrays of seq[lo:hi]."""
+        n = hi - lo
+        dec = np.zeros(n, dtype=bool)
+        lp = np.full(n, np.nan, dtype=np.float32)
+        temp = np.ones(n, dtype=np.float32)
+        ver = np.full(n, -1, dtype=np.int32)
+        d0 = max(self.first_decision, lo)
+        if d0 < hi:
+            k = d0 - lo
+            dec[k:] = True
+            lp[k:] = self.logprobs[d0 - self.n_prompt:hi - self.n_prompt]
+            temp[k:] = self.temperature
+            ver[k:] = self.version
+        return {"decision": dec, "logprobs": lp, "temperature": temp, "version": ver}
+
+    def provenance_from(self, pos: int) -> np.ndarray:
+        """Recorded provenance of seq[pos:] (converted lazily: only branch tails need it)."""
+        out = np.full(len(self.seq) - pos, self.version, dtype=np.int32)
+        n_ctx = max(0, self.n_prompt - pos)
+        out[:n_ctx] = -1 if self._prov is None else np.asarray(self._prov[pos:self.n_prompt], dtype=np.int32)
+        return out
 
 
 class _Trie:
@@ -116,19 +126,17 @@ class _Trie:
     def _mark(self, n: int, ca: _CallArrays, pos: int) -> None:
         """Copy the call's decision tokens onto node n (which covers seq[pos:pos+len]) where unset."""
         a = self.arr[n]
-        length = len(a["tokens"])
-        lo = max(ca.n_prompt, pos, 1)
-        hi = pos + length
-        if lo >= hi or not ca.decision[lo]:
+        lo = max(ca.first_decision, pos)
+        hi = pos + len(a["tokens"])
+        if lo >= hi:
             return
         sl = slice(lo - pos, hi - pos)
         unset = ~a["decision"][sl]
         if not unset.any():
             return
-        src = slice(lo, hi)
-        for key, vals in (("decision", ca.decision), ("logprobs", ca.logprobs),
-                          ("temperature", ca.temperature), ("version", ca.version)):
-            a[key][sl][unset] = vals[src][unset]
+        src = ca.span(lo, hi)
+        for key in ("decision", "logprobs", "temperature", "version"):
+            a[key][sl][unset] = src[key][unset]
 
     def insert(self, ca: _CallArrays, call: CallRecord, first_prompt_len: int, parallel: bool) -> None:
         seq, length = ca.seq, len(ca.seq)
@@ -161,9 +169,7 @@ class _Trie:
         if siblings:
             reason = _branch_reason(self, siblings, ca, call.rollout_id, pos, first_prompt_len, parallel)
             self.reasons[reason] += 1
-        arrays = {"tokens": ca.seq[pos:], "decision": ca.decision[pos:], "logprobs": ca.logprobs[pos:],
-                  "temperature": ca.temperature[pos:], "version": ca.version[pos:],
-                  "provenance": ca.provenance[pos:]}
+        arrays = {"tokens": ca.seq[pos:], **ca.span(pos, len(ca.seq)), "provenance": ca.provenance_from(pos)}
         nid = self._new(node, arrays, pos, reason)
         self.rollouts[nid].add(call.rollout_id)
         self.call_ends[nid].append(call.call_id)
@@ -176,7 +182,7 @@ def _branch_reason(trie: _Trie, siblings: list[int], ca: _CallArrays, rollout_id
             return "retry"
         if parallel:
             return "parallel"
-        carries_history = bool((ca.provenance[pos:ca.n_prompt] >= 0).any())
+        carries_history = bool((ca.provenance_from(pos)[:max(0, ca.n_prompt - pos)] >= 0).any())
         return "restart" if pos < first_prompt_len and not carries_history else "rewrite"
     if pos >= ca.n_prompt or any(bool(trie.arr[s]["decision"][0]) for s in siblings):
         return "group_sample"
@@ -201,13 +207,13 @@ def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
     n_calls = Counter()
     for call in plan.calls:
         rid = call.rollout_id
-        key = (rid, call_key(call))
+        key = (rid, plan.keys[call.call_id])
         if key in seen:
             merged += 1
             continue
         seen.add(key)
         n_calls[rid] += 1
-        ca = _CallArrays(call, plan.trainable[call.call_id])
+        ca = _CallArrays(call, *plan.ids[call.call_id], plan.trainable[call.call_id])
         first_prompt.setdefault(rid, ca.n_prompt)
         parallel = call.t_end > 0 and call.t_start < last_end.get(rid, 0.0)  # no times recorded: not parallel
         trie.insert(ca, call, first_prompt[rid], parallel)
