@@ -48,3 +48,142 @@ class LocalFakeSandbox:
 @pytest.fixture
 def fake_sandbox(tmp_path: Path) -> LocalFakeSandbox:
     return LocalFakeSandbox(tmp_path)
+
+
+# ---- real-harness tier: a real proxy + store + renderer, with a scripted policy ---------------
+
+FINAL_ANSWER = "Done: wrote hello.txt."
+TASK = "Write the word hello into the file hello.txt in the current directory."
+# what tells the policy that its tool call was answered (in the rendered tail of the prompt)
+_ANSWERED = {"mini-swe-agent": "<returncode>", "builtin": "Exit code", "command": "\x00never"}
+
+
+def first_action(harness: str, tool_format: str) -> str:
+    """The scripted policy's first reply: a tool call in the renderer's format (or a fenced block)."""
+    from harnessrl.render.messages import ToolCall
+    from harnessrl.render.tool_formats import render_calls
+
+    cmd = "echo hello > hello.txt"
+    tool_calls = {
+        "claude-code": ToolCall("call_1", "Bash", {"command": cmd, "description": "Write hello.txt"}),
+        "codex": ToolCall("call_1", "exec_command", {"cmd": cmd}),
+        "openclaw": ToolCall("call_1", "exec", {"command": cmd}),
+    }
+    if harness in tool_calls:
+        return render_calls([tool_calls[harness]], tool_format)
+    if harness == "command":
+        return "hello"
+    return f"I will write the file.\n```bash\n{cmd}\n```"
+
+
+def final_action(harness: str) -> str:
+    if harness == "mini-swe-agent":
+        return "The file is written.\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"
+    return FINAL_ANSWER
+
+
+def scripted_policy(harness: str, renderer):
+    """callable(prompt_ids) -> ids: a tool call first, the final answer once a tool result is seen."""
+    tok = renderer.tokenizer
+    marker = _ANSWERED.get(harness, "<tool_response>")
+    first = first_action(harness, renderer.info.tool_format)
+    stop = renderer.stop_ids[0]
+
+    def policy(prompt_ids: list[int]) -> list[int]:
+        answered = marker in tok.decode(prompt_ids[-800:])
+        text = final_action(harness) if answered else first
+        return tok.encode(text, add_special_tokens=False) + [stop]
+
+    return policy
+
+
+def command_template() -> str:
+    """A tiny CLI 'harness' for the command adapter: one chat call via the openai SDK, reply to a file."""
+    script = ("import os, openai; c = openai.OpenAI(); "
+              "r = c.chat.completions.create(model=os.environ['HARNESSRL_MODEL'], "
+              "messages=[{'role': 'user', 'content': os.environ['TASK']}]); "
+              "t = r.choices[0].message.content; open('hello.txt', 'w').write(t + '\\n'); print(t)")
+    return f'TASK={{task}} python -c "{script}"'
+
+
+def harness_spec(name: str) -> str:
+    return f"command:{command_template()}" if name == "command" else name
+
+
+def require_installed(name: str) -> None:
+    from harnessrl.harness import install
+
+    try:
+        install.ensure_installed(name)
+    except install.InstallError as e:
+        pytest.skip(f"{name} cannot be installed here (no registry?): {e}")
+
+
+class ProxyRig:
+    """A started ProxyServer with a ScriptedEngine following `scripted_policy(harness)`."""
+
+    def __init__(self, harness: str, run_dir: Path) -> None:
+        from harnessrl.engine.model import resolve_model
+        from harnessrl.engine.scripted import ScriptedEngine
+        from harnessrl.proxy.server import ProxyServer
+        from harnessrl.render.renderer import Renderer
+        from harnessrl.store import RunStore
+
+        model_dir = resolve_model(None)
+        self.renderer = Renderer.from_pretrained(model_dir)
+        self.engine = ScriptedEngine(scripted_policy(harness, self.renderer), max_model_len=131072,
+                                     model_path=str(model_dir))
+        self.store = RunStore(run_dir)
+        self.server = ProxyServer(self.engine, self.store, self.renderer).start()
+
+    def calls(self, rollout_id: str):
+        return sorted(self.store.list_calls([rollout_id]), key=lambda c: c.seq)
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+def prefix_breaks(calls) -> list[int]:
+    """Indices k where call k+1's prompt does not start with call k's prompt + sampled ids."""
+    bad = []
+    for k in range(len(calls) - 1):
+        head = list(calls[k].prompt_ids) + list(calls[k].sampled_ids)
+        if list(calls[k + 1].prompt_ids[:len(head)]) != head:
+            bad.append(k)
+    return bad
+
+
+def save_fixture(path: Path, calls, harness: str, max_bytes: int = 2_000_000) -> None:
+    """Write calls as JSONL, one CallRecord per line (raw bodies dropped): CallRecord(**line) loads it."""
+    import dataclasses
+    import json
+
+    lines = []
+    for c in calls:
+        rec = dataclasses.asdict(c) | {"request": None, "response": None}
+        rec["meta"] = {k: v for k, v in (c.meta or {}).items() if isinstance(v, (str, int, float, bool))}
+        rec["meta"]["harness"] = harness
+        lines.append(json.dumps(rec, separators=(",", ":")))
+    data = "\n".join(lines) + "\n"
+    if len(data) > max_bytes:
+        raise AssertionError(f"fixture {path} would be {len(data)} bytes (> {max_bytes})")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data)
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harness_calls"
+
+
+def update_fixtures() -> bool:
+    return os.environ.get("HARNESSRL_UPDATE_FIXTURES") == "1"
+
+
+@pytest.fixture(scope="session")
+def kit():
+    """The helpers above for test modules (conftest is not importable under --import-mode=importlib)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(TASK=TASK, FINAL_ANSWER=FINAL_ANSWER, ProxyRig=ProxyRig, prefix_breaks=prefix_breaks,
+                           save_fixture=save_fixture, FIXTURES=FIXTURES, update_fixtures=update_fixtures,
+                           require_installed=require_installed, harness_spec=harness_spec,
+                           scripted_policy=scripted_policy)

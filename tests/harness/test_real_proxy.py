@@ -1,0 +1,68 @@
+"""Proxy acceptance (issue 2) with the REAL Claude Code and Codex CLI, headless, in a temp dir
+(local sandbox: no isolation needed here) against a real ProxyServer + store + renderer. A scripted
+policy emits one tool call in the renderer's format, then a final answer, so each run makes >= 2
+calls. Asserts: every call is captured under the rollout, the prefix property holds for every
+consecutive pair, and the harness did the work. HARNESSRL_UPDATE_FIXTURES=1 rewrites
+tests/fixtures/harness_calls/<harness>.jsonl (two rollouts = one group, for the tree tests)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from harnessrl.harness import make_harness
+
+pytestmark = [pytest.mark.harness, pytest.mark.timeout(900)]
+
+PROTOCOL = {"claude-code": "anthropic.messages", "codex": "openai.responses"}
+
+
+def _run_local(kit, rig, harness: str, rollout_id: str, tmp_path):
+    from harnessrl.sandbox.base import ProxyEndpoint, SandboxConfig, make_sandbox
+
+    adapter = make_harness(harness)
+    key = rig.server.register_rollout(rollout_id)
+    src = tmp_path / f"src-{rollout_id}"
+    src.mkdir()
+    (src / "README.md").write_text("A workspace.\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sb = make_sandbox(SandboxConfig(type="local"), workspace_src=src, proxy=ProxyEndpoint(rig.server.port))
+    with sb:
+        engine_calls_before = len(rig.engine.calls)
+        res = adapter.run(sb, instruction=kit.TASK, proxy_base=f"{sb.proxy_base}/r/{key}", api_key=key,
+                          model="smollm2", timeout_s=300, max_turns=6)
+        written = (sb.workspace / "hello.txt").read_text() if (sb.workspace / "hello.txt").exists() else None
+    rig.server.close_rollout(key)
+    return res, written, len(rig.engine.calls) - engine_calls_before
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+def test_real_harness_fully_captured_with_prefix_property(harness, kit, tmp_path):
+    kit.require_installed(harness)
+    rig = kit.ProxyRig(harness, tmp_path / "run")
+    try:
+        captured = []
+        for i in range(2):
+            rid = f"{harness}-r{i}"
+            res, written, engine_calls = _run_local(kit, rig, harness, rid, tmp_path)
+            assert res.status == "ok", (res.error, res.stderr_tail[-2000:])
+            assert res.final_message == kit.FINAL_ANSWER
+            assert written == "hello\n"  # the harness ran the scripted tool call
+            calls = rig.calls(rid)
+            assert len(calls) >= 2 and len(calls) == engine_calls  # every engine call is in the store
+            assert [c.seq for c in calls] == list(range(len(calls)))
+            assert all(c.status == "ok" and c.protocol == PROTOCOL[harness] for c in calls)
+            assert all(len(c.logprobs) == len(c.sampled_ids) > 0 for c in calls)
+            assert kit.prefix_breaks(calls) == []
+            captured += calls
+        # the two rollouts of the group share the harness prompt up to the first per-run detail
+        # (here: the temp workspace path in the system prompt)
+        a, b = captured[0].prompt_ids, rig.calls(f"{harness}-r1")[0].prompt_ids
+        shared = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        assert shared > 500
+        if kit.update_fixtures():
+            kit.save_fixture(kit.FIXTURES / f"{harness}.jsonl", captured, harness)
+    finally:
+        rig.close()
