@@ -82,10 +82,10 @@ def _make_vllm(cfg: EngineConfig) -> Engine:
 
 
 def _make_vllm_server(cfg: EngineConfig) -> Engine:
-    from harnessrl.engine.vllm_server import VLLMServerEngine
-
     if not cfg.base_url:
         raise ValueError("engine type vllm_server needs base_url (e.g. http://127.0.0.1:8000)")
+    from harnessrl.engine.vllm_server import VLLMServerEngine
+
     return VLLMServerEngine(
         cfg.base_url,
         model=cfg.served_model_name,
