@@ -326,3 +326,30 @@ def test_many_sandboxes_from_many_threads(fake_proxy):
     for t in threads:
         t.join()
     assert sorted(results) == [f"{i}|proxy-says-hi /t{i}" for i in range(4)]
+
+
+def test_proxy_bridge_without_setns(fake_proxy, monkeypatch):
+    """The non-root path: a helper inside makes the listening socket and hands it out."""
+    from harnessrl.sandbox import bwrap
+    from harnessrl.sandbox.base import SandboxError
+
+    def refuse(fd, port):
+        raise SandboxError("setns refused (simulated non-root)")
+
+    monkeypatch.setattr(bwrap, "listen_in_netns", refuse)
+    with make_sandbox(SandboxConfig(), proxy=fake_proxy) as box:
+        res = box.run(["python", "-c", FETCH, f"{box.proxy_base}/via-helper"])
+        assert res.ok and res.stdout.strip() == "proxy-says-hi /via-helper", res
+
+
+def test_sandbox_processes_are_in_its_cgroups():
+    with make_sandbox(SandboxConfig()) as box:
+        cg = box._cgroups
+        if cg is None:
+            pytest.skip("no writable cgroups here (rlimit fallback)")
+        res = _sh(box, "sleep 100 & echo started")
+        assert res.ok
+        procs = [int(p) for p in (cg.pids_dir / "init" / "cgroup.procs").read_text().split()]
+        assert box._proc.pid in procs and box._ns_pid in procs
+        mem = [int(p) for p in (cg.other_dirs[0] / "cgroup.procs").read_text().split()] if cg.other_dirs else procs
+        assert box._ns_pid in mem

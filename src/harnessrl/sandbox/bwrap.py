@@ -23,6 +23,7 @@ are tmpfs sizes (writes past them fail with ENOSPC; tmpfs pages count towards me
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ import posixpath
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import tarfile
 import tempfile
@@ -48,7 +50,7 @@ from harnessrl.sandbox.base import (
 )
 from harnessrl.sandbox.bwrap_mounts import bwrap_argv, inner_path_env
 from harnessrl.sandbox.cgroups import SandboxCgroups
-from harnessrl.sandbox.netbridge import ProxyBridge
+from harnessrl.sandbox.netbridge import ProxyBridge, listen_in_netns
 from harnessrl.sandbox.process import base_env, kill_process_group, run_to_completion
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,16 @@ COPY_OUT = (
 )
 COPY_IN = 'mkdir -p -- "$1" && exec tar -x --no-same-owner -f - -C "$1"'
 START_TIMEOUT_S = 30.0
+# Run inside (python -I -c ... PORT FD): listen on 127.0.0.1:PORT, pass the socket out over FD.
+LISTEN_HELPER = (
+    "import socket, sys\n"
+    "s = socket.socket()\n"
+    "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "s.bind(('127.0.0.1', int(sys.argv[1])))\n"
+    "s.listen(64)\n"
+    "socket.send_fds(socket.socket(fileno=int(sys.argv[2])), [b'L'], [s.fileno()])\n"
+)
+NS_GET_PARENT = 0xB702  # ioctl on a namespace fd: its parent user namespace
 NAMESPACES = {"user": "user", "mnt": "mount", "uts": "uts", "ipc": "ipc", "net": "net", "pid": "pid", "cgroup": "cgroup"}
 
 
@@ -98,18 +110,71 @@ def _json_or_none(data: bytes) -> dict | None:
         return None
 
 
+def _enter_argv(fds: dict[str, int]) -> list[str]:
+    """nsenter through the held namespace fds.
+
+    bwrap nests a second user namespace (the sandbox uid's) inside the one that owns the other
+    namespaces. Root may enter everything directly. Others enter the outer user namespace first
+    (which grants the rights over mount/net/...), then, from inside, the nested one.
+    """
+    path = "/proc/self/fd/{}".format
+    if "outer_user" not in fds:
+        users, nested = [f"--user={path(fds['user'])}"], []
+    else:
+        users = [f"--user={path(fds['outer_user'])}"]
+        nested = ["nsenter", f"--user={path(fds['user'])}", "--preserve-credentials", "--"]
+    others = [f"--{flag}={path(fds[ns])}" for ns, flag in NAMESPACES.items() if ns != "user"]
+    return ["nsenter", *users, *others, f"--root={path(fds['root'])}", "--preserve-credentials", "--", *nested]
+
+
+def _start_error(msg: str) -> SandboxError:
+    """bwrap's start failure; namespaces refused by the host are SandboxUnavailable with the fix."""
+    denied = ("Permission denied", "Operation not permitted", "No permissions to create")
+    if any(d in msg for d in denied):
+        return SandboxUnavailable(
+            f"bwrap cannot create namespaces here ({msg}). Run as root, or allow unprivileged user "
+            "namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu >= 23.10 also "
+            "kernel.apparmor_restrict_unprivileged_userns=0), or use type='local' (no isolation)."
+        )
+    return SandboxError(f"bwrap failed to start: {msg}")
+
+
 def _wrapper(join_files: list[Path], rlimits: list[str]) -> list[str]:
     cmd = ["sh", "-c", JOIN_CGROUPS, "sh", *map(str, join_files), "--"]
     return cmd + (["prlimit", *rlimits, "--"] if rlimits else [])
 
 
-def _data_or_skip(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """tarfile's 'data' filter, but a member it refuses (e.g. a link out of the tree) is skipped."""
-    try:
-        return tarfile.data_filter(member, dest)
-    except tarfile.FilterError as e:
-        log.warning("copy_out skipped %s: %s", member.name, e)
-        return None
+def _inside(path: str) -> bool:
+    """A relative archive path that stays inside the extraction directory."""
+    norm = posixpath.normpath(path)
+    return not posixpath.isabs(path) and norm != ".." and not norm.startswith("../")
+
+
+def safe_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """Members safe to extract on the host: regular files, dirs and links that stay inside the
+    tree; anything else (absolute paths, '..', links out, devices) is skipped with a warning.
+    Setuid/setgid/sticky bits are dropped. Same on every Python (no reliance on tar filters)."""
+    keep = []
+    for m in tar.getmembers():
+        ok = _inside(m.name) and (m.isfile() or m.isdir() or m.issym() or m.islnk())
+        if ok and m.issym():
+            ok = _inside(posixpath.join(posixpath.dirname(m.name), m.linkname))
+        elif ok and m.islnk():
+            ok = _inside(m.linkname)
+        if not ok:
+            log.warning("copy_out skipped %s (unsafe path, link or file type)", m.name)
+            continue
+        m.mode &= 0o777
+        keep.append(m)
+    return keep
+
+
+def _extract(tar: tarfile.TarFile, dest: Path) -> None:
+    members = safe_members(tar)
+    if hasattr(tarfile, "fully_trusted_filter"):  # members are vetted above
+        tar.extractall(dest, members=members, filter="fully_trusted")
+    else:
+        tar.extractall(dest, members=members)
 
 
 class BwrapSandbox(Sandbox):
@@ -153,7 +218,7 @@ class BwrapSandbox(Sandbox):
             if workspace_src is not None:
                 sb._fill_workspace(workspace_src)
             if proxy is not None:
-                sb._bridge = ProxyBridge.start(sb._ns_fds["net"], proxy)
+                sb._bridge = ProxyBridge(sb._proxy_listener(proxy.port), proxy)
                 sb.proxy_base = f"http://127.0.0.1:{proxy.port}"
         except BaseException:
             sb.destroy()
@@ -191,8 +256,7 @@ class BwrapSandbox(Sandbox):
             except (SandboxError, OSError) as e:
                 kill_process_group(self._proc)
                 self._proc.wait(timeout=5)
-                msg = err_path.read_text(errors="replace").strip()
-                raise SandboxError(f"bwrap failed to start: {msg or e}") from None
+                raise _start_error(err_path.read_text(errors="replace").strip() or str(e)) from None
         finally:
             for fd in (keeper_r, info_r, info_w, block_r, block_w, ready_r, ready_w):
                 if fd >= 0:
@@ -201,8 +265,33 @@ class BwrapSandbox(Sandbox):
         for ns in NAMESPACES:
             self._ns_fds[ns] = os.open(f"/proc/{self._ns_pid}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC)
         self._ns_fds["root"] = os.open(f"/proc/{self._ns_pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        if os.geteuid() != 0:  # see _enter_argv
+            try:
+                self._ns_fds["outer_user"] = fcntl.ioctl(self._ns_fds["user"], NS_GET_PARENT)
+            except OSError:
+                pass
         if select.select([self._pidfd], [], [], 0)[0] or self._proc.poll() is not None:
             raise SandboxError("the sandbox exited during start")
+
+    def _proxy_listener(self, port: int) -> socket.socket:
+        """A socket listening on the sandbox's 127.0.0.1:port, held by this process."""
+        try:
+            return listen_in_netns(self._ns_fds["net"], port)
+        except SandboxError as first:  # not root: let a helper inside make it and hand it over
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            with ours, theirs:
+                python = "python3" if self.config.python else "/usr/bin/python3"
+                res = self._run_tracked([python, "-I", "-c", LISTEN_HELPER, str(port), str(theirs.fileno())],
+                                        timeout_s=START_TIMEOUT_S, extra_fds=(theirs.fileno(),))
+                theirs.close()
+                ours.settimeout(START_TIMEOUT_S)
+                try:
+                    _, fds, _, _ = socket.recv_fds(ours, 16, 1)
+                except OSError:
+                    fds = []
+            if not res.ok or not fds:
+                raise SandboxError(f"{first}; the in-sandbox helper failed too: {res.stderr.strip()[-300:]}")
+            return socket.socket(fileno=fds[0])
 
     def _fill_workspace(self, src: Path) -> None:
         """Copy the task files in from the host before anything runs inside (no races)."""
@@ -229,6 +318,10 @@ class BwrapSandbox(Sandbox):
         stdin: bytes | str | None = None,
         stdout_path: Path | None = None,
     ) -> ProcessResult:
+        return self._run_tracked(argv, env=env, cwd=cwd, timeout_s=timeout_s, stdin=stdin,
+                                 stdout_path=stdout_path)
+
+    def _run_tracked(self, argv: list[str], **kw) -> ProcessResult:
         if not argv:
             raise SandboxError("run() needs a non-empty argv")
         with self._lock:
@@ -237,8 +330,7 @@ class BwrapSandbox(Sandbox):
             self._active_runs += 1
             leaf = f"run-{self._runs}"
         try:
-            return self._run(argv, leaf, env=env, cwd=cwd, timeout_s=timeout_s, stdin=stdin,
-                             stdout_path=stdout_path)
+            return self._run(argv, leaf, **kw)
         finally:
             with self._lock:
                 self._active_runs -= 1
@@ -246,13 +338,13 @@ class BwrapSandbox(Sandbox):
             if release:
                 self._close_ns_fds()
 
-    def _run(self, argv: list[str], leaf: str, *, env, cwd, timeout_s, stdin, stdout_path) -> ProcessResult:
+    def _run(self, argv: list[str], leaf: str, *, env=None, cwd=None, timeout_s=None, stdin=None,
+             stdout_path=None, extra_fds: tuple[int, ...] = ()) -> ProcessResult:
         workdir = self.inner_path(cwd) if cwd else self.inner_workspace
         fds = self._ns_fds
         # enter through the held namespace fds (a pid could be reused after destroy); nsenter
         # would open a --wd path on the host, so the directory is changed inside (env -C)
-        enter = ["nsenter", *(f"--{flag}=/proc/self/fd/{fds[ns]}" for ns, flag in NAMESPACES.items()),
-                 f"--root=/proc/self/fd/{fds['root']}", "--preserve-credentials", "--"]
+        enter = _enter_argv(fds)
         cgroups = self._cgroups
         join = cgroups.join_files(leaf) if cgroups else []
 
@@ -272,7 +364,7 @@ class BwrapSandbox(Sandbox):
                 max_output_bytes=self.config.max_output_bytes,
                 tmp_dir=str(self._root),
                 kill_tree=kill_tree,
-                pass_fds=tuple(fds.values()),
+                pass_fds=(*fds.values(), *extra_fds),
             )
         finally:
             if cgroups is not None:
@@ -305,7 +397,7 @@ class BwrapSandbox(Sandbox):
             unpacked.mkdir()
             with tarfile.open(tar_path) as tar:
                 names = tar.getnames()
-                tar.extractall(unpacked, filter=_data_or_skip)
+                _extract(tar, unpacked)
             if names and names[0] in (".", "./"):
                 shutil.copytree(unpacked, dest, symlinks=True, dirs_exist_ok=True)
             else:

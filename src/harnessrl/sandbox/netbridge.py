@@ -7,7 +7,9 @@ namespace (a short-lived thread ``setns``-es into the namespace, binds
 accepted connection to the proxy on the host. No process runs inside the sandbox for this, so it
 adds no start-up cost, and the sandbox cannot open any other host port: there is no route.
 
-Needs CAP_SYS_ADMIN over the sandbox's namespaces (true for root, which this machine is).
+``listen_in_netns`` needs CAP_SYS_ADMIN over the sandbox's namespaces (root, as here). Without
+it the bwrap backend has a helper inside the sandbox create the socket and pass it out over a
+Unix socket pair (SCM_RIGHTS), one extra python start per sandbox; the relay is the same.
 """
 
 from __future__ import annotations
@@ -79,10 +81,6 @@ class ProxyBridge:
         self._conns: list[socket.socket] = []
         self._thread = threading.Thread(target=self._accept_loop, name="sandbox-bridge", daemon=True)
         self._thread.start()
-
-    @classmethod
-    def start(cls, netns_fd: int, target: ProxyEndpoint) -> ProxyBridge:
-        return cls(listen_in_netns(netns_fd, target.port), target)
 
     def _accept_loop(self) -> None:
         while True:
