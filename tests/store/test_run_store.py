@@ -39,7 +39,9 @@ def test_wal_mode_and_file(tmp_path):
     store = RunStore(tmp_path / "run")
     assert store.journal_mode() == "wal"
     assert (tmp_path / "run" / "harnessrl.sqlite").exists()
-    assert store.get_meta("schema_version") == 1
+    from harnessrl.store.schema import SCHEMA_VERSION
+
+    assert store.get_meta("schema_version") == SCHEMA_VERSION
     store.close()
 
 
@@ -187,3 +189,69 @@ def test_closed_store_refuses(tmp_path):
 def test_bad_synchronous_value(tmp_path):
     with pytest.raises(ValueError):
         RunStore(tmp_path, synchronous="sometimes")
+
+
+def chain(n: int, rollout: str = "c", version: int = 0) -> list[CallRecord]:
+    """n calls where each prompt extends the previous prompt + sampled ids (exact history)."""
+    calls, prompt, prov = [], [1, 2, 3], [PROMPT] * 3
+    for i in range(n):
+        sampled = [100 + i, 200 + i]
+        calls.append(CallRecord(f"{rollout}{i}", rollout, i, "openai.chat", list(prompt), sampled, [-0.5, -0.25],
+                                list(prov), version, 1.0, 1.0, "stop"))
+        prompt = prompt + sampled + [7, 8, 9]
+        prov = prov + [version] * 2 + [PROMPT] * 3
+    return calls
+
+
+def test_prefix_delta_round_trip_and_size(tmp_path):
+    store = RunStore(tmp_path)
+    calls = chain(30)
+    for c in calls:
+        store.insert_call(c)
+    assert store.list_calls() == calls
+    assert store.get_call("c29", include_raw=False) == calls[29]
+    conn = sqlite3.connect(store.path)
+    stored = conn.execute("SELECT SUM(LENGTH(prompt_ids)), COUNT(base_call) FROM calls").fetchone()
+    assert stored[1] == 29  # every call after the first references its predecessor
+    assert stored[0] == 4 * (3 + 29 * 3)  # only the new ids are stored
+    assert conn.execute("SELECT n_prompt FROM calls WHERE call_id = 'c29'").fetchone()[0] == len(calls[29].prompt_ids)
+
+
+def test_prefix_delta_only_when_exact(tmp_path):
+    store = RunStore(tmp_path)
+    a, b = chain(2)
+    store.insert_call(a)
+    rerendered = CallRecord("y", "c", 1, "openai.chat", list(b.prompt_ids), [6], [-1.0], [PROMPT] * len(b.prompt_ids),
+                            0, 1.0, 1.0, "stop")
+    store.insert_call(rerendered)  # ids extend a, provenance does not: ids delta-coded, provenance in full
+    branch = CallRecord("x", "c", 2, "openai.chat", a.prompt_ids + [999], [5], [-1.0], a.prompt_provenance + [PROMPT],
+                        0, 1.0, 1.0, "stop")
+    store.insert_call(branch)  # does not extend y's prompt + sampled: stored in full
+    assert store.list_calls() == [a, rerendered, branch]
+    rows = sqlite3.connect(store.path).execute("SELECT call_id, base_call, prov_from_base FROM calls").fetchall()
+    assert rows == [("c0", None, 0), ("y", "c0", 0), ("x", None, 0)]
+
+
+def test_failed_batch_does_not_leave_a_dangling_base(tmp_path):
+    store = RunStore(tmp_path)
+    a, b, c = chain(3)
+    store.insert_call(a)
+    with pytest.raises(sqlite3.IntegrityError):
+        store.insert_calls([b, a])  # a is a duplicate: the whole batch rolls back
+    store.insert_call(c)
+    assert store.list_calls() == [a, c]
+    store.insert_call(b)
+    assert store.list_calls() == [a, b, c]
+
+
+def test_old_schema_is_migrated(tmp_path):
+    from harnessrl.store.schema import SCHEMA
+
+    v1 = "\n".join(line for line in SCHEMA.splitlines() if not line.strip().startswith(("base_", "prov_from")))
+    conn = sqlite3.connect(tmp_path / "harnessrl.sqlite")
+    conn.executescript(v1)
+    conn.commit()
+    conn.close()
+    store = RunStore(tmp_path)
+    cols = {r[1] for r in sqlite3.connect(store.path).execute("PRAGMA table_info(calls)")}
+    assert {"base_call", "base_len", "prov_from_base"} <= cols

@@ -4,44 +4,50 @@ dict/list payloads as JSON text. Leaf functions, no state."""
 from __future__ import annotations
 
 import json
-from array import array
+import struct
 from typing import Any
+
+try:  # the serve extra installs orjson: ~20x faster on the 50-500 KB request bodies stored per call
+    import orjson
+except ImportError:  # pragma: no cover
+    orjson = None
 
 
 def ids_to_blob(ids: list[int]) -> bytes:
     """Token ids (or provenance values, which may be -1) as a little-endian int32 blob."""
-    return array("i", ids).tobytes()
+    return struct.pack(f"<{len(ids)}i", *ids)
 
 
 def blob_to_ids(blob: bytes | None) -> list[int]:
     if not blob:
         return []
-    out = array("i")
-    out.frombytes(blob)
-    return out.tolist()
+    return list(struct.unpack(f"<{len(blob) // 4}i", blob))
 
 
 def floats_to_blob(values: list[float]) -> bytes:
     """Logprobs as a float32 blob (4 bytes a token; float32 is what engines and trainers use)."""
-    return array("f", values).tobytes()
+    return struct.pack(f"<{len(values)}f", *values)
 
 
 def blob_to_floats(blob: bytes | None) -> list[float]:
     if not blob:
         return []
-    out = array("f")
-    out.frombytes(blob)
-    return out.tolist()
+    return list(struct.unpack(f"<{len(blob) // 4}f", blob))
 
 
 def to_json(value: Any) -> str | None:
     """JSON text for a payload column; None stays NULL. Non-JSON values are stringified, never raised."""
     if value is None:
         return None
+    if orjson is not None:
+        try:
+            return orjson.dumps(value, default=str).decode()
+        except TypeError:  # e.g. int keys beyond 64 bits: fall back to the standard library
+            pass
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def from_json(text: str | None) -> Any:
     if text is None:
         return None
-    return json.loads(text)
+    return orjson.loads(text) if orjson is not None else json.loads(text)

@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from harnessrl.store import schema
 from harnessrl.store.codec import from_json, to_json
+from harnessrl.store.prefix import PrefixCache
 from harnessrl.store.records import CallRecord, RolloutRecord
 
 
@@ -36,6 +37,8 @@ class RunStore:
         self._conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._prefix = PrefixCache()
+        self._write_lock = threading.Lock()  # a delta base must be committed before another write uses it
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -43,6 +46,7 @@ class RunStore:
         conn = self._conn()
         with conn:
             conn.executescript(schema.SCHEMA)
+            _migrate(conn)
             conn.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (to_json(schema.SCHEMA_VERSION),),
@@ -97,17 +101,25 @@ class RunStore:
         self.insert_calls([call])
 
     def insert_calls(self, calls: Iterable[CallRecord]) -> None:
-        """Commit several calls in one transaction (group commit: one fsync for all)."""
-        rows = [schema.call_to_row(c) for c in calls]
-        if not rows:
+        """Commit several calls in one transaction (group commit: one sync for all). Prompt ids
+        that extend the rollout's previous call are stored as a verified suffix (prefix.py)."""
+        calls = list(calls)
+        if not calls:
             return
         conn = self._conn()
-        with conn:
-            conn.executemany(schema.INSERT_CALL, rows)
+        with self._write_lock:
+            try:
+                with conn:
+                    for call in calls:
+                        conn.execute(schema.INSERT_CALL, schema.call_to_row(call, self._prefix.encode(call)))
+                        self._prefix.remember(call)  # later calls of this batch may build on it
+            except BaseException:
+                self._prefix.forget({c.rollout_id for c in calls})  # bases of a rolled-back batch
+                raise
 
     def list_calls(self, rollout_ids: Iterable[str] | None = None, include_raw: bool = False) -> list[CallRecord]:
         """Calls ordered by rollout id, then seq. `include_raw` also loads request/response bodies."""
-        cols = schema.CALL_COLUMNS if include_raw else [c for c in schema.CALL_COLUMNS if c not in ("request", "response")]
+        cols = [c for c in schema.CALL_COLUMNS if include_raw or c not in ("request", "response")]
         sql = f"SELECT {', '.join(cols)} FROM calls"
         args: list[Any] = []
         if rollout_ids is not None:
@@ -116,13 +128,20 @@ class RunStore:
                 return []
             sql += f" WHERE rollout_id IN ({', '.join('?' * len(ids))})"
             args = ids
-        sql += " ORDER BY rollout_id, seq, rowid"
-        rows = self._conn().execute(sql, args).fetchall()
-        return [schema.row_to_call(r, include_raw) for r in rows]
+        rows = self._conn().execute(sql + " ORDER BY rowid", args).fetchall()
+        by_id: dict[str, CallRecord] = {}
+        for row in rows:  # a base call always has a smaller rowid than the calls built on it
+            base_id = row["base_call"]
+            base = None if base_id is None else by_id.get(base_id) or self.get_call(base_id, include_raw=False)
+            by_id[row["call_id"]] = schema.row_to_call(row, include_raw, base)
+        return sorted(by_id.values(), key=lambda c: (c.rollout_id, c.seq))
 
     def get_call(self, call_id: str, include_raw: bool = True) -> CallRecord | None:
         row = self._conn().execute("SELECT * FROM calls WHERE call_id = ?", (call_id,)).fetchone()
-        return None if row is None else schema.row_to_call(row, include_raw)
+        if row is None:
+            return None
+        base = None if row["base_call"] is None else self.get_call(row["base_call"], include_raw=False)
+        return schema.row_to_call(row, include_raw, base)
 
     def count_calls(self, rollout_id: str | None = None) -> int:
         if rollout_id is None:
@@ -188,3 +207,10 @@ class RunStore:
 
         return export_calls(self.list_calls(rollout_ids, include_raw=True), Path(path))
 
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Add the columns a database written by an older schema lacks."""
+    for table, column, decl in schema.MIGRATIONS:
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")

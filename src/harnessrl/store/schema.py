@@ -1,6 +1,7 @@
 """SQLite schema of a run directory (`<run_dir>/harnessrl.sqlite`) and row <-> record mapping.
 
-Tables: `calls` (one row per model call, ids as int32 blobs, logprobs as float32 blobs),
+Tables: `calls` (one row per model call, ids as int32 blobs, logprobs as float32 blobs; prompt ids
+delta-coded against an earlier call of the same rollout, see prefix.py),
 `rollouts` (RolloutRecord, upserted), `steps` (step -> metrics JSON), `meta` (key -> JSON value).
 """
 
@@ -11,10 +12,17 @@ from dataclasses import asdict
 from typing import Any
 
 from harnessrl.store.codec import blob_to_floats, blob_to_ids, floats_to_blob, from_json, ids_to_blob, to_json
+from harnessrl.store.prefix import Delta, expand
 from harnessrl.store.records import CallRecord, RolloutRecord
 
 DB_NAME = "harnessrl.sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# columns added since schema 1 (added by ALTER TABLE when an older database is opened)
+MIGRATIONS = (
+    ("calls", "base_call", "TEXT"),
+    ("calls", "base_len", "INTEGER NOT NULL DEFAULT 0"),
+    ("calls", "prov_from_base", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -33,6 +41,9 @@ CREATE TABLE IF NOT EXISTS calls (
     n_prompt INTEGER NOT NULL,
     n_sampled INTEGER NOT NULL,
     prompt_ids BLOB,
+    base_call TEXT,
+    base_len INTEGER NOT NULL DEFAULT 0,
+    prov_from_base INTEGER NOT NULL DEFAULT 0,
     sampled_ids BLOB,
     logprobs BLOB,
     prompt_provenance BLOB,
@@ -75,7 +86,7 @@ CREATE TABLE IF NOT EXISTS meta (
 CALL_COLUMNS = (
     "call_id", "rollout_key", "rollout_id", "seq", "protocol", "endpoint", "status", "error",
     "policy_version", "temperature", "top_p", "finish_reason", "n_prompt", "n_sampled",
-    "prompt_ids", "sampled_ids", "logprobs", "prompt_provenance", "sampling",
+    "prompt_ids", "base_call", "base_len", "prov_from_base", "sampled_ids", "logprobs", "prompt_provenance", "sampling",
     "t_start", "t_end", "request", "response", "meta",
 )
 INSERT_CALL = f"INSERT INTO calls ({', '.join(CALL_COLUMNS)}) VALUES ({', '.join('?' * len(CALL_COLUMNS))})"
@@ -90,7 +101,7 @@ UPSERT_ROLLOUT = (
 )
 
 
-def call_to_row(call: CallRecord) -> tuple[Any, ...]:
+def call_to_row(call: CallRecord, delta: Delta) -> tuple[Any, ...]:
     """A CallRecord as a `calls` row. meta keys `rollout_key`, `endpoint`, `error`, `sampling`
     are lifted into their own columns (they stay in meta too, so a round trip is lossless)."""
     meta = call.meta or {}
@@ -99,22 +110,26 @@ def call_to_row(call: CallRecord) -> tuple[Any, ...]:
         str(meta.get("endpoint", "")), call.status, str(meta.get("error", "")),
         call.policy_version, float(call.temperature), float(call.top_p), call.finish_reason,
         len(call.prompt_ids), len(call.sampled_ids),
-        ids_to_blob(call.prompt_ids), ids_to_blob(call.sampled_ids), floats_to_blob(call.logprobs),
-        ids_to_blob(call.prompt_provenance), to_json(meta.get("sampling")),
+        ids_to_blob(delta.prompt_ids), delta.base_call, delta.base_len, int(delta.prov_from_base),
+        ids_to_blob(call.sampled_ids), floats_to_blob(call.logprobs),
+        ids_to_blob(delta.provenance), to_json(meta.get("sampling")),
         call.t_start, call.t_end, to_json(call.request), to_json(call.response), to_json(meta),
     )
 
 
-def row_to_call(row: sqlite3.Row, include_raw: bool) -> CallRecord:
+def row_to_call(row: sqlite3.Row, include_raw: bool, base: CallRecord | None = None) -> CallRecord:
+    """A CallRecord from a row; `base` is the call named by the row's base_call (None if none)."""
+    prompt_ids, provenance = expand(base, row["base_len"], bool(row["prov_from_base"]),
+                                    blob_to_ids(row["prompt_ids"]), blob_to_ids(row["prompt_provenance"]))
     return CallRecord(
         call_id=row["call_id"],
         rollout_id=row["rollout_id"],
         seq=row["seq"],
         protocol=row["protocol"],
-        prompt_ids=blob_to_ids(row["prompt_ids"]),
+        prompt_ids=prompt_ids,
         sampled_ids=blob_to_ids(row["sampled_ids"]),
         logprobs=blob_to_floats(row["logprobs"]),
-        prompt_provenance=blob_to_ids(row["prompt_provenance"]),
+        prompt_provenance=provenance,
         policy_version=row["policy_version"],
         temperature=row["temperature"],
         top_p=row["top_p"],
