@@ -31,7 +31,7 @@ class _Message(BaseModel):
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="allow")
-    model: str = "policy"
+    model: str = ""
     messages: list[_Message]
     system: str | list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None

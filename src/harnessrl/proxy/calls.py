@@ -48,8 +48,10 @@ class _Call:
 
 class CallHandler:
     def __init__(self, engine: Engine, writer: CallWriter, default_max_tokens: int = 2048,
-                 stop_ids: tuple[int, ...] = (), tokenizer: Any = None, history_mode: str = "exact"):
+                 stop_ids: tuple[int, ...] = (), tokenizer: Any = None, history_mode: str = "exact",
+                 served_model: str = "policy"):
         self.engine = engine
+        self.served_model = served_model
         self.writer = writer
         self.default_max_tokens = default_max_tokens
         self.stop_ids = tuple(stop_ids)
@@ -89,7 +91,7 @@ class CallHandler:
         t_parse = time.perf_counter()
         completion = call.rollout.conversation.commit(rendered, list(gen.token_ids), gen.policy_version,
                                                       gen.finish_reason)
-        result = CallResult(call.call_id, req.model, int(call.t_start), completion, call.n_prompt,
+        result = CallResult(call.call_id, req.model or self.served_model, int(call.t_start), completion, call.n_prompt,
                             len(gen.token_ids), gen.finish_reason)
         response = call.protocol.respond(result, req)
         out = b"".join(call.protocol.stream(result, req)) if req.stream else dumps(response)

@@ -16,20 +16,18 @@ import typer
 ENGINES = ("hf", "vllm", "scripted")
 
 
-def build_engine(kind: str, model_dir: Path, max_model_len: int | None) -> Any:
-    """An engine of `kind` over `model_dir` (engine.make_engine when the engine stage provides it)."""
-    try:
-        from harnessrl.engine import make_engine  # type: ignore[attr-defined]
-    except ImportError:
-        make_engine = None
-    if make_engine is not None:
-        kwargs = {"max_model_len": max_model_len} if max_model_len else {}
-        return make_engine(kind, str(model_dir), **kwargs)
-    if kind == "hf":
-        from harnessrl.engine.hf import HFEngine
+def build_engine(kind: str, model_dir: Path, max_model_len: int | None, renderer: Any = None) -> Any:
+    """An engine of `kind` over `model_dir`. `scripted` answers every call with one fixed sentence
+    (a smoke-test policy: no model weights are loaded)."""
+    from harnessrl.engine import make_engine
 
-        return HFEngine(str(model_dir), max_model_len=max_model_len)
-    raise typer.BadParameter(f"engine {kind!r} is not available in this build; use --engine hf")
+    cfg: dict[str, Any] = {"type": kind, "model": str(model_dir)}
+    if max_model_len:
+        cfg["max_model_len"] = max_model_len
+    if kind == "scripted":
+        reply = list(renderer.encode("Hello from the scripted engine.")) + [renderer.eot_id]
+        cfg.update(script=lambda prompt_ids: reply, eos_ids=[renderer.eot_id])
+    return make_engine(cfg)
 
 
 def serve(
@@ -40,7 +38,7 @@ def serve(
     history: str = typer.Option("exact", "--history", help="exact (reuse sampled ids) | rerender (plain template)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Listen address (keep it on loopback)."),
     uds: Optional[Path] = typer.Option(None, "--uds", help="Also listen on this Unix socket path."),
-    max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="Context limit (default: the model's)."),
+    max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="Context limit (default: the engine's)."),
     max_tokens: int = typer.Option(2048, "--max-tokens", help="Completion limit when a request sets none."),
 ) -> None:
     """Serve a policy over the OpenAI Chat, Anthropic Messages and OpenAI Responses APIs, recording every call."""
@@ -55,16 +53,19 @@ def serve(
     from harnessrl.proxy.server import ProxyServer, ProxyStartError
     from harnessrl.store import RunStore
 
+    from harnessrl.render.renderer import Renderer
+
     try:
         with console.status(f"loading {model or 'the default model'} ({engine} engine)"):
             model_dir = resolve_model(model)
-            eng = build_engine(engine, model_dir, max_model_len)
+            renderer = Renderer.from_pretrained(model_dir)
+            eng = build_engine(engine, model_dir, max_model_len, renderer)
     except ModelNotFound as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=2) from None
     store = RunStore(run_dir)
-    server = ProxyServer(eng, store, model_dir, host=host, port=port, history_mode=history, uds=uds,
-                         default_max_tokens=max_tokens)
+    server = ProxyServer(eng, store, renderer, host=host, port=port, history_mode=history, uds=uds,
+                         default_max_tokens=max_tokens, served_model=Path(model_dir).name)
     try:
         server.start()
     except ProxyStartError as err:

@@ -34,7 +34,7 @@ class _Message(BaseModel):
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="allow")
-    model: str = "policy"
+    model: str = ""
     messages: list[_Message]
     tools: list[dict[str, Any]] | None = None
     stream: bool | None = False

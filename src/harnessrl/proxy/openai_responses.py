@@ -28,7 +28,7 @@ _REASONING_PREFIX = "harnessrl:"
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="allow")
-    model: str = "policy"
+    model: str = ""
     input: str | list[dict[str, Any]]
     instructions: str | None = None
     tools: list[dict[str, Any]] | None = None

@@ -84,7 +84,8 @@ class ProxyServer:
         self.writer = CallWriter(self.store)
         handler = CallHandler(self.engine, self.writer, self._default_max_tokens,
                               stop_ids=tuple(getattr(self.renderer, "stop_ids", ()) or ()),
-                              tokenizer=getattr(self.renderer, "tokenizer", None), history_mode=self.history_mode)
+                              tokenizer=getattr(self.renderer, "tokenizer", None), history_mode=self.history_mode,
+                              served_model=self.served_model)
         cfg = AppConfig(self.served_model, self.admin_token, self._max_body_bytes, self.base_urls)
         app = build_app(handler, self.registry, cfg)
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
