@@ -353,3 +353,25 @@ def test_sandbox_processes_are_in_its_cgroups():
         assert box._proc.pid in procs and box._ns_pid in procs
         mem = [int(p) for p in (cg.other_dirs[0] / "cgroup.procs").read_text().split()] if cg.other_dirs else procs
         assert box._ns_pid in mem
+
+
+def test_destroy_during_a_run_ends_the_run():
+    box = make_sandbox(SandboxConfig())
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(box.run(["sleep", "60"], timeout_s=120)))
+    t.start()
+    time.sleep(0.5)
+    box.destroy()
+    t.join(timeout=30)
+    assert not t.is_alive() and not out[0].ok and not out[0].timed_out
+
+
+def test_a_sandbox_killed_from_inside_reports_it():
+    with make_sandbox(SandboxConfig()) as box:
+        box.run(["kill", "-9", "2"])  # pid 2 is the keeper; pid 1 (bwrap's init) then exits
+        deadline = time.monotonic() + 10
+        while box.alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not box.alive
+        res = box.run(["true"])
+        assert not res.ok and "sandbox is gone" in res.stderr

@@ -33,6 +33,7 @@ Contract
 - ``copy_in(host_src, inner_dest)`` / ``copy_out(inner_src, host_dest)``: a file to a file
   path, a directory's contents to a directory. Inner paths are relative to the workspace or
   absolute inside the sandbox.
+- ``alive``: False after destroy or when the sandbox died (a run then returns a failed result).
 - ``destroy()`` is idempotent; the sandbox is a context manager. One sandbox per thread or many
   threads per sandbox both work (``run`` calls may overlap).
 
@@ -135,6 +136,11 @@ class Sandbox(abc.ABC):
     @property
     @abc.abstractmethod
     def workspace(self) -> Path: ...
+
+    @property
+    @abc.abstractmethod
+    def alive(self) -> bool:
+        """False once destroyed, or (bwrap) when the sandbox died on its own."""
 
     @abc.abstractmethod
     def run(

@@ -321,11 +321,18 @@ class BwrapSandbox(Sandbox):
         return self._run_tracked(argv, env=env, cwd=cwd, timeout_s=timeout_s, stdin=stdin,
                                  stdout_path=stdout_path)
 
+    @property
+    def alive(self) -> bool:
+        """False once destroyed, or when the sandbox died (e.g. its keeper was killed from inside)."""
+        return not self._closed and not select.select([self._pidfd], [], [], 0)[0]
+
     def _run_tracked(self, argv: list[str], **kw) -> ProcessResult:
         if not argv:
             raise SandboxError("run() needs a non-empty argv")
         with self._lock:
             self._check_open()
+            if not self.alive:
+                return ProcessResult(-9, "", "sandbox is gone: its init exited (killed from inside?)\n", False, 0.0)
             self._runs += 1
             self._active_runs += 1
             leaf = f"run-{self._runs}"

@@ -79,6 +79,10 @@ class LocalSandbox(Sandbox):
     def workspace(self) -> Path:
         return self._ws
 
+    @property
+    def alive(self) -> bool:
+        return not self._closed
+
     def _check_open(self) -> None:
         if self._closed:
             raise SandboxClosed("sandbox already destroyed")
