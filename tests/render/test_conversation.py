@@ -129,3 +129,20 @@ def test_prepare_twice_before_commit_and_branches(qwen):
 def test_unknown_mode_is_a_clear_error(smol):
     with pytest.raises(ValueError, match="render mode"):
         smol.conversation(mode="fast")
+
+
+def test_turns_store_only_their_suffix_and_share_history_objects(qwen):
+    conv = qwen.conversation()
+    turns, _ = agent_turns(qwen, conv, 4)
+    for k, (rendered, sampled) in enumerate(turns):
+        turn = conv.turns[k]
+        assert turn.prompt_ids == rendered.ids and turn.provenance == rendered.provenance
+        assert turn.sampled_ids == sampled
+        if k:
+            assert turn.base is conv.turns[k - 1] and len(turn.suffix_ids) == rendered.new_tokens
+            assert turn.messages[0] is conv.turns[0].messages[0]  # no copy of the history per turn
+            assert turn.messages[2 * k] is conv.turns[k - 1].reply
+    retry = conv.prepare(turns[3][0].messages, [BASH])
+    assert retry.retry_of == 3 and retry.ids == turns[3][0].ids
+    conv.commit(retry, turns[3][1], 3)
+    assert conv.turns[-1].prompt_ids == turns[3][0].ids and conv.turns[-1].base is conv.turns[2]

@@ -5,16 +5,19 @@
     gen = await engine.generate(rendered.ids, params)
     parsed = conv.commit(rendered, gen.token_ids, gen.policy_version, gen.finish_reason)
 
-Mode "exact" (default): when the request resends an earlier turn's messages + that turn's reply
-(equal by meaning, see normalize.py) with the same tools, the prompt is that turn's prompt ids +
-its sampled ids (+ the end-of-turn token when the reply was cut by the length limit) + the
-incremental rendering of the rest. So call k+1's prompt extends call k's prompt + completion
-token for token, and reused sampled tokens keep their policy version as provenance.
-A request that resends an earlier request unchanged (a retry) gets that request's ids again.
-Anything else (compaction, edits, a new system prompt) is rendered in full: no false reuse.
+Mode "exact" (default):
+- When the request resends an earlier turn's messages + that turn's reply (equal by meaning,
+  see normalize.py) with the same tools, the prompt is that turn's prompt ids + its sampled ids
+  (+ the end-of-turn token when the reply was cut by the length limit) + the incremental
+  rendering of the rest. So call k+1's prompt extends call k's prompt + completion token for
+  token, and reused sampled tokens keep their policy version as provenance.
+- A request that repeats an earlier request (a retry) gets that request's ids again.
+- Anything else (compaction, an edited or dropped message, a new system prompt, OpenClaw's
+  per-request context message) is rendered in full — no false prefix — with each of our own
+  replies still in it spliced in as its sampled ids (splice.py).
 
 Mode "rerender": every prompt is the full rendering of the request as a plain deployment would
-tokenise it (e.g. Qwen3 drops earlier thinking), tokenised through a chunk cache so the cost per
+tokenise it (e.g. Qwen3 drops earlier thinking), through a chunk cache so the tokenizer's work per
 turn follows the new text. The ids are what the engine saw, all with PROMPT provenance.
 """
 
@@ -22,55 +25,20 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from harnessrl.render.incremental import tail_text
 from harnessrl.render.messages import Message, ParsedCompletion, ToolSpec
 from harnessrl.render.normalize import MessageKey, history_matches, message_key, reply_matches, tools_key
 from harnessrl.render.splice import closing_ids, render_spliced, splice_text, with_markers
+from harnessrl.render.turns import RenderedPrompt, Turn
 from harnessrl.store.records import PROMPT
 
 if TYPE_CHECKING:
     from harnessrl.render.renderer import Renderer
 
 MODES = ("exact", "rerender")
-
-
-@dataclass
-class RenderedPrompt:
-    ids: list[int]
-    provenance: list[int]  # PROMPT, or the policy version that sampled the token
-    parent_turn: int | None  # the turn whose reply this request continues (by meaning)
-    new_tokens: int  # ids not reused from the parent turn's prompt + sampled ids
-    mode: str  # "exact" | "rerender"
-    tokenized: int = 0  # ids produced by the tokenizer during this prepare (the rest came from caches)
-    incremental: bool = False  # the tail was rendered behind a stub prefix, not from the full history
-    retry_of: int | None = None  # the turn this request repeats unchanged
-    messages: list[Message] = field(default_factory=list, repr=False)
-    tools: list[ToolSpec] = field(default_factory=list, repr=False)
-    keys: list[MessageKey] = field(default_factory=list, repr=False)
-    tools_key: str = field(default="", repr=False)
-
-
-@dataclass
-class Turn:
-    """One served call: what was asked, the ids the engine saw, what it sampled, what we replied."""
-
-    index: int
-    messages: list[Message]
-    tools: list[ToolSpec]
-    keys: list[MessageKey]
-    tools_key: str
-    prompt_ids: list[int]
-    provenance: list[int]
-    sampled_ids: list[int]
-    reply: Message
-    reply_key: MessageKey
-    parsed: ParsedCompletion
-    policy_version: int
-    parent_turn: int | None
-    mode: str
+__all__ = ["MODES", "Conversation", "RenderedPrompt", "Turn"]
 
 
 def _id_seed(prompt_ids: list[int], sampled_ids: list[int]) -> str:
@@ -98,6 +66,7 @@ class Conversation:
         self.turns: list[Turn] = []
         self.tokenized_total = 0
         self._encoder = renderer.chunk_encoder()
+        self._replies: dict[tuple, Turn] = {}  # reply meaning (without reasoning) -> latest turn
         self._lock = threading.Lock()
 
     # ---- lookups ------------------------------------------------------------------------
@@ -114,9 +83,19 @@ class Conversation:
     def find_retry(self, keys: list[MessageKey], tkey: str) -> Turn | None:
         """The latest turn whose request equals this one (a harness retry)."""
         for turn in reversed(self.turns):
-            if turn.tools_key == tkey and turn.keys == keys:
+            if turn.tools_key == tkey and len(turn.keys) == len(keys) and history_matches(turn.keys, keys):
                 return turn
         return None
+
+    def our_replies(self, keys: list[MessageKey]) -> dict[int, Turn]:
+        """Positions of assistant messages that are our own earlier replies (latest turn wins)."""
+        found: dict[int, Turn] = {}
+        for i, key in enumerate(keys):
+            if key.role == "assistant":
+                turn = self._replies.get(key.core())
+                if turn is not None and reply_matches(turn.reply_key, key):
+                    found[i] = turn
+        return found
 
     # ---- the two calls the proxy makes ------------------------------------------------------
     def prepare(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> RenderedPrompt:
@@ -124,21 +103,25 @@ class Conversation:
         tools = list(tools or [])
         keys = [message_key(m) for m in messages]
         tkey = tools_key(tools)
+        messages = list(messages)
         with self._lock:
             parent = self.find_parent(keys, tkey)
+            out = None
             if self.mode == "exact":
                 retry = self.find_retry(keys, tkey)
                 if retry is not None:
-                    out = RenderedPrompt(list(retry.prompt_ids), list(retry.provenance), retry.parent_turn, 0,
-                                         self.mode, retry_of=retry.index)
+                    out = self._repeat(retry)
+                    messages, keys = retry.messages, retry.keys
                 elif parent is not None:
-                    out = self._extend(parent, messages, tools, keys) or self._full(messages, tools, parent, keys)
-                else:
-                    out = self._full(messages, tools, None, keys)
-            else:
+                    out = self._extend(parent, messages, tools, keys)
+                    if out is not None:  # share the parent's objects: memory grows with new text only
+                        n = len(parent.keys)
+                        messages = parent.messages + [parent.reply] + messages[n + 1 :]
+                        keys = parent.keys + [parent.reply_key] + keys[n + 1 :]
+            if out is None:
                 out = self._full(messages, tools, parent, keys)
             self.tokenized_total += out.tokenized
-        out.messages, out.tools, out.keys, out.tools_key = list(messages), tools, keys, tkey
+        out.messages, out.tools, out.keys, out.tools_key = messages, tools, keys, tkey
         return out
 
     def commit(self, rendered: RenderedPrompt, sampled_ids: list[int], policy_version: int,
@@ -149,15 +132,26 @@ class Conversation:
                                      id_seed=_id_seed(rendered.ids, sampled))
         reply = Message("assistant", parsed.content, reasoning=parsed.reasoning, tool_calls=list(parsed.tool_calls))
         with self._lock:
-            self.turns.append(Turn(
+            base = self.turns[rendered.base_turn] if rendered.base_turn is not None else None
+            start = rendered.suffix_start if base is not None else 0
+            turn = Turn(
                 index=len(self.turns), messages=rendered.messages, tools=rendered.tools, keys=rendered.keys,
-                tools_key=rendered.tools_key, prompt_ids=list(rendered.ids), provenance=list(rendered.provenance),
-                sampled_ids=sampled, reply=reply, reply_key=message_key(reply), parsed=parsed,
-                policy_version=policy_version, parent_turn=rendered.parent_turn, mode=rendered.mode,
-            ))
+                tools_key=rendered.tools_key, base=base, suffix_ids=list(rendered.ids[start:]),
+                suffix_provenance=list(rendered.provenance[start:]), sampled_ids=sampled, reply=reply,
+                reply_key=message_key(reply), parsed=parsed, policy_version=policy_version,
+                parent_turn=rendered.parent_turn, mode=rendered.mode,
+            )
+            self.turns.append(turn)
+            self._replies[turn.reply_key.core()] = turn
         return parsed
 
     # ---- rendering paths -----------------------------------------------------------------
+    def _repeat(self, turn: Turn) -> RenderedPrompt:
+        ids = turn.prompt_ids
+        start = len(ids) - len(turn.suffix_ids)
+        return RenderedPrompt(ids, turn.provenance, turn.parent_turn, 0, self.mode, retry_of=turn.index,
+                              base_turn=turn.base.index if turn.base else None, suffix_start=start)
+
     def _extend(self, parent: Turn, messages: list[Message], tools: list[ToolSpec],
                 keys: list[MessageKey]) -> RenderedPrompt | None:
         """Parent prompt + sampled ids + closing + incrementally rendered tail (None: cannot cut).
@@ -167,33 +161,19 @@ class Conversation:
         """
         r = self.renderer
         n = len(parent.keys)
-        ours = self.our_replies(keys[n + 1 :])
-        tail, sources = with_markers(list(messages[n + 1 :]), ours)
-        text, incremental = tail_text(r, history=list(messages[:n]), reply=parent.reply, tail=tail, tools=tools)
-        if text is None:
-            return None
-        spliced = splice_text(r, self._encoder, text, sources)
+        tail, sources = with_markers(messages[n + 1 :], self.our_replies(keys[n + 1 :]))
+        text, incremental = tail_text(r, history=messages[:n], reply=parent.reply, tail=tail, tools=tools)
+        spliced = splice_text(r, self._encoder, text, sources) if text is not None else None
         if spliced is None:
             return None
         closing = closing_ids(r, parent.sampled_ids)
-        ids = parent.prompt_ids + parent.sampled_ids + closing + spliced.ids
+        head = parent.prompt_ids + parent.sampled_ids
+        ids = head + closing + spliced.ids
         prov = (parent.provenance + [parent.policy_version] * len(parent.sampled_ids)
                 + [PROMPT] * len(closing) + spliced.provenance)
-        return RenderedPrompt(ids, prov, parent.index, len(closing) + len(spliced.ids), self.mode,
-                              tokenized=spliced.tokenized, incremental=incremental)
-
-    def our_replies(self, keys: list[MessageKey]) -> dict[int, Turn]:
-        """Positions of assistant messages that are our own earlier replies (latest turn wins)."""
-        by_core: dict[tuple, Turn] = {}
-        for turn in self.turns:
-            by_core[turn.reply_key.core()] = turn
-        found: dict[int, Turn] = {}
-        for i, key in enumerate(keys):
-            if key.role == "assistant":
-                turn = by_core.get(key.core())
-                if turn is not None and reply_matches(turn.reply_key, key):
-                    found[i] = turn
-        return found
+        return RenderedPrompt(ids, prov, parent.index, len(ids) - len(head), self.mode,
+                              tokenized=spliced.tokenized, incremental=incremental,
+                              base_turn=parent.index, suffix_start=len(head))
 
     def _full(self, messages: list[Message], tools: list[ToolSpec], parent: Turn | None,
               keys: list[MessageKey]) -> RenderedPrompt:
