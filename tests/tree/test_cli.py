@@ -75,6 +75,7 @@ def test_show_terminal_and_html(app, run_dir, tmp_path):
     assert text.startswith("<!DOCTYPE html>") and "<details" in text and "http" not in text
     assert "timeout" in text and "abnormal_rollouts" in text
     assert 'class="tok"' in text and 'class="ctx"' in text
+    assert 'class="ctxs"' in text  # the timed-out rollout's completions: sampled, not trained
 
 
 def flat_output(result) -> str:

@@ -26,6 +26,7 @@ through each token, so every (rollout, token) pair sums to w_r.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -54,27 +55,25 @@ class TokenAdvantages:
         return int(self.ptr.shape[0] - 1)
 
     def _segment_sum(self, values: np.ndarray) -> np.ndarray:
-        out = np.zeros(self.n_tokens, dtype=np.float64)
         token = np.repeat(np.arange(self.n_tokens), np.diff(self.ptr))
-        np.add.at(out, token, values)
-        return out.astype(np.float32)
+        return np.bincount(token, weights=values, minlength=self.n_tokens).astype(np.float32)
 
-    @property
+    @cached_property
     def adv_pos(self) -> np.ndarray:
         """float32 [N]: sum_i w_i max(A_i, 0)."""
         return self._segment_sum(self.weight.astype(np.float64) * np.maximum(self.adv, 0))
 
-    @property
+    @cached_property
     def adv_neg(self) -> np.ndarray:
         """float32 [N]: sum_i w_i min(A_i, 0)."""
         return self._segment_sum(self.weight.astype(np.float64) * np.minimum(self.adv, 0))
 
-    @property
+    @cached_property
     def weight_sum(self) -> np.ndarray:
         """float32 [N]: sum_i w_i (0 on context tokens)."""
         return self._segment_sum(self.weight.astype(np.float64))
 
-    @property
+    @cached_property
     def adv_mean(self) -> np.ndarray:
         """float32 [N]: weighted mean advantage (nan where no contribution); for views."""
         w = self.weight_sum
@@ -82,7 +81,7 @@ class TokenAdvantages:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(w > 0, s / w, np.nan).astype(np.float32)
 
-    @property
+    @cached_property
     def ret_mean(self) -> np.ndarray:
         """float32 [N]: weighted mean return (nan where none): the value-loss target."""
         if self.returns is None:

@@ -19,7 +19,7 @@ td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px} tr.filtered{color:#9
 details{margin-left:1.2em;border-left:1px solid #ddd;padding-left:.5em}
 summary{cursor:pointer;font-size:13px} .meta{color:#555} .reason{color:#a0a}
 .span{font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap;margin:.2em 0 .4em 1.2em}
-.ctx{color:#777;background:#f4f4f4} .tok{border-radius:2px} .legend span{padding:0 6px;margin-right:6px}
+.ctx{color:#777;background:#f4f4f4} .ctxs{color:#557;background:#e6ecf8} .tok{border-radius:2px} .legend span{padding:0 6px;margin-right:6px}
 """
 
 SCRIPT = """
@@ -40,18 +40,21 @@ def _span_html(tree: PrefixTree, node_id: int, decode: Decode, adv_mean: np.ndar
     node = tree.nodes[node_id]
     lo = int(tree.flat().node_offsets[node_id])
     parts = []
-    change = np.flatnonzero(np.diff(node.decision.astype(np.int8))) + 1
+    # 2: decision, 1: context sampled by the policy in a call that does not train, 0: harness text
+    kind = np.where(node.decision, 2, np.where(node.provenance >= 0, 1, 0))
+    change = np.flatnonzero(np.diff(kind)) + 1
     bounds = [0, *change.tolist(), len(node)]
     for a, b in zip(bounds[:-1], bounds[1:]):
-        if not node.decision[a]:  # context: one span, long ones elided in the middle
+        if kind[a] < 2:  # context: one span, long ones elided in the middle
             ids = node.tokens[a:b].tolist()
             if len(ids) > max_tokens:
                 half = max_tokens // 2
                 text = decode(ids[:half]) + f"\n… {len(ids) - 2 * half} context tokens …\n" + decode(ids[-half:])
             else:
                 text = decode(ids)
-            parts.append(f'<span class="ctx" title="context [{node.start_pos + a}:{node.start_pos + b}]">'
-                         f"{html.escape(text)}</span>")
+            what = "sampled by the policy, not trained" if kind[a] else "context"
+            parts.append(f'<span class="{"ctxs" if kind[a] else "ctx"}" '
+                         f'title="{what} [{node.start_pos + a}:{node.start_pos + b}]">{html.escape(text)}</span>')
             continue
         for j in range(a, min(b, a + max_tokens)):
             q = lo + j
@@ -147,6 +150,7 @@ def _rollouts_html(tree: PrefixTree, adv=None) -> str:
 def page(trees_html: Sequence[str], title: str) -> str:
     """A complete self-contained page (inline CSS and JS, no external resources)."""
     legend = ('<div class="legend"><span class="ctx">context</span>'
+              '<span class="ctxs">sampled, not trained (filtered)</span>'
               f'<span style="background:{adv_colour(1, 1)}">sampled, A &gt; 0</span>'
               f'<span style="background:{adv_colour(-1, 1)}">sampled, A &lt; 0</span>'
               '<button onclick="setAll(true)">expand all</button> '
