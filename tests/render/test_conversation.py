@@ -146,3 +146,24 @@ def test_turns_store_only_their_suffix_and_share_history_objects(qwen):
     assert retry.retry_of == 3 and retry.ids == turns[3][0].ids
     conv.commit(retry, turns[3][1], 3)
     assert conv.turns[-1].prompt_ids == turns[3][0].ids and conv.turns[-1].base is conv.turns[2]
+
+
+def test_malformed_messages_and_refusing_templates_raise_typed_errors(smol, smol_tokenizer):
+    from harnessrl.render.errors import RenderError, RenderInputError, TemplateError
+    from harnessrl.render.renderer import Renderer
+
+    conv = smol.conversation()
+    with pytest.raises(RenderInputError, match="content must be text"):
+        conv.prepare([Message("user", [{"type": "text", "text": "hi"}])])  # type: ignore[arg-type]
+    with pytest.raises(RenderInputError, match="JSON"):
+        conv.prepare([Message("user", "x"), Message("assistant", "", tool_calls=[ToolCall("1", "bash", {1j})])])
+    strict = ("{% for m in messages %}{% if 'forbidden' in m.content %}{{ raise_exception('no such word') }}{% endif %}"
+              "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+              "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    r = Renderer(smol_tokenizer, chat_template=strict)
+    conv = r.conversation()
+    first = conv.prepare([Message("user", "x")])
+    conv.commit(first, r.encode("ok") + [r.eot_id], 0)
+    with pytest.raises(TemplateError, match="no such word") as err:  # on the incremental path too
+        conv.prepare([Message("user", "x"), Message("assistant", "ok"), Message("user", "a forbidden word")])
+    assert isinstance(err.value, RenderError) and isinstance(err.value, ValueError)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from harnessrl.render.errors import TemplateError
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 
 if TYPE_CHECKING:
@@ -59,15 +60,15 @@ def tail_text(r: "Renderer", *, history: list[Message], reply: Message, tail: li
     """(tail text, rendered incrementally?) — incremental when the renderer's probes allowed it."""
     system_first = bool(history) and history[0].role == "system"
     if r.incremental_ok:
-        fast = stub_tail_text(r, system_first=system_first, reply=reply, tail=tail, has_tools=bool(tools))
-        if not r.verify_incremental:
-            if fast is not None:
-                return fast, True
-        else:
+        try:
+            fast = stub_tail_text(r, system_first=system_first, reply=reply, tail=tail, has_tools=bool(tools))
+        except TemplateError:  # the template refuses the stub shape: the full rendering decides
+            fast = None
+        if fast is not None and not r.verify_incremental:
+            return fast, True
+        if fast is not None:
             slow = full_tail_text(r, history=history, reply=reply, tail=tail, tools=tools)
-            if fast is not None and fast == slow:
-                return fast, True
-            return slow, False
+            return (fast, True) if fast == slow else (slow, False)
     return full_tail_text(r, history=history, reply=reply, tail=tail, tools=tools), False
 
 

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from harnessrl.render.errors import RenderInputError
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 from harnessrl.render.parsing import split_reasoning
 
@@ -32,7 +33,10 @@ def norm_text(text: str | None) -> str:
 
 def canon_json(value: Any) -> str:
     """Canonical JSON: sorted keys, compact separators, unicode kept."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise RenderInputError(f"not JSON-serialisable: {exc}") from None
 
 
 def norm_arguments(args: Any) -> str:
@@ -62,8 +66,19 @@ class MessageKey:
         return (self.role, self.text, self.calls)
 
 
+def _check(msg: Message) -> None:
+    if not isinstance(msg.content, (str, type(None))):
+        raise RenderInputError(f"{msg.role} message content must be text, got {type(msg.content).__name__}")
+    if not isinstance(msg.reasoning, (str, type(None))):
+        raise RenderInputError(f"{msg.role} message reasoning must be text, got {type(msg.reasoning).__name__}")
+    for call in msg.tool_calls:
+        if not isinstance(call.name, str) or not call.name:
+            raise RenderInputError("every tool call needs a non-empty string name")
+
+
 def message_key(msg: Message) -> MessageKey:
-    """The meaning key of one message."""
+    """The meaning key of one message (raises RenderInputError for a malformed message)."""
+    _check(msg)
     content = msg.content or ""
     reasoning = msg.reasoning
     if msg.role == "assistant" and not reasoning:

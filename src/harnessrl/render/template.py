@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harnessrl.render.errors import TemplateError
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 from harnessrl.render.tool_formats import TOOL_FORMATS, render_calls, render_result, system_block, tool_schema
 
-
-class TemplateError(ValueError):
-    """The chat template cannot be used (missing, or fails to render)."""
+__all__ = ["TemplateError", "TemplateInfo", "detect", "to_template"]
 
 
 @dataclass(frozen=True)
