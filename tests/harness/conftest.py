@@ -183,7 +183,8 @@ def kit():
     """The helpers above for test modules (conftest is not importable under --import-mode=importlib)."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(TASK=TASK, FINAL_ANSWER=FINAL_ANSWER, ProxyRig=ProxyRig, prefix_breaks=prefix_breaks,
+    return SimpleNamespace(TASK=TASK, FINAL_ANSWER=FINAL_ANSWER, ProxyRig=ProxyRig,
+                           prefix_breaks=prefix_breaks,
                            save_fixture=save_fixture, FIXTURES=FIXTURES, update_fixtures=update_fixtures,
                            require_installed=require_installed, harness_spec=harness_spec,
                            scripted_policy=scripted_policy)

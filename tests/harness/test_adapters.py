@@ -7,9 +7,9 @@ import json
 import re
 import shlex
 import sys
-import tomllib
 
 import pytest
+import tomllib
 import yaml
 
 from harnessrl.harness import HarnessConfigError, HarnessResult, make_harness
@@ -53,7 +53,10 @@ def test_make_harness_specs():
             make_harness(bad)
 
 
-@pytest.mark.parametrize("spec", ["builtin", "mini-swe-agent", "claude-code", "codex", "openclaw", "command:x {task}"])
+ALL_SPECS = ["builtin", "mini-swe-agent", "claude-code", "codex", "openclaw", "command:x {task}"]
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS)
 def test_every_adapter_uses_private_home_and_quiet_env(spec):
     adapter = make_harness(spec)
     launch = adapter.build(_req())
@@ -77,13 +80,16 @@ def test_claude_code_build():
     assert argv[argv.index("--max-turns") + 1] == "7"
     assert env["ANTHROPIC_BASE_URL"] == PROXY  # Claude appends /v1/messages itself
     assert env["ANTHROPIC_API_KEY"] == "secretkey" and env["ANTHROPIC_MODEL"] == "policy"
-    for var in ("DISABLE_TELEMETRY", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER", "IS_SANDBOX"):
+    quiet = ("DISABLE_TELEMETRY", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER",
+             "IS_SANDBOX")
+    for var in quiet:
         assert env[var] == "1"
 
 
 def test_claude_code_parse():
     lines = [{"type": "system", "subtype": "init"}, {"type": "assistant", "message": {}},
-             {"type": "result", "subtype": "success", "is_error": False, "num_turns": 2, "result": "All done."}]
+             {"type": "result", "subtype": "success", "is_error": False, "num_turns": 2,
+              "result": "All done."}]
     stdout = "\n".join(json.dumps(x) for x in lines) + "\n"
     res = ClaudeCodeAdapter().parse(_req(), _outcome(stdout))
     assert isinstance(res, HarnessResult)
@@ -135,7 +141,8 @@ def test_mini_text_mode_build():
     assert "environment.cwd=/workspace" in cfgs
     written = launch.files[cfgs[0]]
     assert written == TEXT_CONFIG.read_text()
-    assert argv[argv.index("-t") + 1] == "Write 'hi' into a.txt" and launch.collect == [argv[argv.index("-o") + 1]]
+    assert argv[argv.index("-t") + 1] == "Write 'hi' into a.txt"
+    assert launch.collect == [argv[argv.index("-o") + 1]]
     assert env["MSWEA_COST_TRACKING"] == "ignore_errors" and env["OPENAI_API_KEY"] == "secretkey"
     assert _private(env["MSWEA_GLOBAL_CONFIG_DIR"])
 
@@ -161,7 +168,8 @@ def test_mini_text_config_action_regex():
 
 def test_mini_parse_trajectory():
     req = _req()
-    traj = json.dumps({"info": {"exit_status": "Submitted", "submission": "done!", "model_stats": {"api_calls": 3}}})
+    info = {"exit_status": "Submitted", "submission": "done!", "model_stats": {"api_calls": 3}}
+    traj = json.dumps({"info": info})
     res = MiniSweAgentAdapter().parse(req, _outcome(files={req.dirs.sub("trajectory.json"): traj}))
     assert res.final_message == "done!" and res.meta == {"exit_status": "Submitted", "api_calls": 3}
     res = MiniSweAgentAdapter().parse(req, _outcome(code=1, status="harness_error"))
@@ -240,3 +248,11 @@ def test_command_runs_end_to_end_locally(fake_sandbox):
     res = make_harness("command:sleep 60").run(fake_sandbox, instruction="x", proxy_base=PROXY, api_key="k",
                                                model="m", timeout_s=1, max_turns=1)
     assert res.status == "timeout" and res.exit_code == 124 and "killed" in res.error
+
+
+def test_not_installed_is_a_clear_harness_error(fake_sandbox, tmp_path):
+    adapter = make_harness("codex", cache=tmp_path / "empty-cache")
+    res = adapter.run(fake_sandbox, instruction="x", proxy_base=PROXY, api_key="k", model="m",
+                      timeout_s=5, max_turns=1)
+    assert res.status == "harness_error" and "harnessrl harness install codex" in res.error
+    assert fake_sandbox.calls == []  # nothing was started

@@ -29,7 +29,8 @@ case "$name" in
     printf '#!/bin/sh\necho v%s\n' "$version" > "$prefix/node_modules/$name/bin/node"
     chmod +x "$prefix/node_modules/$name/bin/node";;
   *) bin=$(basename "$name"); [ "$bin" = claude-code ] && bin=claude
-    printf '#!/bin/sh\necho fake\n' > "$prefix/node_modules/.bin/$bin"; chmod +x "$prefix/node_modules/.bin/$bin";;
+    printf '#!/bin/sh\necho fake\n' > "$prefix/node_modules/.bin/$bin"
+    chmod +x "$prefix/node_modules/.bin/$bin";;
 esac
 """
 

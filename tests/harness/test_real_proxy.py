@@ -28,7 +28,8 @@ def _run_local(kit, rig, harness: str, rollout_id: str, tmp_path):
     (src / "README.md").write_text("A workspace.\n")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sb = make_sandbox(SandboxConfig(type="local"), workspace_src=src, proxy=ProxyEndpoint(rig.server.port))
+        sb = make_sandbox(SandboxConfig(type="local"), workspace_src=src,
+                          proxy=ProxyEndpoint(rig.server.port))
     with sb:
         engine_calls_before = len(rig.engine.calls)
         res = adapter.run(sb, instruction=kit.TASK, proxy_base=f"{sb.proxy_base}/r/{key}", api_key=key,

@@ -149,7 +149,8 @@ class LaunchOutcome:
 
 def launcher_argv(spec: LaunchSpec, timeout_s: float, python: str | None = None) -> list[str]:
     payload = {
-        "run_id": spec.run_id, "argv": spec.argv, "env": spec.env, "cwd": spec.cwd, "dirs": spec.dirs, "files": spec.files,
+        "run_id": spec.run_id, "argv": spec.argv, "env": spec.env, "cwd": spec.cwd, "dirs": spec.dirs,
+        "files": spec.files,
         "collect": spec.collect, "timeout_s": float(timeout_s), "grace_s": spec.grace_s,
     }
     source = Path(launcher.__file__).read_text()
@@ -184,7 +185,8 @@ def classify(exit_code: int | None, sandbox_timed_out: bool) -> HarnessStatus:
     return "ok" if exit_code == 0 else "harness_error"
 
 
-def launch(sandbox: SandboxLike, spec: LaunchSpec, timeout_s: float, python: str | None = None) -> LaunchOutcome:
+def launch(sandbox: SandboxLike, spec: LaunchSpec, timeout_s: float,
+           python: str | None = None) -> LaunchOutcome:
     """Run `spec` through the launcher inside `sandbox`, bounded by `timeout_s`."""
     res = sandbox.run(launcher_argv(spec, timeout_s, python), cwd=spec.cwd,
                       timeout_s=timeout_s + spec.grace_s + SANDBOX_SLACK_S)
@@ -265,6 +267,10 @@ class LaunchedAdapter:
     def build(self, req: RunRequest) -> LaunchSpec:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def preflight(self) -> str | None:
+        """Why this harness cannot run here (e.g. not installed), or None."""
+        return None
+
     def parse(self, req: RunRequest, outcome: LaunchOutcome) -> HarnessResult:
         return result_from(outcome, final_message=last_line(outcome.stdout))
 
@@ -272,10 +278,23 @@ class LaunchedAdapter:
             timeout_s: float, max_turns: int, workdir: str | None = None) -> HarnessResult:
         if not instruction.strip():
             raise HarnessConfigError("instruction is empty")
+        problem = self.preflight()
+        if problem:
+            return HarnessResult("harness_error", None, "", 0.0, error=problem)
         req = RunRequest(instruction, proxy_base, api_key, model, float(timeout_s), int(max_turns),
                          workdir or getattr(sandbox, "inner_workspace", None), RunDirs.fresh())
         outcome = launch(sandbox, self.build(req), req.timeout_s)
         return self.parse(req, outcome)
+
+
+def not_installed(name: str, cache: Path | None = None) -> str | None:
+    """The installer's verdict as a preflight message."""
+    from harnessrl.harness import install
+
+    info = install.installed_info(name, cache)
+    if info.installed:
+        return None
+    return f"{name} is not installed ({info.note}); run `harnessrl harness install {name}`"
 
 
 def last_line(text: str) -> str:

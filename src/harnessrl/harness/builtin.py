@@ -13,8 +13,17 @@ import sys
 from pathlib import Path
 
 from harnessrl.harness.base import (
-    HarnessResult, LaunchedAdapter, LaunchOutcome, LaunchSpec, RunRequest, json_lines, last_line, openai_base,
-    python_ro_paths, quiet_env, result_from,
+    HarnessResult,
+    LaunchedAdapter,
+    LaunchOutcome,
+    LaunchSpec,
+    RunRequest,
+    json_lines,
+    last_line,
+    openai_base,
+    python_ro_paths,
+    quiet_env,
+    result_from,
 )
 
 AGENT_SCRIPT = Path(__file__).with_name("builtin_agent.py")
@@ -30,9 +39,10 @@ class BuiltinAdapter(LaunchedAdapter):
     def ro_paths(self) -> list[Path]:
         return python_ro_paths()
 
+    def preflight(self) -> str | None:
+        return None if self.script.is_file() else f"builtin agent script {self.script} is missing"
+
     def build(self, req: RunRequest) -> LaunchSpec:
-        if not self.script.is_file():
-            raise FileNotFoundError(f"builtin agent script {self.script} is missing")
         script = req.dirs.sub("builtin_agent.py")
         task = req.dirs.sub("task.md")
         base = openai_base(req.proxy_base)

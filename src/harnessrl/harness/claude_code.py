@@ -11,8 +11,17 @@ from pathlib import Path
 
 from harnessrl.harness import install
 from harnessrl.harness.base import (
-    HarnessResult, LaunchedAdapter, LaunchOutcome, LaunchSpec, RunRequest, anthropic_base, json_lines,
-    python_ro_paths, quiet_env, result_from,
+    HarnessResult,
+    LaunchedAdapter,
+    LaunchOutcome,
+    LaunchSpec,
+    RunRequest,
+    anthropic_base,
+    json_lines,
+    not_installed,
+    python_ro_paths,
+    quiet_env,
+    result_from,
 )
 
 QUIET = {
@@ -35,6 +44,9 @@ class ClaudeCodeAdapter(LaunchedAdapter):
 
     def ro_paths(self) -> list[Path]:
         return [install.harness_dir(self.name, self.cache), *python_ro_paths()]
+
+    def preflight(self) -> str | None:
+        return not_installed(self.name, self.cache)
 
     def build(self, req: RunRequest) -> LaunchSpec:
         exe = install.bin_path(self.name, self.cache)

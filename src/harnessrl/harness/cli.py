@@ -17,7 +17,8 @@ def register(app: typer.Typer) -> None:
 
     @harness_app.command("install")
     def install_cmd(
-        names: list[str] = typer.Argument(..., help="builtin mini-swe-agent claude-code codex openclaw (or 'all')"),
+        names: list[str] = typer.Argument(
+            ..., help="builtin mini-swe-agent claude-code codex openclaw (or 'all')"),
         force: bool = typer.Option(False, "--force", help="reinstall even if the pinned version is present"),
     ) -> None:
         """Install harnesses at their pinned versions (idempotent)."""
@@ -29,7 +30,8 @@ def register(app: typer.Typer) -> None:
         wanted = list(inst.HARNESS_NAMES) if names == ["all"] else names
         unknown = [n for n in wanted if n not in inst.HARNESS_NAMES]
         if unknown:
-            console.print(f"[red]unknown harness {', '.join(unknown)}[/]; known: {', '.join(inst.HARNESS_NAMES)}")
+            known = ", ".join(inst.HARNESS_NAMES)
+            console.print(f"[red]unknown harness {', '.join(unknown)}[/]; known: {known}")
             raise typer.Exit(2)
         failed = 0
         for name in wanted:
@@ -41,7 +43,8 @@ def register(app: typer.Typer) -> None:
                     console.print(f"[red]✗ {name}[/]: {e}")
                     failed += 1
                     continue
-            how = f"installed in {info.seconds:.0f}s, {info.size_mb:.0f} MB" if info.seconds else "already installed"
+            how = (f"installed in {info.seconds:.0f}s, {info.size_mb:.0f} MB" if info.seconds
+                   else "already installed")
             console.print(f"[green]✓ {name}[/] {info.version} ({how}) {info.path or ''}", soft_wrap=True)
         if failed:
             raise typer.Exit(1)

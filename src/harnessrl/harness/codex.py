@@ -13,8 +13,17 @@ from pathlib import Path
 
 from harnessrl.harness import install
 from harnessrl.harness.base import (
-    HarnessResult, LaunchedAdapter, LaunchOutcome, LaunchSpec, RunRequest, json_lines, openai_base,
-    python_ro_paths, quiet_env, result_from,
+    HarnessResult,
+    LaunchedAdapter,
+    LaunchOutcome,
+    LaunchSpec,
+    RunRequest,
+    json_lines,
+    not_installed,
+    openai_base,
+    python_ro_paths,
+    quiet_env,
+    result_from,
 )
 
 PROVIDER = "harnessrl"
@@ -63,6 +72,9 @@ class CodexAdapter(LaunchedAdapter):
     def ro_paths(self) -> list[Path]:
         return [install.harness_dir(self.name, self.cache), *python_ro_paths()]
 
+    def preflight(self) -> str | None:
+        return not_installed(self.name, self.cache)
+
     def build(self, req: RunRequest) -> LaunchSpec:
         codex_home = req.dirs.sub("codex")
         env = quiet_env(req.dirs) | {
@@ -75,7 +87,8 @@ class CodexAdapter(LaunchedAdapter):
         if req.workdir:
             argv += ["--cd", req.workdir]
         argv += ["--", req.instruction]
-        config = config_toml(model=req.model, base_url=openai_base(req.proxy_base), turn_timeout_s=req.timeout_s)
+        config = config_toml(model=req.model, base_url=openai_base(req.proxy_base),
+                             turn_timeout_s=req.timeout_s)
         return LaunchSpec(argv=argv, env=env, cwd=req.workdir, run_id=req.dirs.run_id,
                           dirs=[*req.dirs.all(), codex_home], files={f"{codex_home}/config.toml": config})
 
@@ -87,7 +100,8 @@ class CodexAdapter(LaunchedAdapter):
         turns = sum(1 for e in events if e.get("type") == "turn.completed")
         failed = [e for e in events if e.get("type") == "turn.failed"]
         errors = sum(1 for e in events if e.get("type") == "error")  # includes retried ones
-        meta = {"events": len(events), "turns_completed": turns, "turns_failed": len(failed), "errors": errors}
+        meta = {"events": len(events), "turns_completed": turns, "turns_failed": len(failed),
+                "errors": errors}
         error = None
         status = None
         if failed and outcome.status == "ok":

@@ -13,7 +13,13 @@ import shlex
 from pathlib import Path
 
 from harnessrl.harness.base import (
-    HarnessConfigError, LaunchedAdapter, LaunchSpec, RunRequest, anthropic_base, openai_base, python_ro_paths,
+    HarnessConfigError,
+    LaunchedAdapter,
+    LaunchSpec,
+    RunRequest,
+    anthropic_base,
+    openai_base,
+    python_ro_paths,
     quiet_env,
 )
 

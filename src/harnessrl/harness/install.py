@@ -129,7 +129,8 @@ def _dir_size_mb(path: Path) -> float:
 def installed_info(name: str, cache: Path | None = None, with_size: bool = False) -> InstallInfo:
     pkg = package(name)
     if pkg.kind == "none":
-        return InstallInfo(name, True, "builtin", None, note="runs harness/builtin_agent.py with this venv's python")
+        return InstallInfo(name, True, "builtin", None,
+                           note="runs harness/builtin_agent.py with this venv's python")
     if pkg.kind == "pip":
         ver = _pip_version(pkg.package)
         exe = bin_path(name, cache)
@@ -166,7 +167,8 @@ def _run_npm(prefix: Path, spec: str, env: dict[str, str], timeout_s: float) -> 
     try:
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as e:
-        raise InstallError(f"`npm install {spec}` took longer than {timeout_s:.0f}s; check the registry") from e
+        raise InstallError(
+            f"`npm install {spec}` took longer than {timeout_s:.0f}s; check the registry") from e
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip()[-1500:]
         hint = " (is the npm registry reachable? `npm ping`)" if "ENOTFOUND" in tail or "ETIMEDOUT" in tail \

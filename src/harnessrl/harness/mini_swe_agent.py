@@ -13,8 +13,17 @@ from pathlib import Path
 
 from harnessrl.harness import install
 from harnessrl.harness.base import (
-    HarnessConfigError, HarnessResult, LaunchedAdapter, LaunchOutcome, LaunchSpec, RunRequest, openai_base,
-    python_ro_paths, quiet_env, result_from,
+    HarnessConfigError,
+    HarnessResult,
+    LaunchedAdapter,
+    LaunchOutcome,
+    LaunchSpec,
+    RunRequest,
+    not_installed,
+    openai_base,
+    python_ro_paths,
+    quiet_env,
+    result_from,
 )
 
 MODES = ("text", "tool")
@@ -38,6 +47,9 @@ class MiniSweAgentAdapter(LaunchedAdapter):
         if self.config is not None:
             return self.config.read_text()
         return TEXT_CONFIG.read_text() if self.mode == "text" else None
+
+    def preflight(self) -> str | None:
+        return not_installed(self.name)
 
     def build(self, req: RunRequest) -> LaunchSpec:
         exe = install.bin_path(self.name)

@@ -15,8 +15,16 @@ from pathlib import Path
 
 from harnessrl.harness import install
 from harnessrl.harness.base import (
-    HarnessResult, LaunchedAdapter, LaunchOutcome, LaunchSpec, RunRequest, openai_base, python_ro_paths,
-    quiet_env, result_from,
+    HarnessResult,
+    LaunchedAdapter,
+    LaunchOutcome,
+    LaunchSpec,
+    RunRequest,
+    not_installed,
+    openai_base,
+    python_ro_paths,
+    quiet_env,
+    result_from,
 )
 
 PROVIDER = "harnessrl"
@@ -64,6 +72,9 @@ class OpenClawAdapter(LaunchedAdapter):
     def ro_paths(self) -> list[Path]:
         return [install.harness_dir(self.name, self.cache), *python_ro_paths()]
 
+    def preflight(self) -> str | None:
+        return not_installed(self.name, self.cache)
+
     def build(self, req: RunRequest) -> LaunchSpec:
         home = req.dirs.home
         cfg_path = f"{home}/.openclaw/openclaw.json"
@@ -98,7 +109,8 @@ class OpenClawAdapter(LaunchedAdapter):
 
     def parse(self, req: RunRequest, outcome: LaunchOutcome) -> HarnessResult:
         envelope = parse_envelope(outcome.stdout)
-        meta = {k: envelope.get(k) for k in ("status", "assistantTurns", "toolSummary", "usage") if k in envelope}
+        keys = ("status", "assistantTurns", "toolSummary", "usage")
+        meta = {k: envelope.get(k) for k in keys if k in envelope}
         status = None
         error = None
         if outcome.exit_code == EXEC_TIMEOUT_EXIT or envelope.get("status") == "timeout":
