@@ -195,3 +195,41 @@ def test_paths_cover_each_rollout(data):
             assert len(tree.path_tokens(p)) == p.n_tokens
         if info.n_calls:
             assert info.paths
+
+
+TURN = st.tuples(st.lists(st.integers(0, 50), min_size=1, max_size=5), st.lists(st.integers(0, 50), max_size=5))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=8), st.lists(TURN, min_size=1, max_size=6),
+       st.integers(0, 3))
+def test_linear_conversations_give_one_path(system, turns, n_dups):
+    from harnessrl.tree.synthetic import conversation_calls
+
+    calls = conversation_calls("a", system, turns)
+    calls += [make_call("a", c.seq, c.prompt_ids, c.sampled_ids, call_id=f"dup{i}")
+              for i, c in enumerate(calls[:n_dups])]
+    tree = build_tree(calls, [make_rollout("a", 1.0)])
+    assert len(tree.paths) == 1 and tree.stats.branches == 0
+    assert tree.stats.merged_duplicates == min(n_dups, len(turns))
+    last = calls[len(turns) - 1]
+    assert tree.path_tokens(0).tolist() == last.prompt_ids + last.sampled_ids
+    assert tree.stats.decision_tokens == sum(len(c) for c, _ in turns)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(TURN, min_size=1, max_size=5), st.data())
+def test_compaction_branches_at_the_cut(turns, data):
+    from harnessrl.tree.synthetic import conversation_calls
+
+    system = [100, 101, 102]
+    calls = conversation_calls("a", system, turns)
+    history = calls[-1].prompt_ids + calls[-1].sampled_ids
+    cut = data.draw(st.integers(1, len(history) - 1))
+    summary = [999] + data.draw(st.lists(st.integers(0, 50), max_size=4))  # 999 never occurs in history
+    calls.append(make_call("a", len(calls), history[:cut] + summary, [7]))
+    tree = build_tree(calls, [make_rollout("a", 1.0)], FilterConfig(prune=False))
+    branch = [n for n in tree.nodes if n.branch_reason]
+    assert len(branch) == 1 and branch[0].start_pos == cut
+    assert branch[0].branch_reason in ("restart", "rewrite")
+    assert tree.stats.branches == 1 and len(tree.paths) == 2
