@@ -171,11 +171,19 @@ DAEMON = (
 )
 
 
+def test_leftovers_of_a_run_are_killed_when_it_exits():
+    marker = f"4141.{uuid.uuid4().int % 10**9}"
+    with make_sandbox(SandboxConfig()) as box:
+        assert box.run(["python", "-c", DAEMON, marker]).ok
+        assert _wait_gone(marker) == []  # the double-forked daemon went with its run
+        assert not box.run(["pgrep", "-f", marker]).ok
+
+
 def test_double_forked_daemon_does_not_survive_destroy():
     marker = f"4242.{uuid.uuid4().int % 10**9}"
     box = make_sandbox(SandboxConfig())
     try:
-        res = box.run(["python", "-c", DAEMON, marker])
+        res = box.run(["python", "-c", DAEMON, marker], keep_background=True)
         assert res.ok, res
         assert _host_pids(marker), "the daemon runs on the host before destroy"
         assert box.run(["pgrep", "-f", marker]).ok  # visible inside too
@@ -303,7 +311,7 @@ def test_host_env_does_not_leak(monkeypatch):
 def test_destroy_leaves_nothing(tmp_path: Path):
     box = make_sandbox(SandboxConfig())
     cg, root, proc = box._cgroups, box._root, box._proc
-    assert _sh(box, "sleep 1000 & sleep 1001 &").ok
+    assert _sh(box, "sleep 1000 & sleep 1001 &", keep_background=True).ok
     box.destroy()
     box.destroy()
     assert proc.poll() is not None and not root.exists()

@@ -158,3 +158,19 @@ def test_config_rejects_bad_values(bad: dict) -> None:
 def test_workspace_src_must_be_a_directory(tmp_path: Path) -> None:
     with pytest.raises(SandboxError, match="not a directory"):
         make_sandbox(SandboxConfig(type="local"), workspace_src=tmp_path / "nope")
+
+
+def test_background_jobs_end_with_the_run_unless_kept(sb) -> None:
+    marker = f"{time.time_ns() % 10**9}"
+    assert sb.run(["sh", "-c", f"sleep 1002.{marker} &"]).ok
+    deadline = time.monotonic() + 10
+    while _alive(f"sleep 1002.{marker}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(f"sleep 1002.{marker}")
+    assert sb.run(["sh", "-c", f"sleep 1003.{marker} &"], keep_background=True).ok
+    assert _alive(f"sleep 1003.{marker}")
+    sb.destroy()
+    deadline = time.monotonic() + 10
+    while _alive(f"sleep 1003.{marker}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(f"sleep 1003.{marker}")

@@ -22,14 +22,16 @@ Contract
 - ``Sandbox.proxy_base``: ``http://127.0.0.1:<proxy.port>`` — inside the sandbox the proxy
   answers on the SAME port as on the host (bwrap bridges it into the private network
   namespace); ``None`` without a proxy.
-- ``run(argv, *, env=None, cwd=None, timeout_s=None, stdin=None, stdout_path=None)`` blocks and
-  returns ``ProcessResult``. ``timeout_s`` defaults to ``cfg.wall_time_s``; on timeout the
+- ``run(argv, *, env=None, cwd=None, timeout_s=None, stdin=None, stdout_path=None,
+  keep_background=False)`` blocks and returns ``ProcessResult``. ``timeout_s`` defaults to ``cfg.wall_time_s``; on timeout the
   whole process tree of this call is killed (``timed_out=True``). ``cwd`` relative paths are
   relative to the workspace. ``env`` is added to the sandbox's base env (PATH, HOME, TMPDIR,
   LANG, ``cfg.env``, ``cfg.env_passthrough``); the host environment is not inherited.
   ``stdout_path`` streams stdout to a host file instead of capturing it. Captured output keeps
-  the last ``cfg.max_output_bytes`` bytes. Processes a call leaves running in the background
-  live on until ``destroy``.
+  the last ``cfg.max_output_bytes`` bytes. When the command exits, processes it left running
+  (background jobs, daemons) are killed too, so nothing of the harness touches the workspace
+  while the verifier runs; ``keep_background=True`` lets them live until ``destroy`` (bwrap kills
+  the call's whole cgroup, daemons included; local only its process group).
 - ``copy_in(host_src, inner_dest)`` / ``copy_out(inner_src, host_dest)``: a file to a file
   path, a directory's contents to a directory. Inner paths are relative to the workspace or
   absolute inside the sandbox.
@@ -152,6 +154,7 @@ class Sandbox(abc.ABC):
         timeout_s: float | None = None,
         stdin: bytes | str | None = None,
         stdout_path: Path | None = None,
+        keep_background: bool = False,
     ) -> ProcessResult: ...
 
     @abc.abstractmethod

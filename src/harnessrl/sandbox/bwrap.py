@@ -317,9 +317,10 @@ class BwrapSandbox(Sandbox):
         timeout_s: float | None = None,
         stdin: bytes | str | None = None,
         stdout_path: Path | None = None,
+        keep_background: bool = False,
     ) -> ProcessResult:
         return self._run_tracked(argv, env=env, cwd=cwd, timeout_s=timeout_s, stdin=stdin,
-                                 stdout_path=stdout_path)
+                                 stdout_path=stdout_path, keep_background=keep_background)
 
     @property
     def alive(self) -> bool:
@@ -346,7 +347,7 @@ class BwrapSandbox(Sandbox):
                 self._close_ns_fds()
 
     def _run(self, argv: list[str], leaf: str, *, env=None, cwd=None, timeout_s=None, stdin=None,
-             stdout_path=None, extra_fds: tuple[int, ...] = ()) -> ProcessResult:
+             stdout_path=None, keep_background=False, extra_fds: tuple[int, ...] = ()) -> ProcessResult:
         workdir = self.inner_path(cwd) if cwd else self.inner_workspace
         fds = self._ns_fds
         # enter through the held namespace fds (a pid could be reused after destroy); nsenter
@@ -360,8 +361,9 @@ class BwrapSandbox(Sandbox):
                 cgroups.kill_leaf(leaf)
             kill_process_group(proc)
 
+        started: list[subprocess.Popen] = []
         try:
-            return run_to_completion(
+            result = run_to_completion(
                 _wrapper(join, self._rlimits) + enter + DROP_PRIVS + ["env", "-C", workdir, "--", *argv],
                 env={**self._env, **(env or {})},
                 cwd=str(self._root),
@@ -372,7 +374,14 @@ class BwrapSandbox(Sandbox):
                 tmp_dir=str(self._root),
                 kill_tree=kill_tree,
                 pass_fds=(*fds.values(), *extra_fds),
+                on_start=started.append,
             )
+            if not keep_background and started:  # what the command left running goes too
+                if cgroups is not None:
+                    cgroups.kill_leaf(leaf)
+                else:
+                    kill_process_group(started[0])
+            return result
         finally:
             if cgroups is not None:
                 cgroups.remove_leaf(leaf)

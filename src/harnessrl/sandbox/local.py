@@ -96,6 +96,7 @@ class LocalSandbox(Sandbox):
         timeout_s: float | None = None,
         stdin: bytes | str | None = None,
         stdout_path: Path | None = None,
+        keep_background: bool = False,
     ) -> ProcessResult:
         self._check_open()
         if not argv:
@@ -110,6 +111,7 @@ class LocalSandbox(Sandbox):
                 pass
 
         workdir = self.inner_path(cwd) if cwd else self.inner_workspace
+        started: list = []
         try:
             result = run_to_completion(
                 list(argv),
@@ -121,10 +123,12 @@ class LocalSandbox(Sandbox):
                 max_output_bytes=self.config.max_output_bytes,
                 tmp_dir=str(self._root),
                 kill_tree=kill,
-                on_start=lambda proc: pgids.add(proc.pid),
+                on_start=lambda proc: (pgids.add(proc.pid), started.append(proc)),
             )
         except FileNotFoundError as e:
             return ProcessResult(127, "", f"{e}\n", False, 0.0)
+        if not keep_background and started:  # best effort: its process group only
+            kill(started[0])
         return result
 
     def copy_in(self, host_src: Path | str, inner_dest: str) -> None:
