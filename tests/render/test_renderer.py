@@ -105,8 +105,9 @@ def conversations(draw):
         msgs += [Message("tool", draw(text_st), tool_call_id=c.id) for c in calls] or [Message("user", draw(text_st))]
     reply = Message("assistant", draw(text_st),
                     tool_calls=[ToolCall("r", "bash", {"command": "x"})] if draw(st.booleans()) else [])
-    tail_roles = draw(st.lists(st.sampled_from(["user", "tool", "system"]), max_size=3))
-    tail = [Message(role, draw(text_st), tool_call_id="r" if role == "tool" else None) for role in tail_roles]
+    tail_roles = draw(st.lists(st.sampled_from(["user", "tool", "system", "assistant"]), max_size=4))
+    tail = [Message(role, draw(text_st), tool_call_id="r" if role == "tool" else None,
+                    reasoning=draw(text_st) if role == "assistant" else None) for role in tail_roles]
     tools = [BASH] if draw(st.booleans()) else []
     return msgs, reply, tail, tools
 
@@ -139,3 +140,14 @@ def test_chunked_encoding_equals_whole_encoding(smol):
         assert again == ids and fresh2 == 0
 
     check()
+
+
+def test_generation_prompt_that_opens_thinking(smol_tokenizer):
+    opened = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+              "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}")
+    r = Renderer(smol_tokenizer, chat_template=opened)
+    assert r.think_opened and r.info.thinks
+    parsed = r.parse(r.encode("weigh options\n</think>\n\nAnswer.") + [r.eot_id])
+    assert (parsed.reasoning, parsed.content) == ("weigh options", "Answer.")
+    cut = r.parse(r.encode("still thinking"))
+    assert cut.reasoning == "still thinking" and cut.content == "" and cut.finish_reason == "length"
