@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 import threading
 import time
 import uuid
@@ -30,7 +29,7 @@ from typing import Any, Coroutine, Iterable
 
 from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, SamplingParams
 from harnessrl.engine.checks import fit_max_tokens, validate_params, validate_prompt
-from harnessrl.engine.vllm_worker import WORKER_EXTENSION
+from harnessrl.engine.vllm_worker import WORKER_EXTENSION, write_weights_file
 
 _GIB = 1 << 30
 
@@ -209,7 +208,7 @@ class VLLMEngine:
         loop for the duration (a second or two for a 135M model): prefer `update_weights_async`.
         """
         with self._update_lock:
-            path = _write_shm_safetensors(named_tensors, self._llm.model_config.dtype)
+            path = write_weights_file(named_tensors, self._llm.model_config.dtype)
             try:
                 self._loop.submit(self._load(path)).result()
             finally:
@@ -250,21 +249,3 @@ async def _shutdown(llm: Any) -> None:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
 
-
-def _write_shm_safetensors(named_tensors: Iterable[tuple[str, Any]], dtype: Any) -> str:
-    """Write tensors (floats cast to the engine dtype) to a safetensors file in /dev/shm; returns its path."""
-    import torch
-    from safetensors.torch import save_file
-
-    tensors: dict[str, torch.Tensor] = {}
-    for name, tensor in named_tensors:
-        t = torch.as_tensor(tensor).detach().to("cpu")
-        t = t.to(dtype) if t.is_floating_point() else t
-        tensors[name] = t.contiguous().clone()  # clone: tied/shared storages are refused by safetensors
-    if not tensors:
-        raise ValueError("update_weights got no tensors")
-    directory = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-    fd, path = tempfile.mkstemp(prefix="harnessrl-weights-", suffix=".safetensors", dir=directory)
-    os.close(fd)
-    save_file(tensors, path)
-    return path

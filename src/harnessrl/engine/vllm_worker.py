@@ -10,6 +10,10 @@ this module is imported by the worker process by its dotted path.
 
 from __future__ import annotations
 
+import os
+import tempfile
+from typing import Any, Iterable
+
 WORKER_EXTENSION = "harnessrl.engine.vllm_worker.HarnessRLWorkerExtension"
 
 
@@ -27,7 +31,23 @@ class HarnessRLWorkerExtension:
         self.reload_weights(weights_iterator=iter(tensors.items()), is_checkpoint_format=True)  # type: ignore[attr-defined]
         return len(tensors)
 
-    def harnessrl_weight_checksum(self, name: str) -> float:
-        """Sum of one vLLM parameter (by vLLM's name) as float64: a cheap probe for tests."""
-        params = dict(self.model_runner.get_model().named_parameters())  # type: ignore[attr-defined]
-        return float(params[name].double().sum())
+
+def write_weights_file(named_tensors: Iterable[tuple[str, Any]], dtype: Any = None) -> str:
+    """Driver side: write tensors (floats cast to dtype, if given) to a safetensors file in /dev/shm.
+
+    Returns the path; the caller deletes it after the workers loaded it."""
+    import torch
+    from safetensors.torch import save_file
+
+    tensors: dict[str, torch.Tensor] = {}
+    for name, tensor in named_tensors:
+        t = torch.as_tensor(tensor).detach().to("cpu")
+        t = t.to(dtype) if dtype is not None and t.is_floating_point() else t
+        tensors[name] = t.contiguous().clone()  # clone: tied/shared storages are refused by safetensors
+    if not tensors:
+        raise ValueError("update_weights got no tensors")
+    directory = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    fd, path = tempfile.mkstemp(prefix="harnessrl-weights-", suffix=".safetensors", dir=directory)
+    os.close(fd)
+    save_file(tensors, path)
+    return path
