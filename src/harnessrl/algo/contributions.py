@@ -25,9 +25,9 @@ through each token, so every (rollout, token) pair sums to w_r.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Sequence
 
 import numpy as np
 

@@ -24,7 +24,7 @@ vector compares plus at most one split, independent of how many tokens it shares
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -33,10 +33,11 @@ from harnessrl.tree.filters import FilterConfig, plan_filters
 from harnessrl.tree.nodes import Node, Path, PrefixTree, RolloutInfo
 from harnessrl.tree.stats import TreeStats
 
+
 class _CallArrays:
     """One call's sequence; per-token arrays are made only for the spans that need them."""
 
-    __slots__ = ("seq", "n_prompt", "first_decision", "logprobs", "temperature", "version", "_prov")
+    __slots__ = ("_prov", "first_decision", "logprobs", "n_prompt", "seq", "temperature", "version")
 
     def __init__(self, call: CallRecord, prompt: np.ndarray, sampled: np.ndarray, trainable: bool):
         n_p, n = len(prompt), len(prompt) + len(sampled)

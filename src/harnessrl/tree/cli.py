@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -39,7 +39,7 @@ def load_decoder(spec: str, console: Console):
 
             spec = str(smollm2_tokenizer_dir())
         tok = AutoTokenizer.from_pretrained(spec)
-    except Exception as err:  # any failure: previews fall back to ids, never a traceback
+    except Exception as err:  # noqa: BLE001 - any failure: previews fall back to ids, never a traceback
         console.print(f"[yellow]no tokenizer ({type(err).__name__}: {err}); showing token ids. "
                       f"Pass --tokenizer DIR (an HF model dir) or --tokenizer none.[/yellow]")
         return ids_decode
@@ -68,12 +68,12 @@ def _estimate(tree, estimator: str):
 
 @tree_app.command("show")
 def show(
-    run_dir: Path = typer.Argument(..., help="Run directory (holds harnessrl.sqlite)."),
-    task: Optional[str] = typer.Option(None, "--task", "-t", help="Task id (required if the run has several)."),
-    group: Optional[str] = typer.Option(None, "--group", "-g", help="Only this group id."),
-    step: Optional[int] = typer.Option(None, "--step", help="Only rollouts of this training step."),
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (holds harnessrl.sqlite).")],
+    task: str | None = typer.Option(None, "--task", "-t", help="Task id (required if the run has several)."),
+    group: str | None = typer.Option(None, "--group", "-g", help="Only this group id."),
+    step: int | None = typer.Option(None, "--step", help="Only rollouts of this training step."),
     estimator: str = typer.Option("grpo", "--estimator", "-e", help="Advantages shown: grpo | tree_grpo | none."),
-    html_out: Optional[Path] = typer.Option(None, "--html", help="Write one self-contained HTML page here."),
+    html_out: Annotated[Path | None, typer.Option("--html", help="Write one self-contained HTML page here.")] = None,
     tokenizer: str = typer.Option("auto", "--tokenizer", help="auto (default model) | none (ids) | an HF dir."),
     show_all: bool = typer.Option(False, "--all", help="Keep filtered-only branches and trailing context."),
     width: int = typer.Option(100, "--width", help="Preview characters per node."),
@@ -120,10 +120,10 @@ def show(
 
 @tree_app.command("stats")
 def stats(
-    run_dir: Path = typer.Argument(..., help="Run directory (holds harnessrl.sqlite)."),
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (holds harnessrl.sqlite).")],
     as_json: bool = typer.Option(False, "--json", help="Print the summed stats as JSON."),
-    task: Optional[str] = typer.Option(None, "--task", "-t", help="Only this task."),
-    step: Optional[int] = typer.Option(None, "--step", help="Only rollouts of this training step."),
+    task: str | None = typer.Option(None, "--task", "-t", help="Only this task."),
+    step: int | None = typer.Option(None, "--step", help="Only rollouts of this training step."),
 ) -> None:
     """Tree statistics summed over the run: unique vs per-call vs per-rollout tokens, branches, filters."""
     from rich.progress import track

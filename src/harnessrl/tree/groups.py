@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from harnessrl.store.records import CallRecord, RolloutRecord
 from harnessrl.tree.build import build_tree

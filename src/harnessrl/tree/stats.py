@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 
 @dataclass
@@ -37,7 +38,7 @@ class TreeStats:
     merged_duplicates: int = 0
     filtered: dict[str, int] = field(default_factory=dict)
 
-    def __add__(self, other: "TreeStats") -> "TreeStats":
+    def __add__(self, other: TreeStats) -> TreeStats:
         out = TreeStats()
         for name in ("trees", "rollouts", "kept_rollouts", "calls", "nodes", "paths", "unique_tokens",
                      "decision_tokens", "per_call_tokens", "per_rollout_tokens", "branches",

@@ -7,7 +7,7 @@ whole history plus the newest tool result.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

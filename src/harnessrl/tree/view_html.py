@@ -4,7 +4,8 @@ provenance (context grey, sampled tokens green/red by advantage), rollout reward
 from __future__ import annotations
 
 import html
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from itertools import pairwise
 
 import numpy as np
 
@@ -44,7 +45,7 @@ def _span_html(tree: PrefixTree, node_id: int, decode: Decode, adv_mean: np.ndar
     kind = np.where(node.decision, 2, np.where(node.provenance >= 0, 1, 0))
     change = np.flatnonzero(np.diff(kind)) + 1
     bounds = [0, *change.tolist(), len(node)]
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in pairwise(bounds):
         if kind[a] < 2:  # context: one span, long ones elided in the middle
             ids = node.tokens[a:b].tolist()
             if len(ids) > max_tokens:
@@ -131,8 +132,9 @@ def _stats_html(tree: PrefixTree) -> str:
 
 
 def _rollouts_html(tree: PrefixTree, adv=None) -> str:
-    rows = ["<table><tr><th>rollout</th><th>harness</th><th>status</th><th>reward</th><th>trains</th>"
-            "<th>calls</th><th>paths</th><th>advantage</th></tr>"]
+    header = "".join(f"<th>{h}</th>" for h in ("rollout", "harness", "status", "reward", "trains", "calls",
+                                                 "paths", "advantage"))
+    rows = [f"<table><tr>{header}</tr>"]
     for info in tree.rollouts.values():
         a = ""
         if adv is not None and adv.rollout_adv and info.rollout_id in adv.rollout_adv:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from itertools import pairwise
 
 import numpy as np
 from rich.console import Group as RichGroup
@@ -62,7 +63,7 @@ def _span_text(node, decode: Decode, width: int) -> Text:
     change = np.flatnonzero(np.diff(node.decision.astype(np.int8))) + 1
     bounds = [0, *change.tolist(), len(node)]
     budget = max(20, width // max(1, len(bounds) - 1))
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in pairwise(bounds):
         text = preview(decode(node.tokens[a:b].tolist()), budget)
         out.append(text, style="green" if node.decision[a] else "dim")
         out.append(" ")
@@ -82,8 +83,7 @@ def render_tree(tree: PrefixTree, decode: Decode = ids_decode, adv=None, width: 
     root = Tree(title)
     # a chain of single children stays at one indentation level; only real branch points nest
     containers = {0: root}
-    shown = 0
-    for node in tree.nodes[1:]:
+    for shown, node in enumerate(tree.nodes[1:]):
         if shown >= max_nodes:
             root.add(Text(f"… {len(tree.nodes) - 1 - shown} more nodes", style="dim"))
             break
@@ -91,7 +91,6 @@ def render_tree(tree: PrefixTree, decode: Decode = ids_decode, adv=None, width: 
         handle = where.add(node_label(tree, node.id, decode, width, adv_mean, node_value))
         head = len(tree.nodes[node.parent].children) > 1 or node.parent == 0
         containers[node.id] = handle if (len(node.children) > 1 or head) else where
-        shown += 1
     return RichGroup(root, rollout_table(tree, adv))
 
 
