@@ -167,3 +167,16 @@ def test_malformed_messages_and_refusing_templates_raise_typed_errors(smol, smol
     with pytest.raises(TemplateError, match="no such word") as err:  # on the incremental path too
         conv.prepare([Message("user", "x"), Message("assistant", "ok"), Message("user", "a forbidden word")])
     assert isinstance(err.value, RenderError) and isinstance(err.value, ValueError)
+
+
+def test_common_prefix_and_summary(smol):
+    from harnessrl.render.conversation import _common_prefix
+
+    a = list(range(5000))
+    assert _common_prefix(a, a) == 5000
+    assert _common_prefix(a, a[:3000] + [-1] + a[3001:]) == 3000
+    assert _common_prefix(a, a[:10]) == 10 and _common_prefix([], a) == 0
+    conv = smol.conversation()
+    turns, _ = agent_turns(smol, conv, 2)
+    s = turns[1][0].summary()
+    assert s["parent_turn"] == 0 and s["incremental"] and s["reused_tokens"] == len(turns[0][0].ids) + len(turns[0][1])

@@ -32,6 +32,12 @@ class RenderedPrompt:
     keys: list[MessageKey] = field(default_factory=list, repr=False)
     tools_key: str = field(default="", repr=False)
 
+    def summary(self) -> dict[str, object]:
+        """How the prompt was made, for the call record's meta."""
+        return {"render_mode": self.mode, "parent_turn": self.parent_turn, "new_tokens": self.new_tokens,
+                "tokenized": self.tokenized, "incremental": self.incremental, "retry_of": self.retry_of,
+                "reused_tokens": len(self.ids) - self.new_tokens}
+
 
 @dataclass
 class Turn:
