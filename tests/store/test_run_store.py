@@ -255,3 +255,31 @@ def test_old_schema_is_migrated(tmp_path):
     store = RunStore(tmp_path)
     cols = {r[1] for r in sqlite3.connect(store.path).execute("PRAGMA table_info(calls)")}
     assert {"base_call", "base_len", "prov_from_base"} <= cols
+
+
+def _insert_then_die(run_dir: str) -> None:
+    import os
+    import signal
+
+    store = RunStore(run_dir)
+    for i in range(5):
+        store.insert_call(make_call(i, rollout="killed"))
+    os.kill(os.getpid(), signal.SIGKILL)  # no close, no checkpoint
+
+
+def test_committed_calls_survive_sigkill(tmp_path):
+    proc = multiprocessing.get_context("spawn").Process(target=_insert_then_die, args=(str(tmp_path),))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == -9
+    assert [c.seq for c in RunStore(tmp_path).list_calls(["killed"])] == [0, 1, 2, 3, 4]
+
+
+def test_raw_bodies_are_compressed(tmp_path):
+    store = RunStore(tmp_path)
+    big = {"messages": [{"role": "user", "content": "the same tool output line\n" * 2000}]}
+    store.insert_call(CallRecord("b", "r", 0, "anthropic.messages", [1], [2], [-1.0], [PROMPT], 0, 1.0, 1.0, "stop",
+                                 request=big, response={"ok": True}))
+    size = sqlite3.connect(store.path).execute("SELECT LENGTH(request) FROM calls").fetchone()[0]
+    assert size < len(json.dumps(big)) / 10
+    assert store.get_call("b").request == big

@@ -1,9 +1,11 @@
 """`RunStore`: the durable record of a run, one SQLite database in WAL mode per run directory.
 
 Thread-safe (one connection per thread) and safe to open from several processes at once (WAL +
-busy timeout). Every write is its own committed transaction; with `synchronous="full"` (default) a
-committed call survives a crash of the process and of the machine. The proxy commits each call
-before the last byte of its response goes out.
+busy timeout). Every write is a committed transaction before the method returns. Durability:
+with `synchronous="normal"` (default; WAL) a committed call survives a crash or SIGKILL of any
+process (proxy, runner, trainer); `synchronous="full"` also survives an OS crash or power loss, at
+the cost of one fsync per commit (the proxy group-commits, so that costs latency, not throughput).
+The proxy commits each call before the last byte of its response goes out.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class StoreError(RuntimeError):
 class RunStore:
     """Calls, rollouts, steps and meta of one run directory (`run_dir/harnessrl.sqlite`)."""
 
-    def __init__(self, run_dir: str | Path, synchronous: str = "full", busy_timeout_s: float = 30.0):
+    def __init__(self, run_dir: str | Path, synchronous: str = "normal", busy_timeout_s: float = 30.0):
         if synchronous.lower() not in ("off", "normal", "full", "extra"):
             raise ValueError(f"synchronous must be off|normal|full|extra, got {synchronous!r}")
         self.run_dir = Path(run_dir)
@@ -66,6 +68,8 @@ class RunStore:
             conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("PRAGMA cache_size=-32768")  # 32 MiB page cache per connection
+            conn.execute("PRAGMA wal_autocheckpoint=4000")  # checkpoint every ~16 MiB of WAL
         except sqlite3.Error as e:
             raise StoreError(f"cannot open run store {self.path}: {e}") from e
         self._local.conn = conn

@@ -11,7 +11,9 @@ import sqlite3
 from dataclasses import asdict
 from typing import Any
 
-from harnessrl.store.codec import blob_to_floats, blob_to_ids, floats_to_blob, from_json, ids_to_blob, to_json
+from harnessrl.store.codec import (
+    blob_to_floats, blob_to_ids, floats_to_blob, from_json, ids_to_blob, pack_json, to_json, unpack_json,
+)
 from harnessrl.store.prefix import Delta, expand
 from harnessrl.store.records import CallRecord, RolloutRecord
 
@@ -50,8 +52,8 @@ CREATE TABLE IF NOT EXISTS calls (
     sampling TEXT,
     t_start REAL NOT NULL,
     t_end REAL NOT NULL,
-    request TEXT,
-    response TEXT,
+    request BLOB,
+    response BLOB,
     meta TEXT
 );
 CREATE INDEX IF NOT EXISTS calls_by_rollout ON calls (rollout_id, seq);
@@ -113,7 +115,7 @@ def call_to_row(call: CallRecord, delta: Delta) -> tuple[Any, ...]:
         ids_to_blob(delta.prompt_ids), delta.base_call, delta.base_len, int(delta.prov_from_base),
         ids_to_blob(call.sampled_ids), floats_to_blob(call.logprobs),
         ids_to_blob(delta.provenance), to_json(meta.get("sampling")),
-        call.t_start, call.t_end, to_json(call.request), to_json(call.response), to_json(meta),
+        call.t_start, call.t_end, pack_json(call.request), pack_json(call.response), to_json(meta),
     )
 
 
@@ -137,8 +139,8 @@ def row_to_call(row: sqlite3.Row, include_raw: bool, base: CallRecord | None = N
         status=row["status"],
         t_start=row["t_start"],
         t_end=row["t_end"],
-        request=from_json(row["request"]) if include_raw else None,
-        response=from_json(row["response"]) if include_raw else None,
+        request=unpack_json(row["request"]) if include_raw else None,
+        response=unpack_json(row["response"]) if include_raw else None,
         meta=from_json(row["meta"]) or {},
     )
 

@@ -1,0 +1,241 @@
+"""Proxy overhead with a fixed-latency engine (no model): the cost the proxy adds to each call.
+
+1. Added latency: N Anthropic conversations of 20 turns, each turn resending the full history
+   (~2.5 KB of tool output per turn, so turn 20 is a ~50 KB request). For turn-20 requests:
+   proxy round trip (client -> HTTP -> parse -> render with exact history -> engine -> store
+   commit -> response) minus the engine call alone on the same prompt ids.
+2. Throughput: calls/s at 1, 64 and 256 concurrent streaming Anthropic conversations.
+
+The server (ProxyServer + FixedLatencyEngine + real SmolLM2 renderer + real RunStore) runs in a
+child process; the client is a minimal keep-alive HTTP/1.1 client on asyncio streams, so that
+client-side cost stays small. Run: `.venv/bin/python benchmarks/proxy_overhead.py [--quick]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import statistics
+import tempfile
+import time
+from typing import Any
+
+import orjson
+
+SYSTEM = "You are a coding agent. Follow the instructions carefully. " * 40  # ~2.4 KB
+TOOL_OUTPUT = "drwxr-xr-x 2 root root 4096 Nov 30 12:00 src\n-rw-r--r-- 1 root root 1234 main.py\n" * 30  # ~2.5 KB
+TOOLS = [{"name": "Bash", "description": "Run a shell command in the workspace.",
+          "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}]
+
+
+# -- server (child process) ------------------------------------------------------------------------
+
+
+def serve(conn: Any, latency_s: float, n_tokens: int, synchronous: str) -> None:
+    from harnessrl.engine.model import smollm2_tokenizer_dir
+    from harnessrl.engine.scripted import FixedLatencyEngine
+    from harnessrl.proxy.server import ProxyServer
+    from harnessrl.render.renderer import Renderer
+    from harnessrl.store import RunStore
+
+    renderer = Renderer.from_pretrained(smollm2_tokenizer_dir())
+    word_ids = renderer.encode(" ok done")
+    # n_tokens ids ending with the end-of-turn token, like a real model's reply
+    engine = FixedLatencyEngine(latency_s, n_tokens, token_ids=(word_ids * n_tokens)[: n_tokens - 1] + [renderer.eot_id])
+    with tempfile.TemporaryDirectory() as run_dir:
+        store = RunStore(run_dir, synchronous=synchronous)
+        server = ProxyServer(engine, store, renderer).start()
+        conn.send(server.port)
+        while True:
+            msg = conn.recv()
+            if msg == "stop":
+                break
+            if msg[0] == "direct":  # time the engine alone on the prompt ids of a stored call
+                conn.send(direct_engine_time(engine, store, msg[1]))
+            elif msg[0] == "register":
+                conn.send([server.register_rollout(f"bench-{i}-{time.monotonic_ns()}") for i in range(msg[1])])
+            elif msg[0] == "count":
+                conn.send(store.count_calls())
+            elif msg[0] == "cpu":  # CPU seconds of the whole server process (all threads)
+                conn.send(time.process_time())
+        server.stop()
+        store.close()
+
+
+def direct_engine_time(engine: Any, store: Any, n_last: int) -> list[float]:
+    from harnessrl.engine.base import SamplingParams
+
+    calls = [c for c in store.list_calls() if c.seq == 19][-n_last:]
+
+    async def run() -> list[float]:
+        out = []
+        for c in calls:
+            t = time.perf_counter()
+            await engine.generate(c.prompt_ids, SamplingParams(max_tokens=c.meta["sampling"]["max_tokens"]))
+            out.append(time.perf_counter() - t)
+        return out
+
+    return asyncio.run(run())
+
+
+# -- client ------------------------------------------------------------------------------------
+
+
+class Http:
+    """Keep-alive HTTP/1.1 POST of JSON bodies over one connection (Content-Length or chunked replies)."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        self.writer.write(head + body)
+        status_line = await self.reader.readline()
+        headers = {}
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            k, _, v = line.decode().partition(":")
+            headers[k.strip().lower()] = v.strip()
+        if "content-length" in headers:
+            data = await self.reader.readexactly(int(headers["content-length"]))
+        else:
+            parts = []
+            while (size := int((await self.reader.readline()).strip(), 16)) > 0:
+                parts.append(await self.reader.readexactly(size))
+                await self.reader.readline()
+            await self.reader.readline()
+            data = b"".join(parts)
+        return int(status_line.split()[1]), data
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def reply_blocks(data: bytes, stream: bool) -> list[dict[str, Any]]:
+    if not stream:
+        return orjson.loads(data)["content"]
+    text = []
+    for line in data.split(b"\n"):
+        if line.startswith(b"data: ") and b"text_delta" in line:
+            text.append(orjson.loads(line[6:])["delta"]["text"])
+    return [{"type": "text", "text": "".join(text)}]
+
+
+async def conversation(port: int, key: str, turns: int, stream: bool, timings: list[list[float]] | None) -> int:
+    http = Http(port)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Inspect the workspace."}]
+    try:
+        for turn in range(turns):
+            body = orjson.dumps({"model": "claude-x", "max_tokens": 64, "stream": stream, "system": SYSTEM,
+                                 "tools": TOOLS, "messages": messages})
+            t = time.perf_counter()
+            status, data = await http.post(f"/r/{key}/v1/messages", body)
+            elapsed = time.perf_counter() - t
+            if status != 200:
+                raise RuntimeError(f"status {status}: {data[:200]!r}")
+            if timings is not None:
+                timings[turn].append(elapsed)
+            messages.append({"role": "assistant", "content": reply_blocks(data, stream)})
+            messages.append({"role": "user", "content": [{"type": "text", "text": f"turn {turn}\n{TOOL_OUTPUT}"}]})
+    finally:
+        http.close()
+    return turns
+
+
+def last_body_size(turns: int) -> int:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Inspect the workspace."}]
+    for turn in range(turns - 1):
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": " ok done" * 8}]})
+        messages.append({"role": "user", "content": [{"type": "text", "text": f"turn {turn}\n{TOOL_OUTPUT}"}]})
+    return len(orjson.dumps({"model": "claude-x", "max_tokens": 64, "system": SYSTEM, "tools": TOOLS,
+                             "messages": messages}))
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def server_cpu(conn: Any) -> float:
+    conn.send(("cpu",))
+    return conn.recv()
+
+
+def bench_latency(conn: Any, port: int, n_conv: int) -> dict[str, float]:
+    conn.send(("register", n_conv))
+    keys = conn.recv()
+    cpu0 = server_cpu(conn)
+    timings: list[list[float]] = [[] for _ in range(20)]
+
+    async def run() -> None:
+        for key in keys:  # one conversation at a time: latency, not throughput
+            await conversation(port, key, 20, False, timings)
+
+    asyncio.run(run())
+    cpu_per_call = (server_cpu(conn) - cpu0) / (20 * n_conv)
+    conn.send(("direct", n_conv))
+    direct = conn.recv()
+    proxy = timings[19]
+    added = [p - d for p, d in zip(proxy, direct)]
+    return {"n": len(added), "request_kb": last_body_size(20) / 1000, "proxy_p50_ms": pct(proxy, 0.5) * 1e3,
+            "engine_p50_ms": pct(direct, 0.5) * 1e3, "added_p50_ms": pct(added, 0.5) * 1e3,
+            "added_p99_ms": pct(added, 0.99) * 1e3, "server_cpu_ms_per_call": cpu_per_call * 1e3}
+
+
+def bench_throughput(conn: Any, port: int, concurrency: int, turns: int) -> dict[str, float]:
+    conn.send(("register", concurrency))
+    keys = conn.recv()
+    cpu0 = server_cpu(conn)
+
+    async def run() -> float:
+        t = time.perf_counter()
+        done = await asyncio.gather(*(conversation(port, k, turns, True, None) for k in keys))
+        return sum(done) / (time.perf_counter() - t)
+
+    rate = asyncio.run(run())
+    cpu = (server_cpu(conn) - cpu0) / (concurrency * turns)
+    return {"concurrency": concurrency, "calls": concurrency * turns, "calls_per_s": rate,
+            "server_cpu_ms_per_call": cpu * 1e3}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--latency-ms", type=float, default=0.0, help="fixed engine latency per call")
+    ap.add_argument("--tokens", type=int, default=16, help="sampled tokens per call")
+    ap.add_argument("--conversations", type=int, default=30, help="20-turn conversations for the latency figure")
+    ap.add_argument("--turns", type=int, default=8, help="turns per conversation in the throughput runs")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 256])
+    ap.add_argument("--sync", default="full", choices=["full", "normal"], help="SQLite synchronous mode of the store")
+    ap.add_argument("--quick", action="store_true", help="small run (smoke test)")
+    args = ap.parse_args()
+    if args.quick:
+        args.conversations, args.turns, args.concurrency = 3, 3, [1, 8]
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=serve, args=(child, args.latency_ms / 1000, args.tokens, args.sync), daemon=True)
+    proc.start()
+    port = parent.recv()
+    try:
+        lat = bench_latency(parent, port, args.conversations)
+        print(f"latency: {lat['n']} turn-20 requests of {lat['request_kb']:.1f} KB; proxy p50 {lat['proxy_p50_ms']:.2f} ms, "
+              f"engine alone p50 {lat['engine_p50_ms']:.2f} ms; added p50 {lat['added_p50_ms']:.2f} ms, "
+              f"p99 {lat['added_p99_ms']:.2f} ms; server CPU {lat['server_cpu_ms_per_call']:.2f} ms/call (all 20 turns)")
+        for c in args.concurrency:
+            r = bench_throughput(parent, port, c, args.turns)
+            print(f"throughput: {r['concurrency']:>4} concurrent streaming conversations, {r['calls']} calls: "
+                  f"{r['calls_per_s']:.0f} calls/s; server CPU {r['server_cpu_ms_per_call']:.2f} ms/call")
+        parent.send(("count",))
+        print(f"calls stored: {parent.recv()}")
+    finally:
+        parent.send("stop")
+        proc.join(30)
+
+
+if __name__ == "__main__":
+    main()
