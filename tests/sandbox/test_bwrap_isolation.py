@@ -383,3 +383,28 @@ def test_a_sandbox_killed_from_inside_reports_it():
         assert not box.alive
         res = box.run(["true"])
         assert not res.ok and "sandbox is gone" in res.stderr
+
+
+def test_output_files_are_bounded():
+    with make_sandbox(SandboxConfig(workspace_mb=8, scratch_mb=8)) as box:
+        assert box._fsize_mb == 1024
+        res = _sh(box, "ulimit -f; ulimit -c")
+        assert res.stdout.split() == [str(1024 * 2048), "0"]
+
+
+def test_proxy_connections_per_sandbox_are_capped(fake_proxy):
+    script = (
+        "import socket, sys\n"
+        "socks, refused = [], 0\n"
+        "for i in range(80):\n"
+        "    s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=5)\n"
+        "    socks.append(s)\n"
+        "for s in socks:\n"
+        "    s.sendall(b'GET /x HTTP/1.0\\r\\n\\r\\n')\n"
+        "    refused += s.recv(64) == b''\n"
+        "print(refused)\n"
+    )
+    with make_sandbox(SandboxConfig(), proxy=fake_proxy) as box:
+        res = box.run(["python", "-c", script, str(fake_proxy.port)], timeout_s=120)
+        assert res.ok, res
+        assert int(res.stdout) >= 80 - 64

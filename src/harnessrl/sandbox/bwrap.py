@@ -18,7 +18,9 @@ Limits: ``memory_mb`` and ``max_procs`` through cgroups (v1 here; v2 where deleg
 writable cgroups the limits fall back to rlimits (RLIMIT_AS per process, and RLIMIT_NPROC, which
 counts every process of the host uid) and a warning is logged. ``workspace_mb``/``scratch_mb``
 are tmpfs sizes (writes past them fail with ENOSPC; tmpfs pages count towards memory_mb).
-``wall_time_s`` is the default timeout of each run().
+``wall_time_s`` is the default timeout of each run(). Each run also gets RLIMIT_FSIZE of
+max(workspace_mb, scratch_mb, 1024) MiB (bounds the host files that capture its output) and no
+core files. The proxy relay serves at most 64 connections per sandbox at once.
 """
 
 from __future__ import annotations
@@ -55,8 +57,12 @@ from harnessrl.sandbox.process import base_env, kill_process_group, run_to_compl
 
 log = logging.getLogger(__name__)
 
-# Writes its pid into each cgroup.procs given before "--", then execs the rest.
-JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+# Sets the file-size limit (512-byte blocks) and no core files, writes its pid into each
+# cgroup.procs given before "--", then execs the rest.
+JOIN_CGROUPS = (
+    'ulimit -c 0; ulimit -f "$1" || exit 125; shift; '
+    'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+)
 DROP_PRIVS = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--"]
 COPY_OUT = (
     'if [ -d "$1" ]; then exec tar -c -f - -C "$1" .; '
@@ -139,8 +145,8 @@ def _start_error(msg: str) -> SandboxError:
     return SandboxError(f"bwrap failed to start: {msg}")
 
 
-def _wrapper(join_files: list[Path], rlimits: list[str]) -> list[str]:
-    cmd = ["sh", "-c", JOIN_CGROUPS, "sh", *map(str, join_files), "--"]
+def _wrapper(join_files: list[Path], rlimits: list[str], fsize_mb: int) -> list[str]:
+    cmd = ["sh", "-c", JOIN_CGROUPS, "sh", str(fsize_mb * 2048), *map(str, join_files), "--"]
     return cmd + (["prlimit", *rlimits, "--"] if rlimits else [])
 
 
@@ -185,6 +191,8 @@ class BwrapSandbox(Sandbox):
         self._root = root
         self._cgroups = cgroups
         self._rlimits = [] if cgroups else self._fallback_rlimits(cfg)
+        # largest file a run may write: bounds the host-side capture of its stdout/stderr too
+        self._fsize_mb = max(cfg.workspace_mb, cfg.scratch_mb, 1024)
         self._lock = threading.Lock()
         self._runs = 0
         self._closed = False
@@ -364,7 +372,7 @@ class BwrapSandbox(Sandbox):
         started: list[subprocess.Popen] = []
         try:
             result = run_to_completion(
-                _wrapper(join, self._rlimits) + enter + DROP_PRIVS + ["env", "-C", workdir, "--", *argv],
+                _wrapper(join, self._rlimits, self._fsize_mb) + enter + DROP_PRIVS + ["env", "-C", workdir, "--", *argv],
                 env={**self._env, **(env or {})},
                 cwd=str(self._root),
                 timeout_s=timeout_s if timeout_s is not None else self.config.wall_time_s,

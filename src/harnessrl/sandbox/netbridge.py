@@ -73,9 +73,10 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
 class ProxyBridge:
     """Accepts in the sandbox's namespace, connects to the proxy on the host, pipes bytes."""
 
-    def __init__(self, listener: socket.socket, target: ProxyEndpoint) -> None:
+    def __init__(self, listener: socket.socket, target: ProxyEndpoint, max_connections: int = 64) -> None:
         self._listener = listener
         self._target = target
+        self._max_pairs = max_connections  # each costs two host threads: bounded
         self._stop_r, self._stop_w = os.pipe()
         self._lock = threading.Lock()
         self._conns: list[socket.socket] = []
@@ -90,6 +91,11 @@ class ProxyBridge:
             try:
                 inner, _ = self._listener.accept()
             except OSError:
+                continue
+            with self._lock:
+                full = len(self._conns) >= 2 * self._max_pairs
+            if full:
+                inner.close()
                 continue
             try:
                 outer = socket.create_connection((self._target.host, self._target.port), timeout=10)
