@@ -170,3 +170,16 @@ def test_all_filtered_group_has_no_contributions():
     tree = build_tree(calls, [make_rollout("a", None, status="sandbox_error")])
     for est in (grpo(tree), tree_grpo(tree), gae(tree, np.zeros(len(tree.flat())))):
         assert len(est.adv) == 0 and est.norm == 0.0
+
+
+def test_per_harness_centres_tree_grpo_and_gae_rewards():
+    calls = [make_call(r, 0, S, [i]) for i, r in enumerate("abcd")]
+    rollouts = [make_rollout("a", 10.0, harness="x"), make_rollout("b", 8.0, harness="x"),
+                make_rollout("c", 1.0, harness="y"), make_rollout("d", 0.0, harness="y")]
+    tree = build_tree(calls, rollouts)
+    t = by_token(tree, tree_grpo(tree, per_harness=True))
+    # centred per harness: a=+1, b=-1, c=+0.5, d=-0.5; V(root)=0; A = 2 (R - 0) on each own node
+    assert [t[i][0] + t[i][1] for i in range(4)] == pytest.approx([2.0, -2.0, 1.0, -1.0])
+    assert by_token(tree, tree_grpo(tree))[2][1] < 0  # without it, c (R=1) is below the joint mean
+    out = gae(tree, np.zeros(len(tree.flat())), per_harness=True)
+    assert sorted(out.adv.tolist()) == pytest.approx([-1.0, -0.5, 0.5, 1.0])

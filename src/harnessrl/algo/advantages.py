@@ -13,7 +13,8 @@ grpo (outcome):
 tree_grpo (TreeRL, arXiv 2506.11902, with rollouts as leaves):
     V(s) = mean_{r in K(s)} R_r;  GA(s) = V(s) - V(root);  LA(s) = V(s) - V(parent segment)
     A(s) = GA(s) + LA(s),  times 1 / sqrt(|K(s)|) with ``sqrt_scale``.
-    Departures: rewards may first be normalised as in grpo (``reward_norm``); nodes are split at
+    Departures: rewards may first be normalised as in grpo (``reward_norm``; ``per_harness=True``
+    centres them within each harness, and divides by its std with "mean_std"); nodes are split at
     every call end, so "parent" is the parent *segment*: the nearest ancestor whose kept-rollout
     set differs (a chain of nodes with the same rollouts is one TreeRL segment, and LA is not
     zeroed by our finer splits). The per-token weight that makes one tree token equal to training
@@ -25,7 +26,8 @@ q, read at ``parent_index[q]`` like the logits that score q):
     (context tokens skipped: next value and running advantage carry through them unchanged):
         delta_k = rew_k + gamma * V(t_{k+1}) - V(t_k)       (V(t_{T+1}) = 0)
         A_k = delta_k + gamma * lam * A_{k+1},   returns_k = A_k + V(t_k)
-    rew_k = token_rewards[t_k] (optional, e.g. a KL penalty) plus R_r on t_T. One contribution
+    rew_k = token_rewards[t_k] (optional, e.g. a KL penalty) plus R_r on t_T (R_r normalised as in
+    tree_grpo when ``reward_norm`` / ``per_harness`` ask for it). One contribution
     (A_k, w_r / m_r(s)) per (token, path), m_r(s) = number of paths of r through node s, so a
     rollout that branched weighs as much as one that did not and summing the per-path terms is
     exactly training the paths separately.
@@ -61,6 +63,11 @@ def normalize_rewards(rewards: dict[str, float], harness: dict[str, str], mode: 
             centred = centred / (vals.std() + eps)
         out.update(zip(members, centred.tolist()))
     return out
+
+
+def _mode(reward_norm: RewardNorm, per_harness: bool) -> RewardNorm:
+    """per_harness asks for per-harness centring: with reward_norm "none" that means "mean"."""
+    return "mean" if per_harness and reward_norm == "none" else reward_norm
 
 
 def _kept_rewards(tree: PrefixTree) -> tuple[dict[str, float], dict[str, str]]:
@@ -120,7 +127,7 @@ def tree_grpo(tree: PrefixTree, *, reward_norm: RewardNorm = "none", per_harness
               loss_agg: str = "seq_mean_token_mean") -> TokenAdvantages:
     """TreeRL global + local advantages per node (see module docstring)."""
     rewards, harness = _kept_rewards(tree)
-    rewards = normalize_rewards(rewards, harness, reward_norm, per_harness, eps)
+    rewards = normalize_rewards(rewards, harness, _mode(reward_norm, per_harness), per_harness, eps)
     values = _node_values(tree, rewards)
     kept_sets = [frozenset(k) for k in tree.node_kept_rollouts()]
     seg_parent_value = np.full(len(tree.nodes), np.nan)
@@ -153,7 +160,7 @@ def gae(tree: PrefixTree, values: np.ndarray, *, gamma: float = 1.0, lam: float 
         if token_rewards.shape != (len(flat),):
             raise ValueError(f"gae: token_rewards must have shape ({len(flat)},), got {token_rewards.shape}")
     rewards, harness = _kept_rewards(tree)
-    rewards = normalize_rewards(rewards, harness, reward_norm, per_harness)
+    rewards = normalize_rewards(rewards, harness, _mode(reward_norm, per_harness), per_harness)
     w, norm = rollout_weights(decision_counts(tree), loss_agg)
     ids = tuple(tree.kept_rollouts())
     index = {r: i for i, r in enumerate(ids)}
