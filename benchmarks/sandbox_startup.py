@@ -42,7 +42,7 @@ def _timed(cases: dict[str, Callable[[], None]], n: int) -> dict[str, tuple[list
 
 
 def _p90(xs: list[float]) -> float:
-    return sorted(xs)[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))]
+    return sorted(xs)[min(len(xs) - 1, round(0.9 * (len(xs) - 1)))]
 
 
 def main() -> None:

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from harnessrl.sandbox.base import SandboxConfig
-from harnessrl.sandbox.bwrap import _enter_argv, safe_members
+from harnessrl.sandbox.bwrap_enter import enter_argv
 from harnessrl.sandbox.bwrap_mounts import bwrap_argv, identity_files, python_prefixes
 from harnessrl.sandbox.process import run_to_completion
+from harnessrl.sandbox.tarcopy import safe_members
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,9 +50,9 @@ def test_safe_members_skip_escapes_and_devices():
 
 def test_enter_argv_root_and_unprivileged():
     fds = {"user": 3, "mnt": 4, "uts": 5, "ipc": 6, "net": 7, "pid": 8, "cgroup": 9, "root": 10}
-    argv = _enter_argv(fds)
+    argv = enter_argv(fds)
     assert argv.count("nsenter") == 1 and "--user=/proc/self/fd/3" in argv and "--root=/proc/self/fd/10" in argv
-    argv = _enter_argv({**fds, "outer_user": 11})
+    argv = enter_argv({**fds, "outer_user": 11})
     first, second = argv.index("nsenter"), argv.index("nsenter", 1)
     assert "--user=/proc/self/fd/11" in argv[first:second]  # the outer user ns with the others
     assert argv[second:] == ["nsenter", "--user=/proc/self/fd/3", "--preserve-credentials", "--"]

@@ -89,7 +89,7 @@ def test_stdout_path_and_output_tail(tmp_path: Path) -> None:
 
 
 def _alive(marker: str) -> bool:
-    return subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
+    return subprocess.run(["pgrep", "-f", marker], check=False, capture_output=True).returncode == 0
 
 
 def test_timeout_kills_the_process_tree(sb) -> None:

@@ -49,9 +49,10 @@ import abc
 import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing_extensions import Self
 
 
 class SandboxError(RuntimeError):
@@ -128,6 +129,9 @@ class SandboxConfig(BaseModel):
         return v
 
 
+S = TypeVar("S", bound="Sandbox")
+
+
 class Sandbox(abc.ABC):
     """One isolated rollout environment. See the module docstring for the contract."""
 
@@ -171,7 +175,7 @@ class Sandbox(abc.ABC):
         p = PurePosixPath(path)
         return str(p if p.is_absolute() else PurePosixPath(self.inner_workspace) / p)
 
-    def __enter__(self) -> Sandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

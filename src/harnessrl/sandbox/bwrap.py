@@ -50,25 +50,15 @@ from harnessrl.sandbox.base import (
     SandboxError,
     SandboxUnavailable,
 )
+from harnessrl.sandbox.bwrap_enter import DROP_PRIVS, NAMESPACES, NS_GET_PARENT, enter_argv, entry_wrapper
 from harnessrl.sandbox.bwrap_mounts import bwrap_argv, inner_path_env
 from harnessrl.sandbox.cgroups import SandboxCgroups
 from harnessrl.sandbox.netbridge import ProxyBridge, listen_in_netns
 from harnessrl.sandbox.process import base_env, kill_process_group, run_to_completion
+from harnessrl.sandbox.tarcopy import COPY_IN, COPY_OUT, extract_safely
 
 log = logging.getLogger(__name__)
 
-# Sets the file-size limit (512-byte blocks) and no core files, writes its pid into each
-# cgroup.procs given before "--", then execs the rest.
-JOIN_CGROUPS = (
-    'ulimit -c 0; ulimit -f "$1" || exit 125; shift; '
-    'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
-)
-DROP_PRIVS = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--"]
-COPY_OUT = (
-    'if [ -d "$1" ]; then exec tar -c -f - -C "$1" .; '
-    'else exec tar -c -f - -C "$(dirname -- "$1")" -- "$(basename -- "$1")"; fi'
-)
-COPY_IN = 'mkdir -p -- "$1" && exec tar -x --no-same-owner -f - -C "$1"'
 START_TIMEOUT_S = 30.0
 # Run inside (python -I -c ... PORT FD): listen on 127.0.0.1:PORT, pass the socket out over FD.
 LISTEN_HELPER = (
@@ -79,8 +69,6 @@ LISTEN_HELPER = (
     "s.listen(64)\n"
     "socket.send_fds(socket.socket(fileno=int(sys.argv[2])), [b'L'], [s.fileno()])\n"
 )
-NS_GET_PARENT = 0xB702  # ioctl on a namespace fd: its parent user namespace
-NAMESPACES = {"user": "user", "mnt": "mount", "uts": "uts", "ipc": "ipc", "net": "net", "pid": "pid", "cgroup": "cgroup"}
 
 
 def _require_tools() -> None:
@@ -116,23 +104,6 @@ def _json_or_none(data: bytes) -> dict | None:
         return None
 
 
-def _enter_argv(fds: dict[str, int]) -> list[str]:
-    """nsenter through the held namespace fds.
-
-    bwrap nests a second user namespace (the sandbox uid's) inside the one that owns the other
-    namespaces. Root may enter everything directly. Others enter the outer user namespace first
-    (which grants the rights over mount/net/...), then, from inside, the nested one.
-    """
-    path = "/proc/self/fd/{}".format
-    if "outer_user" not in fds:
-        users, nested = [f"--user={path(fds['user'])}"], []
-    else:
-        users = [f"--user={path(fds['outer_user'])}"]
-        nested = ["nsenter", f"--user={path(fds['user'])}", "--preserve-credentials", "--"]
-    others = [f"--{flag}={path(fds[ns])}" for ns, flag in NAMESPACES.items() if ns != "user"]
-    return ["nsenter", *users, *others, f"--root={path(fds['root'])}", "--preserve-credentials", "--", *nested]
-
-
 def _start_error(msg: str) -> SandboxError:
     """bwrap's start failure; namespaces refused by the host are SandboxUnavailable with the fix."""
     denied = ("Permission denied", "Operation not permitted", "No permissions to create")
@@ -143,44 +114,6 @@ def _start_error(msg: str) -> SandboxError:
             "kernel.apparmor_restrict_unprivileged_userns=0), or use type='local' (no isolation)."
         )
     return SandboxError(f"bwrap failed to start: {msg}")
-
-
-def _wrapper(join_files: list[Path], rlimits: list[str], fsize_mb: int) -> list[str]:
-    cmd = ["sh", "-c", JOIN_CGROUPS, "sh", str(fsize_mb * 2048), *map(str, join_files), "--"]
-    return cmd + (["prlimit", *rlimits, "--"] if rlimits else [])
-
-
-def _inside(path: str) -> bool:
-    """A relative archive path that stays inside the extraction directory."""
-    norm = posixpath.normpath(path)
-    return not posixpath.isabs(path) and norm != ".." and not norm.startswith("../")
-
-
-def safe_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
-    """Members safe to extract on the host: regular files, dirs and links that stay inside the
-    tree; anything else (absolute paths, '..', links out, devices) is skipped with a warning.
-    Setuid/setgid/sticky bits are dropped. Same on every Python (no reliance on tar filters)."""
-    keep = []
-    for m in tar.getmembers():
-        ok = _inside(m.name) and (m.isfile() or m.isdir() or m.issym() or m.islnk())
-        if ok and m.issym():
-            ok = _inside(posixpath.join(posixpath.dirname(m.name), m.linkname))
-        elif ok and m.islnk():
-            ok = _inside(m.linkname)
-        if not ok:
-            log.warning("copy_out skipped %s (unsafe path, link or file type)", m.name)
-            continue
-        m.mode &= 0o777
-        keep.append(m)
-    return keep
-
-
-def _extract(tar: tarfile.TarFile, dest: Path) -> None:
-    members = safe_members(tar)
-    if hasattr(tarfile, "fully_trusted_filter"):  # members are vetted above
-        tar.extractall(dest, members=members, filter="fully_trusted")
-    else:
-        tar.extractall(dest, members=members)
 
 
 class BwrapSandbox(Sandbox):
@@ -360,7 +293,7 @@ class BwrapSandbox(Sandbox):
         fds = self._ns_fds
         # enter through the held namespace fds (a pid could be reused after destroy); nsenter
         # would open a --wd path on the host, so the directory is changed inside (env -C)
-        enter = _enter_argv(fds)
+        enter = enter_argv(fds)
         cgroups = self._cgroups
         join = cgroups.join_files(leaf) if cgroups else []
 
@@ -372,7 +305,7 @@ class BwrapSandbox(Sandbox):
         started: list[subprocess.Popen] = []
         try:
             result = run_to_completion(
-                _wrapper(join, self._rlimits, self._fsize_mb) + enter + DROP_PRIVS + ["env", "-C", workdir, "--", *argv],
+                entry_wrapper(join, self._rlimits, self._fsize_mb) + enter + DROP_PRIVS + ["env", "-C", workdir, "--", *argv],
                 env={**self._env, **(env or {})},
                 cwd=str(self._root),
                 timeout_s=timeout_s if timeout_s is not None else self.config.wall_time_s,
@@ -421,7 +354,7 @@ class BwrapSandbox(Sandbox):
             unpacked.mkdir()
             with tarfile.open(tar_path) as tar:
                 names = tar.getnames()
-                _extract(tar, unpacked)
+                extract_safely(tar, unpacked)
             if names and names[0] in (".", "./"):
                 shutil.copytree(unpacked, dest, symlinks=True, dirs_exist_ok=True)
             else:

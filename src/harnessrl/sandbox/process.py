@@ -6,6 +6,7 @@ pipe deadlocks, no unbounded memory); the caller decides how a process tree is k
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -49,15 +50,6 @@ def read_tail(f: BinaryIO, max_bytes: int) -> str:
     return f.read().decode("utf-8", errors="replace")
 
 
-def _stdin_file(stdin: bytes | str | None, tmp_dir: str | None) -> BinaryIO | None:
-    if stdin is None:
-        return None
-    f = tempfile.TemporaryFile(dir=tmp_dir)
-    f.write(stdin.encode() if isinstance(stdin, str) else stdin)
-    f.seek(0)
-    return f
-
-
 def run_to_completion(
     cmd: list[str],
     *,
@@ -73,21 +65,24 @@ def run_to_completion(
     pass_fds: tuple[int, ...] = (),
 ) -> ProcessResult:
     """Start ``cmd`` in a new session, wait up to ``timeout_s``, kill its tree on timeout."""
-    in_f = stdin if hasattr(stdin, "read") else _stdin_file(stdin, tmp_dir)  # type: ignore[arg-type]
-    out_f = open(stdout_path, "wb") if stdout_path is not None else tempfile.TemporaryFile(dir=tmp_dir)
-    err_f = tempfile.TemporaryFile(dir=tmp_dir)
-    timed_out = False
-    t0 = time.monotonic()
-    try:
+    with contextlib.ExitStack() as stack:
+        in_f: BinaryIO | int = subprocess.DEVNULL
+        if hasattr(stdin, "read"):
+            in_f = stdin  # type: ignore[assignment]
+        elif stdin is not None:
+            in_f = stack.enter_context(tempfile.TemporaryFile(dir=tmp_dir))
+            in_f.write(stdin.encode() if isinstance(stdin, str) else stdin)  # type: ignore[union-attr]
+            in_f.seek(0)
+        if stdout_path is not None:
+            out_f = stack.enter_context(open(stdout_path, "wb"))
+        else:
+            out_f = stack.enter_context(tempfile.TemporaryFile(dir=tmp_dir))
+        err_f = stack.enter_context(tempfile.TemporaryFile(dir=tmp_dir))
+        timed_out = False
+        t0 = time.monotonic()
         proc = subprocess.Popen(
-            cmd,
-            env=env,
-            cwd=cwd,
-            stdin=in_f if in_f is not None else subprocess.DEVNULL,
-            stdout=out_f,
-            stderr=err_f,
-            start_new_session=True,
-            pass_fds=pass_fds,
+            cmd, env=env, cwd=cwd, stdin=in_f, stdout=out_f, stderr=err_f,
+            start_new_session=True, pass_fds=pass_fds,
         )
         if on_start is not None:
             on_start(proc)
@@ -100,9 +95,4 @@ def run_to_completion(
         duration = time.monotonic() - t0
         stdout = "" if stdout_path is not None else read_tail(out_f, max_output_bytes)
         stderr = read_tail(err_f, max_output_bytes)
-    finally:
-        out_f.close()
-        err_f.close()
-        if in_f is not None and in_f is not stdin:
-            in_f.close()
     return ProcessResult(rc, stdout, stderr, timed_out, duration)
