@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from harnessrl.render.messages import ToolSpec
 from harnessrl.render.parsing import call_id, parse_text, split_reasoning
 from harnessrl.render.tool_formats import extract_tool_calls, render_calls
@@ -81,6 +84,14 @@ def test_truncated_reply_is_length_and_unclosed_tag_is_text():
     assert p.finish_reason == "length" and p.tool_calls == [] and p.content.startswith("<tool_call>")
 
 
+def test_last_tag_left_open_with_complete_json_is_a_call():
+    p = parse_text('ok\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n', stopped=True)
+    assert p.content == "ok" and p.tool_calls[0].arguments == {"command": "ls"} and p.finish_reason == "tool_calls"
+    two = parse_text('<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": {}}',
+                     stopped=True)
+    assert [c.name for c in two.tool_calls] == ["a", "b"]
+
+
 def test_reasoning_split():
     assert split_reasoning("<think>\nplan\n</think>\n\nanswer") == ("plan", "\n\nanswer")
     assert split_reasoning("no thinking") == (None, "no thinking")
@@ -102,3 +113,18 @@ def test_renderer_parse_strips_stop_token_and_infers_finish(smol):
     assert smol.parse(ids[:-1]).finish_reason == "length"
     assert smol.parse(ids, finish_reason="length").finish_reason == "length"
     assert smol.parse([]).finish_reason == "length"
+
+
+fragments = st.sampled_from(["<tool_call>", "</tool_call>", "<think>", "</think>", '{"name": "bash"', ', "arguments": ',
+                             "{}", "[", "]", "}", '"x"', "\n", "text ", "null", ","])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(fragments | st.text(max_size=5), max_size=25), st.booleans(), st.booleans())
+def test_parse_never_raises_and_keeps_text(parts, stopped, opened):
+    text = "".join(parts)
+    p = parse_text(text, stopped=stopped, think_opened=opened)
+    assert p.finish_reason in ("stop", "length", "tool_calls")
+    assert (p.finish_reason == "length") == (not stopped)
+    if not p.tool_calls and p.reasoning is None:
+        assert p.content == text.strip()

@@ -23,6 +23,7 @@ from harnessrl.render.messages import ToolCall, ToolSpec
 
 TOOL_FORMATS = ("hermes", "smollm2")
 
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _TAG_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 _PREAMBLE = (
@@ -122,8 +123,9 @@ def _parse_body(body: str) -> list[RawCall] | None:
 def extract_tool_calls(text: str) -> tuple[str, list[RawCall]]:
     """Split ``text`` into (text without the parsed tool-call tags, calls in order).
 
-    A tag whose body is not valid call JSON stays in the text untouched; an unclosed tag
-    (truncated output) is text too.
+    A tag whose body is not valid call JSON stays in the text untouched. A last tag left open
+    counts when its whole remaining body is valid call JSON (the model stopped before writing
+    ``</tool_call>``); a truncated one is text.
     """
     calls: list[RawCall] = []
     kept: list[str] = []
@@ -135,5 +137,12 @@ def extract_tool_calls(text: str) -> tuple[str, list[RawCall]]:
         kept.append(text[pos : m.start()])
         calls.extend(parsed)
         pos = m.end()
-    kept.append(text[pos:])
+    rest = text[pos:]
+    opened = rest.rfind(_OPEN)
+    if opened >= 0 and _CLOSE not in rest[opened:]:
+        parsed = _parse_body(rest[opened + len(_OPEN) :].strip())
+        if parsed is not None:
+            calls.extend(parsed)
+            rest = rest[:opened]
+    kept.append(rest)
     return "".join(kept), calls
