@@ -114,3 +114,12 @@ def test_show_decodes_with_the_real_tokenizer(app, tmp_path):
     r = CliRunner().invoke(app, ["tree", "show", str(tmp_path), "--html", str(page)])
     assert r.exit_code == 0, r.output
     assert "careful agent" in page.read_text()
+
+
+def test_previews_use_the_run_model_tokenizer(tmp_path):
+    from harnessrl.tree.cli import _run_model
+
+    with RunStore(tmp_path) as store:
+        assert _run_model(store) is None
+        store.set_meta("config", {"model": {"path": "/models/my-policy"}})
+        assert _run_model(store) == "/models/my-policy"

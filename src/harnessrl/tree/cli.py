@@ -25,8 +25,11 @@ def register(app: typer.Typer) -> None:
     app.add_typer(tree_app, name="tree")
 
 
-def load_decoder(spec: str, console: Console):
-    """A token decoder for previews: a HF tokenizer (lazy transformers import) or the ids."""
+def load_decoder(spec: str, console: Console, run_model: str | None = None):
+    """A token decoder for previews: a HF tokenizer (lazy transformers import) or the ids.
+
+    ``auto``: the run's model (``model.path`` of the run config stored in the run), else the
+    default model's tokenizer."""
     from harnessrl.tree.view_text import ids_decode
 
     if spec == "none":
@@ -34,7 +37,11 @@ def load_decoder(spec: str, console: Console):
     try:
         from transformers import AutoTokenizer
 
-        if spec == "auto":
+        if spec == "auto" and run_model:
+            from harnessrl.engine.model import resolve_model
+
+            spec = str(resolve_model(run_model))
+        elif spec == "auto":
             from harnessrl.engine.model import smollm2_tokenizer_dir
 
             spec = str(smollm2_tokenizer_dir())
@@ -54,6 +61,13 @@ def _open(run_dir: Path, console: Console):
     except RunNotFound as err:
         console.print(f"[red]{err}[/red]")
         raise typer.Exit(2) from None
+
+
+def _run_model(store) -> str | None:
+    """The model path of the run config a training run stored (None: default model / not recorded)."""
+    cfg = store.get_meta("config")
+    model = cfg.get("model") if isinstance(cfg, dict) else None
+    return model.get("path") if isinstance(model, dict) else None
 
 
 def _estimate(tree, estimator: str):
@@ -97,7 +111,7 @@ def show(
             console.print(f"[red]pass --task: this run has {len(tasks)} tasks ({listing})[/red]")
             raise typer.Exit(2)
         task = tasks[0]
-    decode = load_decoder(tokenizer, console)
+    decode = load_decoder(tokenizer, console, _run_model(store))
     filters = FilterConfig(prune=not show_all)
     pages = []
     found = 0
