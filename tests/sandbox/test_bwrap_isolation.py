@@ -18,7 +18,9 @@ from harnessrl.sandbox.base import ProxyEndpoint, SandboxConfig, make_sandbox
 
 pytestmark = [
     pytest.mark.bwrap,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing: apt-get install bubblewrap"),
+    pytest.mark.skipif(
+        shutil.which("bwrap") is None, reason="bubblewrap missing: apt-get install bubblewrap"
+    ),
 ]
 REPO = Path(__file__).resolve().parents[2]
 
@@ -122,10 +124,7 @@ def other_listener():
     s.close()
 
 
-FETCH = (
-    "import sys, urllib.request\n"
-    "print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())\n"
-)
+FETCH = "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())\n"
 CONNECT = (
     "import socket, sys\n"
     "try:\n"
@@ -261,7 +260,10 @@ def test_sandboxes_cannot_see_each_other(tmp_path: Path):
         token = uuid.uuid4().hex
         assert _sh(a, f"echo {token} > mine.txt").ok
         assert "mine.txt" not in b.run(["ls", "-a"]).stdout
-        res = _sh(b, f"grep -rsl {token} / --exclude-dir=proc --exclude-dir=usr --exclude-dir=.venv --exclude-dir=.pyenv; ls /proc")
+        res = _sh(
+            b,
+            f"grep -rsl {token} / --exclude-dir=proc --exclude-dir=usr --exclude-dir=.venv --exclude-dir=.pyenv; ls /proc",
+        )
         assert token not in res.stdout
         assert str(a.workspace) != str(b.workspace)
         # b's pid namespace holds only b's processes
@@ -292,8 +294,11 @@ def test_copy_in_out_and_planted_links(tmp_path: Path):
     with make_sandbox(SandboxConfig()) as box:
         box.copy_in(reward, "reward")
         assert box.run(["bash", "reward/reward.sh"]).stdout == "0.5\n"
-        assert _sh(box, "mkdir out && echo r > out/report.md && ln -s /etc/passwd out/leak && "
-                        "ln -s report.md out/ok-link").ok
+        assert _sh(
+            box,
+            "mkdir out && echo r > out/report.md && ln -s /etc/passwd out/leak && "
+            "ln -s report.md out/ok-link",
+        ).ok
         box.copy_out("out", tmp_path / "out")
         box.copy_out("out/report.md", tmp_path / "single.md")
     assert (tmp_path / "out" / "report.md").read_text() == "r\n"
@@ -359,7 +364,11 @@ def test_sandbox_processes_are_in_its_cgroups():
         assert res.ok
         procs = [int(p) for p in (cg.pids_dir / "init" / "cgroup.procs").read_text().split()]
         assert box._proc.pid in procs and box._ns_pid in procs
-        mem = [int(p) for p in (cg.other_dirs[0] / "cgroup.procs").read_text().split()] if cg.other_dirs else procs
+        mem = (
+            [int(p) for p in (cg.other_dirs[0] / "cgroup.procs").read_text().split()]
+            if cg.other_dirs
+            else procs
+        )
         assert box._ns_pid in mem
 
 

@@ -35,14 +35,24 @@ def _entry(name: str, kind: bytes = tarfile.REGTYPE, link: str = "", mode: int =
 
 
 def test_safe_members_skip_escapes_and_devices():
-    tar = _tar([
-        _entry("./ok.txt"), _entry("dir/", tarfile.DIRTYPE), _entry("dir/in.txt", mode=0o4755),
-        _entry("/abs.txt"), _entry("../up.txt"), _entry("dir/../../up2.txt"),
-        _entry("rel-link", tarfile.SYMTYPE, "dir/in.txt"), _entry("dir/up-link", tarfile.SYMTYPE, "../ok.txt"),
-        _entry("abs-link", tarfile.SYMTYPE, "/etc/passwd"), _entry("out-link", tarfile.SYMTYPE, "../../x"),
-        _entry("hard-out", tarfile.LNKTYPE, "../x"), _entry("hard-ok", tarfile.LNKTYPE, "./ok.txt"),
-        _entry("dev", tarfile.CHRTYPE), _entry("fifo", tarfile.FIFOTYPE),
-    ])
+    tar = _tar(
+        [
+            _entry("./ok.txt"),
+            _entry("dir/", tarfile.DIRTYPE),
+            _entry("dir/in.txt", mode=0o4755),
+            _entry("/abs.txt"),
+            _entry("../up.txt"),
+            _entry("dir/../../up2.txt"),
+            _entry("rel-link", tarfile.SYMTYPE, "dir/in.txt"),
+            _entry("dir/up-link", tarfile.SYMTYPE, "../ok.txt"),
+            _entry("abs-link", tarfile.SYMTYPE, "/etc/passwd"),
+            _entry("out-link", tarfile.SYMTYPE, "../../x"),
+            _entry("hard-out", tarfile.LNKTYPE, "../x"),
+            _entry("hard-ok", tarfile.LNKTYPE, "./ok.txt"),
+            _entry("dev", tarfile.CHRTYPE),
+            _entry("fifo", tarfile.FIFOTYPE),
+        ]
+    )
     kept = {m.name: m for m in safe_members(tar)}
     assert set(kept) == {"./ok.txt", "dir", "dir/in.txt", "rel-link", "dir/up-link", "hard-ok"}
     assert kept["dir/in.txt"].mode == 0o755  # setuid dropped
@@ -51,7 +61,9 @@ def test_safe_members_skip_escapes_and_devices():
 def test_enter_argv_root_and_unprivileged():
     fds = {"user": 3, "mnt": 4, "uts": 5, "ipc": 6, "net": 7, "pid": 8, "cgroup": 9, "root": 10}
     argv = enter_argv(fds)
-    assert argv.count("nsenter") == 1 and "--user=/proc/self/fd/3" in argv and "--root=/proc/self/fd/10" in argv
+    assert (
+        argv.count("nsenter") == 1 and "--user=/proc/self/fd/3" in argv and "--root=/proc/self/fd/10" in argv
+    )
     argv = enter_argv({**fds, "outer_user": 11})
     first, second = argv.index("nsenter"), argv.index("nsenter", 1)
     assert "--user=/proc/self/fd/11" in argv[first:second]  # the outer user ns with the others
@@ -91,8 +103,13 @@ def test_python_prefixes_are_the_interpreter_dirs_only():
 
 def test_run_to_completion_tail_and_timeout(tmp_path):
     env = {"PATH": "/usr/bin:/bin"}
-    res = run_to_completion(["sh", "-c", "echo 0123456789; echo err >&2; exit 4"], env=env, cwd=str(tmp_path),
-                            timeout_s=30, max_output_bytes=4)
+    res = run_to_completion(
+        ["sh", "-c", "echo 0123456789; echo err >&2; exit 4"],
+        env=env,
+        cwd=str(tmp_path),
+        timeout_s=30,
+        max_output_bytes=4,
+    )
     assert (res.returncode, res.stdout, res.stderr, res.timed_out) == (4, "789\n", "err\n", False)
     res = run_to_completion(["sleep", "30"], env=env, cwd=str(tmp_path), timeout_s=0.2)
     assert res.timed_out and res.returncode < 0
@@ -100,5 +117,7 @@ def test_run_to_completion_tail_and_timeout(tmp_path):
 
 @pytest.mark.parametrize("stdin", [b"bytes in", "text in"])
 def test_run_to_completion_stdin(tmp_path, stdin):
-    res = run_to_completion(["cat"], env={"PATH": "/usr/bin:/bin"}, cwd=str(tmp_path), timeout_s=30, stdin=stdin)
+    res = run_to_completion(
+        ["cat"], env={"PATH": "/usr/bin:/bin"}, cwd=str(tmp_path), timeout_s=30, stdin=stdin
+    )
     assert res.stdout == "bytes in" if isinstance(stdin, bytes) else res.stdout == "text in"

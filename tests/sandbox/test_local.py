@@ -147,8 +147,14 @@ def test_docker_says_why_it_is_unavailable() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [{"type": "podman"}, {"workspace_mount": "relative/ws"}, {"home": "/a/../b"}, {"memory_mb": 0},
-     {"extra_ro_binds": ["rel/path"]}, {"unknown_field": 1}],
+    [
+        {"type": "podman"},
+        {"workspace_mount": "relative/ws"},
+        {"home": "/a/../b"},
+        {"memory_mb": 0},
+        {"extra_ro_binds": ["rel/path"]},
+        {"unknown_field": 1},
+    ],
 )
 def test_config_rejects_bad_values(bad: dict) -> None:
     with pytest.raises(ValidationError):

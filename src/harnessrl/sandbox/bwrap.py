@@ -175,14 +175,18 @@ class BwrapSandbox(Sandbox):
         # comes earlier: entering then would land in the host's root). It exits when the
         # keeper pipe closes (destroy, or this process dies) and the sandbox goes with it.
         keeper = ["sh", "-c", "echo ready; read _"]
-        argv = (["prlimit", *self._rlimits, "--"] if self._rlimits else [])
+        argv = ["prlimit", *self._rlimits, "--"] if self._rlimits else []
         argv += bwrap_argv(self.config, info_fd=info_w, block_fd=block_r, init=keeper)
         err_path = self._root / "bwrap.stderr"
         try:
             with open(err_path, "wb") as err:
                 self._proc = subprocess.Popen(
-                    argv, stdin=keeper_r, stdout=ready_w, stderr=err,
-                    pass_fds=(info_w, block_r), start_new_session=True,
+                    argv,
+                    stdin=keeper_r,
+                    stdout=ready_w,
+                    stderr=err,
+                    pass_fds=(info_w, block_r),
+                    start_new_session=True,
                 )
             for fd in (info_w, block_r, ready_w, keeper_r):
                 os.close(fd)
@@ -205,7 +209,9 @@ class BwrapSandbox(Sandbox):
         self._pidfd = os.pidfd_open(self._ns_pid)
         for ns in NAMESPACES:
             self._ns_fds[ns] = os.open(f"/proc/{self._ns_pid}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC)
-        self._ns_fds["root"] = os.open(f"/proc/{self._ns_pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._ns_fds["root"] = os.open(
+            f"/proc/{self._ns_pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+        )
         if os.geteuid() != 0:  # see _enter_argv
             try:
                 self._ns_fds["outer_user"] = fcntl.ioctl(self._ns_fds["user"], NS_GET_PARENT)
@@ -222,8 +228,11 @@ class BwrapSandbox(Sandbox):
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             with ours, theirs:
                 python = "python3" if self.config.python else "/usr/bin/python3"
-                res = self._run_tracked([python, "-I", "-c", LISTEN_HELPER, str(port), str(theirs.fileno())],
-                                        timeout_s=START_TIMEOUT_S, extra_fds=(theirs.fileno(),))
+                res = self._run_tracked(
+                    [python, "-I", "-c", LISTEN_HELPER, str(port), str(theirs.fileno())],
+                    timeout_s=START_TIMEOUT_S,
+                    extra_fds=(theirs.fileno(),),
+                )
                 theirs.close()
                 ours.settimeout(START_TIMEOUT_S)
                 try:
@@ -260,8 +269,15 @@ class BwrapSandbox(Sandbox):
         stdout_path: Path | None = None,
         keep_background: bool = False,
     ) -> ProcessResult:
-        return self._run_tracked(argv, env=env, cwd=cwd, timeout_s=timeout_s, stdin=stdin,
-                                 stdout_path=stdout_path, keep_background=keep_background)
+        return self._run_tracked(
+            argv,
+            env=env,
+            cwd=cwd,
+            timeout_s=timeout_s,
+            stdin=stdin,
+            stdout_path=stdout_path,
+            keep_background=keep_background,
+        )
 
     @property
     def alive(self) -> bool:
@@ -274,7 +290,9 @@ class BwrapSandbox(Sandbox):
         with self._lock:
             self._check_open()
             if not self.alive:
-                return ProcessResult(-9, "", "sandbox is gone: its init exited (killed from inside?)\n", False, 0.0)
+                return ProcessResult(
+                    -9, "", "sandbox is gone: its init exited (killed from inside?)\n", False, 0.0
+                )
             self._runs += 1
             self._active_runs += 1
             leaf = f"run-{self._runs}"
@@ -287,8 +305,19 @@ class BwrapSandbox(Sandbox):
             if release:
                 self._close_ns_fds()
 
-    def _run(self, argv: list[str], leaf: str, *, env=None, cwd=None, timeout_s=None, stdin=None,
-             stdout_path=None, keep_background=False, extra_fds: tuple[int, ...] = ()) -> ProcessResult:
+    def _run(
+        self,
+        argv: list[str],
+        leaf: str,
+        *,
+        env=None,
+        cwd=None,
+        timeout_s=None,
+        stdin=None,
+        stdout_path=None,
+        keep_background=False,
+        extra_fds: tuple[int, ...] = (),
+    ) -> ProcessResult:
         workdir = self.inner_path(cwd) if cwd else self.inner_workspace
         fds = self._ns_fds
         # enter through the held namespace fds (a pid could be reused after destroy); nsenter
@@ -305,7 +334,10 @@ class BwrapSandbox(Sandbox):
         started: list[subprocess.Popen] = []
         try:
             result = run_to_completion(
-                entry_wrapper(join, self._rlimits, self._fsize_mb) + enter + DROP_PRIVS + ["env", "-C", workdir, "--", *argv],
+                entry_wrapper(join, self._rlimits, self._fsize_mb)
+                + enter
+                + DROP_PRIVS
+                + ["env", "-C", workdir, "--", *argv],
                 env={**self._env, **(env or {})},
                 cwd=str(self._root),
                 timeout_s=timeout_s if timeout_s is not None else self.config.wall_time_s,

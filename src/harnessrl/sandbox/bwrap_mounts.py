@@ -28,10 +28,32 @@ from pathlib import Path
 from harnessrl.sandbox.base import SandboxConfig
 
 ETC_KEEP = (
-    "alternatives", "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf",
-    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "nsswitch.conf",
-    "protocols", "services", "mime.types", "os-release", "debian_version", "bash.bashrc", "profile",
-    "inputrc", "locale.alias", "gai.conf", "host.conf", "magic", "magic.mime", "python3", "python3.11",
+    "alternatives",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "nsswitch.conf",
+    "protocols",
+    "services",
+    "mime.types",
+    "os-release",
+    "debian_version",
+    "bash.bashrc",
+    "profile",
+    "inputrc",
+    "locale.alias",
+    "gai.conf",
+    "host.conf",
+    "magic",
+    "magic.mime",
+    "python3",
+    "python3.11",
 )
 TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -40,7 +62,11 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 def python_prefixes() -> list[str]:
     """The directories that hold this interpreter: the venv and its base installation."""
     prefixes = []
-    for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))):
+    for p in (
+        sys.prefix,
+        sys.base_prefix,
+        os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
+    ):
         real = os.path.realpath(p)
         if real not in prefixes and not real.startswith("/usr/") and real != "/usr":
             prefixes.append(real)

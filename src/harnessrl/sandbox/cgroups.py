@@ -61,7 +61,7 @@ def _own_dir(ctl: str, mounts: dict[str, tuple[str, str]], own: dict[str, str]) 
     root, point = mounts[ctl]
     path = own[ctl]
     if root != "/" and path.startswith(root):
-        path = path[len(root):]
+        path = path[len(root) :]
     return Path(point) / path.lstrip("/")
 
 
@@ -120,7 +120,7 @@ def remove_cgroup(d: Path) -> None:
 def _sweep_stale(parent: Path) -> None:
     for d in parent.glob(PREFIX + "*"):
         try:
-            owner = int(d.name[len(PREFIX):].split("-", 1)[0])
+            owner = int(d.name[len(PREFIX) :].split("-", 1)[0])
         except ValueError:
             continue
         if owner != os.getpid() and not Path(f"/proc/{owner}").exists():

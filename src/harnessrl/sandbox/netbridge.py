@@ -105,7 +105,9 @@ class ProxyBridge:
                 continue
             with self._lock:
                 self._conns += [inner, outer]
-            threading.Thread(target=self._serve, args=(inner, outer), name="sandbox-pump", daemon=True).start()
+            threading.Thread(
+                target=self._serve, args=(inner, outer), name="sandbox-pump", daemon=True
+            ).start()
 
     def _serve(self, inner: socket.socket, outer: socket.socket) -> None:
         back = threading.Thread(target=_pump, args=(outer, inner), name="sandbox-pump", daemon=True)

@@ -81,8 +81,14 @@ def run_to_completion(
         timed_out = False
         t0 = time.monotonic()
         proc = subprocess.Popen(
-            cmd, env=env, cwd=cwd, stdin=in_f, stdout=out_f, stderr=err_f,
-            start_new_session=True, pass_fds=pass_fds,
+            cmd,
+            env=env,
+            cwd=cwd,
+            stdin=in_f,
+            stdout=out_f,
+            stderr=err_f,
+            start_new_session=True,
+            pass_fds=pass_fds,
         )
         if on_start is not None:
             on_start(proc)
