@@ -151,3 +151,10 @@ def test_generation_prompt_that_opens_thinking(smol_tokenizer):
     assert (parsed.reasoning, parsed.content) == ("weigh options", "Answer.")
     cut = r.parse(r.encode("still thinking"))
     assert cut.reasoning == "still thinking" and cut.content == "" and cut.finish_reason == "length"
+
+
+def test_from_pretrained_on_a_dir_without_tokenizer_is_a_clear_error(tmp_path):
+    from harnessrl.render.errors import RenderError
+
+    with pytest.raises(RenderError, match="cannot load a tokenizer"):
+        Renderer.from_pretrained(tmp_path)

@@ -11,6 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harnessrl.render.conversation import Conversation
+from harnessrl.render.errors import RenderError
+from harnessrl.render.incremental import incremental_is_exact
 from harnessrl.render.messages import Message, ParsedCompletion, ToolSpec
 from harnessrl.render.parsing import THINK_OPEN, parse_text
 from harnessrl.render.template import TemplateError, TemplateInfo, detect, to_template
@@ -48,8 +51,6 @@ class Renderer:
         self.splitter = special_splitter(getattr(tokenizer, "all_special_tokens", []) or [])
         if not chunking_is_exact(self.encode, self.splitter, self._sample_text()):
             self.splitter = None
-        from harnessrl.render.incremental import incremental_is_exact  # noqa: PLC0415 (cycle)
-
         self.incremental_ok = incremental_is_exact(self)
 
     @classmethod
@@ -58,7 +59,11 @@ class Renderer:
         """Load the tokenizer (and its chat template) from an HF model directory or id."""
         from transformers import AutoTokenizer  # noqa: PLC0415 (heavy import)
 
-        tok = AutoTokenizer.from_pretrained(str(model_dir), **(tokenizer_kwargs or {}))
+        try:
+            tok = AutoTokenizer.from_pretrained(str(model_dir), **(tokenizer_kwargs or {}))
+        except (OSError, ValueError) as exc:
+            raise RenderError(f"cannot load a tokenizer from {model_dir}: {exc}. Fix: pass an HF checkpoint "
+                              "directory holding tokenizer files (harnessrl.engine.model.resolve_model)") from None
         return cls(tok, **kwargs)
 
     @classmethod
@@ -120,9 +125,8 @@ class Renderer:
                           think_opened=self.think_opened)
 
     # ---- conversations ------------------------------------------------------------------
-    def conversation(self, mode: str = "exact") -> "Conversation":
-        from harnessrl.render.conversation import Conversation  # noqa: PLC0415 (cycle)
-
+    def conversation(self, mode: str = "exact") -> Conversation:
+        """A new exact-history conversation (one per rollout); mode "exact" or "rerender"."""
         return Conversation(self, mode=mode)
 
     # ---- probes -------------------------------------------------------------------------
