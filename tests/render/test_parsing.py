@@ -55,6 +55,8 @@ def test_malformed_json_stays_text_and_never_raises():
     bad = '<tool_call>{"name": "bash", "arguments": {"command": "ls"</tool_call>'
     p = parse_text("ok " + bad, stopped=True)
     assert p.tool_calls == [] and bad in p.content and p.finish_reason == "stop"
+    assert parse_text('<tool_call>{"name": "bash", "arguments": [1]}</tool_call>', stopped=True).tool_calls == []
+    assert parse_text('<tool_call>{"name": "bash", "arguments": null}</tool_call>', stopped=True).tool_calls[0].arguments == {}
     for junk in ["<tool_call>", "<tool_call></tool_call>", '<tool_call>{"arguments": {}}</tool_call>',
                  "<tool_call>[1, 2]</tool_call>", "</think>", "<think>", "\x00\ufffd"]:
         parse_text(junk, stopped=True)  # no exception

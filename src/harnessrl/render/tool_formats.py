@@ -97,6 +97,10 @@ def _coerce_call(obj: Any) -> RawCall | None:
             return _coerce_call(fn)
         return None
     args = obj.get("arguments", obj.get("parameters", {}))
+    if args is None:
+        args = {}
+    if not isinstance(args, (dict, str)):  # a list or a number is no argument object: malformed
+        return None
     if isinstance(args, str):
         try:
             decoded = json.loads(args)
