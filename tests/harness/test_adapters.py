@@ -256,3 +256,42 @@ def test_not_installed_is_a_clear_harness_error(fake_sandbox, tmp_path):
                       timeout_s=5, max_turns=1)
     assert res.status == "harness_error" and "harnessrl harness install codex" in res.error
     assert fake_sandbox.calls == []  # nothing was started
+
+
+def test_openclaw_gateway_mode_build_and_parse():
+    adapter = make_harness("openclaw:gateway")
+    assert adapter.mode == "gateway"
+    launch = adapter.build(_req())
+    argv = launch.argv
+    assert argv[0] == sys.executable and launch.files[argv[1]].startswith('"""In-sandbox driver for OpenClaw')
+    cfg_path = argv[argv.index("--config") + 1]
+    assert cfg_path.endswith("/home/.openclaw/openclaw.json")  # the gateway reads the ambient config
+    assert json.loads(launch.files[cfg_path])["agents"]["defaults"]["workspace"] == "/workspace"
+    assert argv[argv.index("--openclaw") + 1].endswith("node_modules/.bin/openclaw")
+    ok = json.dumps({"status": "ok", "final_message": "hi there", "ready_s": 12.0})
+    res = adapter.parse(_req(), _outcome("gateway log\n" + ok))
+    assert res.status == "ok" and res.final_message == "hi there" and res.meta["ready_s"] == 12.0
+    bad = json.dumps({"status": "error", "final_message": "", "error": "gateway did not become healthy in time"})
+    res = adapter.parse(_req(), _outcome(bad, code=1, status="harness_error"))
+    assert res.status == "harness_error" and "healthy" in res.error
+    with pytest.raises(HarnessConfigError):
+        make_harness("openclaw", mode="daemon")
+
+
+def test_gateway_driver_writes_gateway_section(tmp_path):
+    import importlib.util
+
+    from harnessrl.harness import openclaw as oc
+
+    spec = importlib.util.spec_from_file_location("ocgw", oc.GATEWAY_DRIVER)
+    driver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(driver)
+    cfg = tmp_path / "openclaw.json"
+    cfg.write_text(json.dumps({"models": {"mode": "merge"}}))
+    driver.write_gateway_config(str(cfg), 18999, "tok")
+    got = json.loads(cfg.read_text())
+    assert got["models"] == {"mode": "merge"}
+    assert got["gateway"]["port"] == 18999 and got["gateway"]["auth"] == {"mode": "token", "token": "tok"}
+    assert got["gateway"]["bind"] == "loopback"
+    assert got["gateway"]["http"]["endpoints"]["chatCompletions"]["enabled"] is True
+    assert 0 < driver.free_port() < 65536

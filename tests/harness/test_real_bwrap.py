@@ -13,7 +13,8 @@ from harnessrl.harness import make_harness
 
 pytestmark = [pytest.mark.harness, pytest.mark.bwrap, pytest.mark.timeout(900)]
 
-HARNESSES = ["builtin", "mini-swe-agent", "claude-code", "codex", "openclaw", "command"]
+HARNESSES = ["builtin", "mini-swe-agent", "claude-code", "codex", "openclaw", "openclaw:gateway", "command"]
+# openclaw:gateway = `openclaw gateway` + one chat turn (the gateway takes ~15-30 s to get ready)
 TOOL_LOOP = {"builtin", "mini-swe-agent", "claude-code", "codex", "openclaw"}  # >= 2 calls
 EXACT_PREFIX = {"builtin", "mini-swe-agent", "claude-code", "codex"}
 SAVE = {"builtin", "mini-swe-agent", "openclaw"}
@@ -31,15 +32,16 @@ def _bwrap_sandbox(adapter, workspace_src, port):
 
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_real_harness_in_bwrap(harness, kit, tmp_path):
-    if harness != "command":
-        kit.require_installed(harness)
-    rig = kit.ProxyRig(harness, tmp_path / "run")
+    name = harness.split(":")[0]
+    if name != "command":
+        kit.require_installed(name)
+    rig = kit.ProxyRig(name, tmp_path / "run")
     try:
         adapter = make_harness(kit.harness_spec(harness))
         src = tmp_path / "workspace"
         src.mkdir()
         (src / "README.md").write_text("Task files live here.\n")
-        rid = f"{harness}-bwrap-0"
+        rid = f"{harness.replace(':', '-')}-bwrap-0"
         key = rig.server.register_rollout(rid)
         other = rig.server.register_rollout("someone-else")
         with _bwrap_sandbox(adapter, src, rig.server.port) as sb:
@@ -52,12 +54,12 @@ def test_real_harness_in_bwrap(harness, kit, tmp_path):
         assert calls and all(c.status == "ok" for c in calls)
         assert len(calls) == len(rig.engine.calls)  # nothing went elsewhere, nothing was lost
         assert rig.store.count_calls("someone-else") == 0 and other
-        if harness in TOOL_LOOP:
+        if name in TOOL_LOOP:
             assert len(calls) >= 2 and written == "hello\n"
             assert res.final_message in (kit.FINAL_ANSWER, "")  # mini-swe-agent submits an empty output
         else:  # the command 'harness' writes the model's reply
             assert written == "hello\n" and res.final_message == "hello"
-        if harness in EXACT_PREFIX:
+        if name in EXACT_PREFIX:
             assert kit.prefix_breaks(calls) == []
         if kit.update_fixtures() and harness in SAVE:
             kit.save_fixture(kit.FIXTURES / f"{harness}.jsonl", calls, harness)

