@@ -183,3 +183,17 @@ def test_per_harness_centres_tree_grpo_and_gae_rewards():
     assert by_token(tree, tree_grpo(tree))[2][1] < 0  # without it, c (R=1) is below the joint mean
     out = gae(tree, np.zeros(len(tree.flat())), per_harness=True)
     assert sorted(out.adv.tolist()) == pytest.approx([-1.0, -0.5, 0.5, 1.0])
+
+
+def test_a_span_seen_only_as_filtered_output_carries_no_loss_for_that_rollout():
+    # r sampled [1, 2] first but the harness retried the request (dead attempt); s sampled the
+    # same [1, 2] and trains: the shared node is a decision for s only
+    calls = [make_call("s", 0, S, [1, 2]), make_call("r", 0, S, [1, 2], call_id="r:first"),
+             make_call("r", 1, S, [3], call_id="r:retry")]
+    tree = build_tree(calls, [make_rollout("s", 1.0), make_rollout("r", 0.0)])
+    shared = next(n for n in tree.nodes if n.tokens.tolist() == [1, 2])
+    assert set(shared.rollouts) == {"r", "s"} and shared.decision_rollouts == ("s",)
+    assert decision_counts(tree) == {"s": 2, "r": 1}
+    adv = grpo(tree)
+    q = int(tree.flat().node_offsets[shared.id])
+    assert [c[0] for c in adv.token_contributions(q)] == ["s"]

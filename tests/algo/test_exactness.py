@@ -26,11 +26,14 @@ def random_group(seed: int):
                 prev = prev[: int(rng.integers(0, len(prev) + 1))]  # history rewritten
             prompt = prev + rng.integers(0, 3, int(rng.integers(0, 3))).tolist()
             sampled = rng.integers(0, 3, int(rng.integers(1, 4))).tolist()
-            calls.append(make_call(rid, k, prompt, sampled))
+            finish = "length" if rng.random() < 0.15 else "stop"
+            calls.append(make_call(rid, k, prompt, sampled, finish=finish))
             prev = prompt + sampled
         status = "ok" if rng.random() < 0.8 else "timeout"
         rollouts.append(make_rollout(rid, float(rng.integers(0, 3)), status))
-    return build_tree(calls, rollouts)
+    tree = build_tree(calls, rollouts)
+    tree.source_calls = calls  # for the independent reference below
+    return tree
 
 
 def ppo_token(ratio, adv):
@@ -43,12 +46,29 @@ def tree_objective(adv, ratio):
     return float((adv.adv_pos * np.minimum(ratio, clipped) + adv.adv_neg * np.maximum(ratio, clipped)).sum())
 
 
-def rollout_decisions(tree, rid):
-    """Flat indices of the decision tokens of rollout rid (each tree token once)."""
+def prefix_index(tree) -> dict[tuple, int]:
     flat = tree.flat()
-    nodes = sorted({n for p in tree.paths_of(rid) for n in p.nodes})
-    return np.concatenate([flat.node_offsets[n] + np.flatnonzero(tree.nodes[n].decision) for n in nodes]
-                          or [np.zeros(0, np.int64)])
+    out, prefix_of = {}, []
+    for q in range(len(flat)):
+        parent = int(flat.parent_index[q])
+        prefix_of.append((prefix_of[parent] if parent >= 0 else ()) + (int(flat.tokens[q]),))
+        out[prefix_of[-1]] = q
+    return out
+
+
+def rollout_decisions(tree, rid):
+    """Flat indices of the tokens rid sampled in trainable calls, from the calls themselves:
+    not truncated, not retried (same prompt sent again later with another completion), position > 0."""
+    index = prefix_index(tree)
+    own = [c for c in tree.source_calls if c.rollout_id == rid]
+    out = set()
+    for c in own:
+        later = [d for d in own if d.seq > c.seq and d.prompt_ids == c.prompt_ids]
+        if c.finish_reason == "length" or (later and later[-1].sampled_ids != c.sampled_ids):
+            continue
+        seq = tuple(c.prompt_ids) + tuple(c.sampled_ids)
+        out.update(index[seq[:p + 1]] for p in range(max(1, len(c.prompt_ids)), len(seq)))
+    return np.array(sorted(out), dtype=np.int64)
 
 
 @settings(max_examples=80, deadline=None)
@@ -105,7 +125,9 @@ def test_gae_tree_loss_equals_per_path_loss(seed):
     for path in tree.paths:
         if path.rollout_id not in kept or not n_dec[path.rollout_id]:
             continue
-        q = np.concatenate([flat.node_offsets[n] + np.flatnonzero(tree.nodes[n].decision) for n in path.nodes])
+        mine = set(rollout_decisions(tree, path.rollout_id).tolist())
+        q = np.array([x for n in path.nodes for x in range(flat.node_offsets[n], flat.node_offsets[n + 1])
+                      if x in mine], dtype=np.int64)
         if not len(q):
             continue
         a = gae_1d(values[q], np.zeros(len(q)), tree.rollouts[path.rollout_id].reward, 0.95, 0.9)

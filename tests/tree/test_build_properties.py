@@ -63,6 +63,7 @@ def reference(calls, rollouts, cfg: FilterConfig):
         seen.add(key)
         inserted.append(c)
     prefixes: dict[tuple, tuple[bool, float]] = {}
+    owners: dict[tuple, set[str]] = {}
     for c in inserted:
         same_prompt = [d for d in ordered if d.rollout_id == c.rollout_id and d.prompt_ids == c.prompt_ids]
         retried = cfg.duplicate_branches and same_prompt[-1].sampled_ids != c.sampled_ids
@@ -71,12 +72,14 @@ def reference(calls, rollouts, cfg: FilterConfig):
         for pos in range(len(seq)):
             p = seq[:pos + 1]
             decision = trainable and pos >= max(1, len(c.prompt_ids))
+            if decision:
+                owners.setdefault(p, set()).add(c.rollout_id)
             old = prefixes.get(p, (False, float("nan")))
             if decision and not old[0]:
                 prefixes[p] = (True, c.logprobs[pos - len(c.prompt_ids)])
             else:
                 prefixes.setdefault(p, old)
-    return prefixes, inserted, merged
+    return prefixes, inserted, merged, owners
 
 
 def tree_prefixes(tree):
@@ -90,7 +93,7 @@ def tree_prefixes(tree):
         assert p not in out, f"prefix {p} appears twice in the tree"
         out[p] = (bool(flat.decision[q]), float(flat.engine_logprobs[q]))
         assert flat.positions[q] == len(p) - 1
-    return out
+    return out, prefix_of
 
 
 def check_structure(tree):
@@ -114,8 +117,13 @@ def test_every_call_token_on_exactly_one_path(data):
     cfg = FilterConfig(prune=False)
     tree = build_tree(calls, rollouts, cfg)
     check_structure(tree)
-    expected, inserted, merged = reference(calls, rollouts, cfg)
-    got = tree_prefixes(tree)
+    expected, inserted, merged, owners = reference(calls, rollouts, cfg)
+    got, order = tree_prefixes(tree)
+    # the rollouts that sampled each token (their loss mask) hold for the whole node
+    flat = tree.flat()
+    for q, p in enumerate(order):
+        node = tree.nodes[int(flat.node_index[q])]
+        assert set(node.decision_rollouts) == owners.get(p, set()), p
     assert set(got) == set(expected)
     for p, (dec, lp) in expected.items():
         assert got[p][0] == dec, p
@@ -144,8 +152,8 @@ def test_pruned_tree_keeps_every_decision_and_only_kept_rollouts_decide(data):
     calls, rollouts = data
     tree = build_tree(calls, rollouts)
     check_structure(tree)
-    expected, _, _ = reference(calls, rollouts, FilterConfig())
-    got = tree_prefixes(tree)
+    expected, _, _, _ = reference(calls, rollouts, FilterConfig())
+    got, _ = tree_prefixes(tree)
     decisions = {p for p, (d, _) in expected.items() if d}
     assert decisions == {p for p, (d, _) in got.items() if d}
     assert set(got) <= set(expected)

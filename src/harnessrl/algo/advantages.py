@@ -3,7 +3,9 @@
 All three return ``TokenAdvantages`` (see ``algo.contributions`` for the packed form and the exact
 PPO algebra on shared tokens). Only kept rollouts (``RolloutInfo.kept``) enter: filtered rollouts
 add no contribution and no reward to any statistic. K(s) below is the set of kept rollouts whose
-calls pass through node s; "decision tokens of r" are the decision tokens of the nodes r passes.
+calls pass through node s; "decision tokens of r" are the tokens a trainable call of r sampled
+(``node.decision_rollouts``): a span r only saw as context (another rollout sampled the same
+tokens after the same prefix, or r's own sampling call was filtered) carries no loss for r.
 
 grpo (outcome):
     A_r = (R_r - mean_G R) / (std_G R + eps)          (std=False: Dr.GRPO, no division)
@@ -18,7 +20,8 @@ tree_grpo (TreeRL, arXiv 2506.11902, with rollouts as leaves):
     every call end, so "parent" is the parent *segment*: the nearest ancestor whose kept-rollout
     set differs (a chain of nodes with the same rollouts is one TreeRL segment, and LA is not
     zeroed by our finer splits). The per-token weight that makes one tree token equal to training
-    every rollout separately is sum_{r in K(s)} w_r: one contribution (A(s), w_r) per rollout.
+    every rollout separately is sum_r w_r over the rollouts that sampled the token: one
+    contribution (A(s), w_r) per such rollout.
 
 gae (PPO with a critic; ``values[q]`` = critic value of the state whose next token is flat token
 q, read at ``parent_index[q]`` like the logits that score q):
@@ -77,14 +80,14 @@ def _kept_rewards(tree: PrefixTree) -> tuple[dict[str, float], dict[str, str]]:
 
 def _per_rollout_rows(tree: PrefixTree, node_adv: list[np.ndarray | dict[str, float]],
                       w: dict[str, float], ids: tuple[str, ...]):
-    """Rows (token, rollout, adv, weight) for every decision token x kept rollout through it.
+    """Rows (token, rollout, adv, weight) for every decision token x rollout that sampled it.
 
     ``node_adv[s]`` is either a per-rollout dict (grpo) or a scalar array (tree_grpo)."""
     flat = tree.flat()
     index = {r: i for i, r in enumerate(ids)}
     toks, rols, advs, wts = [], [], [], []
-    for node, kept in zip(tree.nodes, tree.node_kept_rollouts()):
-        kept = [r for r in kept if r in w]
+    for node in tree.nodes:
+        kept = [r for r in node.decision_rollouts if r in w]
         if not kept or not node.decision.any():
             continue
         q = flat.node_offsets[node.id] + np.flatnonzero(node.decision)
@@ -169,7 +172,8 @@ def gae(tree: PrefixTree, values: np.ndarray, *, gamma: float = 1.0, lam: float 
     for path in tree.paths:
         if path.rollout_id not in w:
             continue
-        q = np.concatenate([flat.node_offsets[n] + np.flatnonzero(tree.nodes[n].decision) for n in path.nodes])
+        q = np.concatenate([flat.node_offsets[n] + np.flatnonzero(tree.nodes[n].decision) for n in path.nodes
+                            if path.rollout_id in tree.nodes[n].decision_rollouts] or [np.zeros(0, np.int64)])
         if not len(q):
             continue
         tok_r = token_rewards[q] if token_rewards is not None else np.zeros(len(q))

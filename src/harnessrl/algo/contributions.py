@@ -111,13 +111,14 @@ def rollout_weights(n_decision: dict[str, int], loss_agg: str) -> tuple[dict[str
 
 
 def decision_counts(tree: PrefixTree) -> dict[str, int]:
-    """Kept rollout -> number of decision tokens on its paths (each tree token once)."""
+    """Kept rollout -> number of tokens it sampled in trainable calls (each tree token once)."""
     counts = {r: 0 for r in tree.kept_rollouts()}
-    for node, kept in zip(tree.nodes, tree.node_kept_rollouts()):
+    for node in tree.nodes:
         d = int(node.decision.sum())
         if d:
-            for r in kept:
-                counts[r] += d
+            for r in node.decision_rollouts:
+                if r in counts:
+                    counts[r] += d
     return counts
 
 

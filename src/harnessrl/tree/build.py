@@ -89,6 +89,7 @@ class _Trie:
         self.children: list[dict[int, int]] = [{}]
         self.start: list[int] = [0]
         self.rollouts: list[set[str]] = [set()]
+        self.owners: list[set[str]] = [set()]  # rollouts whose trainable calls sampled this span
         self.call_ends: list[list[str]] = [[]]
         self.reason: list[str] = [""]
         self.reasons: Counter = Counter()
@@ -100,6 +101,7 @@ class _Trie:
         self.children.append({})
         self.start.append(start)
         self.rollouts.append(set())
+        self.owners.append(set())
         self.call_ends.append([])
         self.reason.append(reason)
         if parent >= 0:
@@ -118,19 +120,23 @@ class _Trie:
             self.parent[c] = m
         self.start.append(self.start[n] + j)
         self.rollouts.append(set(self.rollouts[n]))
+        self.owners.append(set(self.owners[n]))
         self.call_ends.append(self.call_ends[n])
         self.reason.append("")
         self.arr[n] = head
         self.children[n] = {int(tail["tokens"][0]): m}
         self.call_ends[n] = []
 
-    def _mark(self, n: int, ca: _CallArrays, pos: int) -> None:
-        """Copy the call's decision tokens onto node n (which covers seq[pos:pos+len]) where unset."""
+    def _mark(self, n: int, ca: _CallArrays, pos: int, rollout_id: str) -> None:
+        """Copy the call's decision tokens onto node n (which covers seq[pos:pos+len]) where unset.
+
+        Nodes are cut at every call's first decision position, so a node is either wholly inside
+        the call's completion or not at all."""
         a = self.arr[n]
-        lo = max(ca.first_decision, pos)
-        hi = pos + len(a["tokens"])
-        if lo >= hi:
+        if pos < ca.first_decision:
             return
+        self.owners[n].add(rollout_id)
+        lo, hi = pos, pos + len(a["tokens"])
         sl = slice(lo - pos, hi - pos)
         unset = ~a["decision"][sl]
         if not unset.any():
@@ -151,11 +157,15 @@ class _Trie:
             ct = self.arr[child]["tokens"]
             m = min(len(ct), length - pos)
             diff = ct[:m] != seq[pos:pos + m]
-            j = int(diff.argmax()) if diff.any() else m
+            matched = int(diff.argmax()) if diff.any() else m
+            cut = ca.first_decision
+            j = cut - pos if pos < cut < pos + matched else matched  # stop at the completion start
             if j < len(ct):
                 self._split(child, j)
-            self._mark(child, ca, pos)
+            self._mark(child, ca, pos, call.rollout_id)
             node, pos = child, pos + j
+            if j < matched:
+                continue
             if j < m:  # mismatch inside the span: branch below the head
                 self.rollouts[node].add(call.rollout_id)
                 self._branch(node, ca, call, pos, first_prompt_len, parallel)
@@ -170,10 +180,18 @@ class _Trie:
         if siblings:
             reason = _branch_reason(self, siblings, ca, call.rollout_id, pos, first_prompt_len, parallel)
             self.reasons[reason] += 1
-        arrays = {"tokens": ca.seq[pos:], **ca.span(pos, len(ca.seq)), "provenance": ca.provenance_from(pos)}
-        nid = self._new(node, arrays, pos, reason)
-        self.rollouts[nid].add(call.rollout_id)
-        self.call_ends[nid].append(call.call_id)
+        end = len(ca.seq)
+        cut = ca.first_decision if pos < ca.first_decision < end else end
+        for lo, hi in ((pos, cut), (cut, end)):  # context part, then the completion (own node)
+            if lo >= hi:
+                continue
+            prov = ca.provenance_from(lo)[:hi - lo]
+            node = self._new(node, {"tokens": ca.seq[lo:hi], **ca.span(lo, hi), "provenance": prov}, lo, reason)
+            reason = ""
+            self.rollouts[node].add(call.rollout_id)
+            if lo >= ca.first_decision:
+                self.owners[node].add(call.rollout_id)
+        self.call_ends[node].append(call.call_id)
 
 
 def _branch_reason(trie: _Trie, siblings: list[int], ca: _CallArrays, rollout_id: str, pos: int,
@@ -265,7 +283,8 @@ def _freeze(trie: _Trie, prune: bool) -> list[Node]:
             id=nid, parent=parent, tokens=a["tokens"], decision=a["decision"],
             engine_logprobs=a["logprobs"], temperature=a["temperature"], policy_version=a["version"],
             provenance=a["provenance"], start_pos=trie.start[old], depth=depth,
-            rollouts=tuple(sorted(trie.rollouts[old])), call_ends=tuple(trie.call_ends[old]),
+            rollouts=tuple(sorted(trie.rollouts[old])), decision_rollouts=tuple(sorted(trie.owners[old])),
+            call_ends=tuple(trie.call_ends[old]),
             branch_reason=trie.reason[old]))
         if parent >= 0:
             nodes[parent].children.append(nid)

@@ -9,8 +9,9 @@ Shape (stable; the trainer packs from it):
   context), ``provenance`` (int32: the recorded prompt provenance, ``PROMPT`` = -1 for harness text
   or the version that sampled it; for views). ``start_pos`` is the position of the span's first
   token within its root-to-leaf sequence (RoPE position ids), ``depth`` the node depth (root 0).
-- Every call's sequence (prompt ids + sampled ids) ends at a node end, so the set of rollouts
-  through a node (``node.rollouts``) is the same for every token of its span.
+- Every call's sequence (prompt ids + sampled ids) ends at a node end and its completion starts
+  at a node start, so the set of rollouts through a node (``node.rollouts``) and the set of
+  rollouts that sampled it (``node.decision_rollouts``) hold for every token of its span.
 - ``PrefixTree.paths``: one ``Path`` per (rollout, end node): the root-to-end node chain of a
   sequence the rollout's calls produced and did not extend further. A rollout whose history was
   rewritten (compaction, sub-agents, retries) has several paths.
@@ -42,6 +43,9 @@ class Node:
     depth: int
     children: list[int] = field(default_factory=list)
     rollouts: tuple[str, ...] = ()  # every rollout (kept or filtered) whose calls pass through
+    # rollouts for which this span is a decision (a trainable call of theirs sampled it); nodes are
+    # cut at every call's first sampled token, so this holds for every token of the span
+    decision_rollouts: tuple[str, ...] = ()
     call_ends: tuple[str, ...] = ()  # call ids whose sequence ends at the end of this span
     branch_reason: str = ""  # why this node starts a branch ("" for the root or a continuation)
 
