@@ -122,7 +122,7 @@ def require_installed(name: str) -> None:
 class ProxyRig:
     """A started ProxyServer with a ScriptedEngine following `scripted_policy(harness)`."""
 
-    def __init__(self, harness: str, run_dir: Path) -> None:
+    def __init__(self, harness: str, run_dir: Path, max_model_len: int = 131072) -> None:
         from harnessrl.engine.model import resolve_model
         from harnessrl.engine.scripted import ScriptedEngine
         from harnessrl.proxy.server import ProxyServer
@@ -131,7 +131,7 @@ class ProxyRig:
 
         model_dir = resolve_model(None)
         self.renderer = Renderer.from_pretrained(model_dir)
-        self.engine = ScriptedEngine(scripted_policy(harness, self.renderer), max_model_len=131072,
+        self.engine = ScriptedEngine(scripted_policy(harness, self.renderer), max_model_len=max_model_len,
                                      model_path=str(model_dir))
         self.store = RunStore(run_dir)
         self.server = ProxyServer(self.engine, self.store, self.renderer).start()

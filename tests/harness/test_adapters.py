@@ -96,7 +96,11 @@ def test_claude_code_parse():
     assert res.status == "ok" and res.final_message == "All done." and res.meta["num_turns"] == 2
     bad = json.dumps({"type": "result", "subtype": "error_max_turns", "is_error": True, "result": ""})
     res = ClaudeCodeAdapter().parse(_req(), _outcome(bad))
-    assert res.status == "ok" and "error_max_turns" in res.error
+    assert res.status == "ok" and "error_max_turns" in res.error and res.final_message == ""
+    too_long = json.dumps({"type": "result", "subtype": "success", "is_error": True,
+                           "result": "Prompt is too long"})
+    res = ClaudeCodeAdapter().parse(_req(), _outcome(too_long, code=1, status="harness_error"))
+    assert res.status == "harness_error" and "Prompt is too long" in res.error and res.final_message == ""
     res = ClaudeCodeAdapter().parse(_req(), _outcome("not json", code=1, status="harness_error"))
     assert res.status == "harness_error" and res.final_message == ""
 
@@ -271,7 +275,8 @@ def test_openclaw_gateway_mode_build_and_parse():
     ok = json.dumps({"status": "ok", "final_message": "hi there", "ready_s": 12.0})
     res = adapter.parse(_req(), _outcome("gateway log\n" + ok))
     assert res.status == "ok" and res.final_message == "hi there" and res.meta["ready_s"] == 12.0
-    bad = json.dumps({"status": "error", "final_message": "", "error": "gateway did not become healthy in time"})
+    bad = json.dumps({"status": "error", "final_message": "",
+                      "error": "gateway did not become healthy in time"})
     res = adapter.parse(_req(), _outcome(bad, code=1, status="harness_error"))
     assert res.status == "harness_error" and "healthy" in res.error
     with pytest.raises(HarnessConfigError):

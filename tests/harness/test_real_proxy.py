@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.harness, pytest.mark.timeout(900)]
 PROTOCOL = {"claude-code": "anthropic.messages", "codex": "openai.responses"}
 
 
-def _run_local(kit, rig, harness: str, rollout_id: str, tmp_path):
+def _run_local(kit, rig, harness: str, rollout_id: str, tmp_path, timeout_s: float = 300):
     from harnessrl.sandbox.base import ProxyEndpoint, SandboxConfig, make_sandbox
 
     adapter = make_harness(harness)
@@ -33,7 +33,7 @@ def _run_local(kit, rig, harness: str, rollout_id: str, tmp_path):
     with sb:
         engine_calls_before = len(rig.engine.calls)
         res = adapter.run(sb, instruction=kit.TASK, proxy_base=f"{sb.proxy_base}/r/{key}", api_key=key,
-                          model="smollm2", timeout_s=300, max_turns=6)
+                          model="smollm2", timeout_s=timeout_s, max_turns=6)
         written = (sb.workspace / "hello.txt").read_text() if (sb.workspace / "hello.txt").exists() else None
     rig.server.close_rollout(key)
     return res, written, len(rig.engine.calls) - engine_calls_before
@@ -65,5 +65,20 @@ def test_real_harness_fully_captured_with_prefix_property(harness, kit, tmp_path
         assert shared > 500
         if kit.update_fixtures():
             kit.save_fixture(kit.FIXTURES / f"{harness}.jsonl", captured, harness)
+    finally:
+        rig.close()
+
+
+def test_claude_code_prompt_too_long_is_a_clean_harness_error(kit, tmp_path):
+    """Claude Code's ~12k-token prompt does not fit SmolLM2's 8192 context: the proxy answers 400
+    'too long', Claude Code gives up at once, and the adapter reports a harness error (no hang)."""
+    kit.require_installed("claude-code")
+    rig = kit.ProxyRig("claude-code", tmp_path / "run", max_model_len=8192)
+    try:
+        res, written, engine_calls = _run_local(kit, rig, "claude-code", "too-long", tmp_path, timeout_s=120)
+        assert res.status == "harness_error" and "too long" in res.error.lower()
+        assert written is None and engine_calls == 0
+        calls = rig.calls("too-long")
+        assert len(calls) >= 1 and all(c.status == "error" for c in calls)
     finally:
         rig.close()

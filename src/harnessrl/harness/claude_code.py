@@ -76,7 +76,9 @@ class ClaudeCodeAdapter(LaunchedAdapter):
             return result_from(outcome, final_message="", meta=meta)
         meta.update({k: final.get(k) for k in ("subtype", "num_turns", "stop_reason", "is_error")})
         message = final.get("result") if isinstance(final.get("result"), str) else ""
-        error = None
-        if final.get("is_error") and outcome.status == "ok":
-            error = f"claude reported an error result: {final.get('subtype')}"
-        return result_from(outcome, final_message=message or "", meta=meta, error=error)
+        if final.get("is_error"):  # e.g. max turns, or the API rejected the prompt (too long)
+            error = f"claude reported an error ({final.get('subtype')}): {(message or '')[:300]}"
+            if outcome.error:
+                error = f"{outcome.error}; {error}"
+            return result_from(outcome, final_message="", meta=meta, error=error)
+        return result_from(outcome, final_message=message or "", meta=meta)
