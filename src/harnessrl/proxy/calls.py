@@ -4,9 +4,10 @@ is durable before the response is handed back to the HTTP layer."""
 
 from __future__ import annotations
 
+import itertools
 import logging
+import secrets
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,9 +59,12 @@ class CallHandler:
         self.tokenizer = tokenizer
         self.history_mode = history_mode
         self._stop_cache: dict[str, int | None] = {}
+        self._id_prefix = secrets.token_hex(6)  # call ids: random per server + a counter (no syscall per call)
+        self._id_counter = itertools.count()
 
     async def handle(self, protocol: Protocol, rollout: RolloutState, body: bytes, endpoint: str) -> Reply:
-        call = _Call(protocol, rollout, endpoint, uuid.uuid4().hex, rollout.take_seq(), time.time(), raw=body)
+        call_id = f"{self._id_prefix}{next(self._id_counter):010x}"
+        call = _Call(protocol, rollout, endpoint, call_id, rollout.take_seq(), time.time(), raw=body)
         try:
             return await self._run(call, body)
         except ProxyError as e:
