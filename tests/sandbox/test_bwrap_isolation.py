@@ -452,3 +452,16 @@ def test_proxy_connections_per_sandbox_are_capped(silent_proxy):
         res = box.run(["python", "-c", script, str(silent_proxy.port)], timeout_s=120)
         assert res.ok, res
         assert res.stdout.split() == ["16", "0"]
+
+
+def test_extra_ro_binds_are_visible_read_only(tmp_path: Path):
+    shared = tmp_path / "harness-install"
+    shared.mkdir()
+    (shared / "tool.sh").write_text("echo tool-ran\n")
+    cfg = SandboxConfig(extra_ro_binds=[str(shared), f"{shared}:/opt/tool"])
+    with make_sandbox(cfg) as box:
+        assert box.run(["sh", f"{shared}/tool.sh"]).stdout == "tool-ran\n"
+        assert box.run(["sh", "/opt/tool/tool.sh"]).stdout == "tool-ran\n"
+        assert not _sh(box, f"echo x > {shared}/new.txt").ok
+        assert not (shared / "new.txt").exists()
+        assert _sh(box, f"ls {tmp_path}").stdout.split() == ["harness-install"]  # only the bound dir

@@ -121,3 +121,12 @@ def test_run_to_completion_stdin(tmp_path, stdin):
         ["cat"], env={"PATH": "/usr/bin:/bin"}, cwd=str(tmp_path), timeout_s=30, stdin=stdin
     )
     assert res.stdout == "bytes in" if isinstance(stdin, bytes) else res.stdout == "text in"
+
+
+def test_missing_extra_bind_is_a_sandbox_error(tmp_path, monkeypatch):
+    from harnessrl.sandbox.base import SandboxError
+
+    monkeypatch.setenv("HARNESSRL_CACHE", str(tmp_path))
+    cfg = SandboxConfig(extra_ro_binds=[str(tmp_path / "nope")])
+    with pytest.raises(SandboxError, match="does not exist"):
+        bwrap_argv(cfg, info_fd=5, block_fd=6, init=["cat"])

@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harnessrl.sandbox.base import SandboxConfig
+from harnessrl.sandbox.base import SandboxConfig, SandboxError
 
 ETC_KEEP = (
     "alternatives",
@@ -152,7 +152,7 @@ def _ro_binds(cfg: SandboxConfig) -> list[tuple[str, str]]:
     for spec in cfg.extra_ro_binds:
         host, _, inner = spec.partition(":")
         if not os.path.exists(host):
-            raise FileNotFoundError(f"extra_ro_binds: {host} does not exist")
+            raise SandboxError(f"extra_ro_binds: {host} does not exist on the host")
         pairs.append((host, inner or host))
     return sorted(pairs, key=lambda hp: hp[1].count("/"))
 
