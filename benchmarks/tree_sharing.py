@@ -12,20 +12,28 @@
    time of build_tree summed over the groups, median of --repeats; plus the time of the flat
    packing arrays and of grpo advantages. A naive per-token dict trie on a slice gives the
    baseline; the same build from int32 arrays shows what the list -> array conversion costs.
+3. The same sharing figures on the captured real-harness groups in tests/fixtures/harness_calls.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import statistics
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
 from harnessrl.algo import grpo
+from harnessrl.store.records import CallRecord
 from harnessrl.tree import build_tree, sum_stats
-from harnessrl.tree.synthetic import claude_code_group
+from harnessrl.tree.synthetic import claude_code_group, make_rollout
+
+CALL_FIELDS = {f.name for f in dataclasses.fields(CallRecord)}
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "harness_calls"
 
 
 def sharing(rollouts: int, prefix: int, turns: int, seeds: int) -> dict:
@@ -45,6 +53,25 @@ def build_groups(n_calls: int, call_tokens: int) -> list[tuple[list, list]]:
         groups.append(claude_code_group(8, prefix, 10, completion_tokens=(100, 300),
                                         observation_tokens=(100, 700), seed=100 + g, group_id=f"b{g}"))
     return groups
+
+
+def fixture_sharing(directory: Path) -> None:
+    """Sharing on the captured real-harness groups (tests/fixtures/harness_calls/*.jsonl)."""
+    for path in sorted(directory.glob("*.jsonl")):
+        calls, rollout_ids = [], {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            obj = json.loads(line)
+            if "prompt_ids" in obj:
+                calls.append(CallRecord(**{k: v for k, v in obj.items() if k in CALL_FIELDS}))
+                rollout_ids.setdefault(obj["rollout_id"], None)
+        rollouts = [make_rollout(r, 1.0, group_id=path.stem) for r in rollout_ids]
+        tree = build_tree(calls, rollouts)
+        s = tree.stats
+        first_branch = min((n.start_pos for n in tree.nodes if n.branch_reason), default=None)
+        print(f"  {path.stem}: {len(rollouts)} rollouts, {s.calls} calls, unique={s.unique_tokens} "
+              f"per_call/unique={s.call_sharing:.2f} per_rollout/unique={s.rollout_sharing:.2f} "
+              f"first branch at token {first_branch} of {max(p.n_tokens for p in tree.paths)} "
+              f"branches={s.branch_reasons}")
 
 
 def naive_build(calls) -> int:
@@ -83,6 +110,10 @@ def main() -> None:
           f"per_rollout={s['per_rollout']}")
     print(f"  per_call_tokens / unique_tokens    = {s['call_ratio']:.2f}")
     print(f"  per_rollout_tokens / unique_tokens = {s['rollout_ratio']:.2f}")
+
+    if FIXTURES.is_dir():
+        print("captured real-harness groups:")
+        fixture_sharing(FIXTURES)
 
     groups = build_groups(args.build_calls, args.call_tokens)
     calls = [c for g, _ in groups for c in g][: args.build_calls]
