@@ -158,6 +158,7 @@ def test_body_size_limit_is_413(proxy, base, engine):
 
     r = httpx.post(base + "/v1/chat/completions", content=chunks())
     assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+    assert [(c.status, c.meta["error_kind"]) for c in proxy.store.list_calls()] == [("error", "too_large")] * 2
     still_serves(base, engine)
 
 

@@ -87,3 +87,9 @@ def test_incomplete_on_length(client, engine):
     engine.replies.append("a b c d e f g h")
     resp = client.responses.create(model="m", input="go", max_output_tokens=2)
     assert resp.status == "incomplete" and resp.incomplete_details.reason == "max_output_tokens"
+
+
+def test_empty_reply_is_one_empty_message(client, engine):
+    engine.replies.append("")
+    resp = client.responses.create(model="m", input="say nothing")
+    assert [o.type for o in resp.output] == ["message"] and resp.output_text == ""

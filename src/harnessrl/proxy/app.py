@@ -73,10 +73,14 @@ def build_app(handler: CallHandler, registry: RolloutRegistry, cfg: AppConfig) -
         async def endpoint(request: Request) -> Response:
             try:
                 rollout = rollout_of(request)
+            except ProxyError as e:  # no rollout: nothing to record
+                return _error(e, protocol.family)  # type: ignore[arg-type]
+            try:
                 body = await read_body(request, cfg.max_body_bytes)
             except ProxyError as e:
-                return _error(e, protocol.family)  # type: ignore[arg-type]
-            reply = await handler.handle(protocol, rollout, body, request.url.path)
+                reply = await handler.reject(protocol, rollout, request.url.path, e)
+            else:
+                reply = await handler.handle(protocol, rollout, body, request.url.path)
             return Response(reply.body, status_code=reply.status, media_type=reply.media_type)
 
         return endpoint

@@ -77,6 +77,13 @@ class CallHandler:
             log.exception("call %s failed", call.call_id)
             return await self._fail(call, internal(f"proxy error: {type(e).__name__}: {e}"))
 
+    async def reject(self, protocol: Protocol, rollout: RolloutState, endpoint: str, err: ProxyError) -> Reply:
+        """Answer and record a call refused before its body was read (e.g. 413 too large)."""
+        call_id = f"{self._id_prefix}{next(self._id_counter):010x}"
+        call = _Call(protocol, rollout, endpoint, call_id, rollout.take_seq(), time.time())
+        call.request = {"_unparsed": "(body not read)"}
+        return await self._fail(call, err)
+
     def count_tokens(self, protocol: Protocol, rollout: RolloutState, body: bytes) -> int:
         """Prompt length of a request as this rollout would render it (nothing is stored)."""
         req = protocol.parse(_load(body))

@@ -154,6 +154,9 @@ def output_items(result: CallResult, custom_tools: list[str]) -> list[dict[str, 
     if c.content:
         items.append({"type": "message", "id": f"msg_{cid}", "status": "completed", "role": "assistant",
                       "content": [{"type": "output_text", "text": c.content, "annotations": [], "logprobs": []}]})
+    if not c.content and not c.tool_calls:  # an empty reply is still one (empty) assistant message
+        items.append({"type": "message", "id": f"msg_{cid}", "status": "completed", "role": "assistant",
+                      "content": [{"type": "output_text", "text": "", "annotations": [], "logprobs": []}]})
     for j, tc in enumerate(c.tool_calls):
         if tc.kind == "custom" or tc.name in custom_tools:
             raw = tc.arguments.get("input", dumps_str(tc.arguments)) if isinstance(tc.arguments, dict) else tc.arguments
