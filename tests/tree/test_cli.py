@@ -92,8 +92,21 @@ def test_cli_errors_are_messages_not_tracebacks(app, run_dir, tmp_path):
     assert r.exit_code == 1 and "no rollouts" in flat_output(r)
     r = CliRunner().invoke(app, ["tree", "show", str(path), "--task", "t1", "--estimator", "ppo"])
     assert r.exit_code == 2 and "--estimator" in flat_output(r)
+
+
+def test_unloadable_tokenizer_falls_back_to_ids(app, run_dir, tmp_path, monkeypatch):
+    import sys
+    import types
+
+    class FailingTokenizer:  # stands in for transformers.AutoTokenizer (its import alone takes ~10 s)
+        @staticmethod
+        def from_pretrained(path):
+            raise OSError(f"no tokenizer files in {path}")
+
+    monkeypatch.setitem(sys.modules, "transformers", types.SimpleNamespace(AutoTokenizer=FailingTokenizer))
+    path, _ = run_dir
     r = CliRunner().invoke(app, ["tree", "show", str(path), "--task", "t1", "--tokenizer", str(tmp_path)])
-    assert r.exit_code == 0 and "showing token ids" in flat_output(r)
+    assert r.exit_code == 0 and "showing token ids" in flat_output(r) and "no tokenizer files" in flat_output(r)
 
 
 @pytest.mark.model
