@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing as mp
-import statistics
+import os
 import tempfile
 import time
 from typing import Any
@@ -201,7 +201,7 @@ def bench_throughput(conn: Any, port: int, concurrency: int, turns: int) -> dict
     rate = asyncio.run(run())
     cpu = (server_cpu(conn) - cpu0) / (concurrency * turns)
     return {"concurrency": concurrency, "calls": concurrency * turns, "calls_per_s": rate,
-            "server_cpu_ms_per_call": cpu * 1e3}
+            "server_cpu_ms_per_call": cpu * 1e3, "cpu_bound_calls_per_s": 1.0 / cpu if cpu > 0 else float("inf")}
 
 
 def main() -> None:
@@ -221,6 +221,8 @@ def main() -> None:
     proc = ctx.Process(target=serve, args=(child, args.latency_ms / 1000, args.tokens, args.sync), daemon=True)
     proc.start()
     port = parent.recv()
+    print(f"load average before: {os.getloadavg()[0]:.1f} (2 cores shared with other jobs: wall figures are noisy; "
+          "server CPU ms/call is the steadier figure)")
     try:
         lat = bench_latency(parent, port, args.conversations)
         print(f"latency: {lat['n']} turn-20 requests of {lat['request_kb']:.1f} KB; proxy p50 {lat['proxy_p50_ms']:.2f} ms, "
@@ -229,9 +231,10 @@ def main() -> None:
         for c in args.concurrency:
             r = bench_throughput(parent, port, c, args.turns)
             print(f"throughput: {r['concurrency']:>4} concurrent streaming conversations, {r['calls']} calls: "
-                  f"{r['calls_per_s']:.0f} calls/s; server CPU {r['server_cpu_ms_per_call']:.2f} ms/call")
+                  f"{r['calls_per_s']:.0f} calls/s; server CPU {r['server_cpu_ms_per_call']:.2f} ms/call "
+                  f"(= {r['cpu_bound_calls_per_s']:.0f} calls per server-CPU-second)")
         parent.send(("count",))
-        print(f"calls stored: {parent.recv()}")
+        print(f"calls stored: {parent.recv()}; load average after: {os.getloadavg()[0]:.1f}")
     finally:
         parent.send("stop")
         proc.join(30)

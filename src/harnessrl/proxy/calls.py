@@ -4,6 +4,7 @@ is durable before the response is handed back to the HTTP layer."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import secrets
@@ -22,6 +23,9 @@ from harnessrl.store import CallRecord
 
 log = logging.getLogger(__name__)
 _RAW_ERROR_BODY_LIMIT = 65536
+# Bodies above this size are rendered in a worker thread: the tokenizer releases the GIL, so a big
+# prompt tokenises on the second core while the event loop keeps serving other rollouts.
+_THREAD_RENDER_BYTES = 16384
 
 
 @dataclass
@@ -93,7 +97,10 @@ class CallHandler:
         call.request = _load(body)
         call.req = req = call.protocol.parse(call.request)
         t_render = time.perf_counter()
-        rendered = self._prepare(call.rollout, req)
+        if len(body) > _THREAD_RENDER_BYTES:
+            rendered = await asyncio.to_thread(self._prepare, call.rollout, req)
+        else:
+            rendered = self._prepare(call.rollout, req)
         prompt_ids = list(rendered.ids)
         call.n_prompt = len(prompt_ids)
         params = self._sampling(req, call.n_prompt, call.protocol.family)
