@@ -1,10 +1,13 @@
 """`bwrap` backend: one bubblewrap sandbox per rollout, entered with nsenter for each run().
 
 Life cycle
-- create: ``bwrap`` (all namespaces, mounts from bwrap_mounts) starts ``cat`` as the sandbox's
-  keeper, reading a pipe only this object holds; the workspace (a size-limited tmpfs) is filled
-  from ``workspace_src`` through ``/proc/<pid>/root``; with a proxy, a listening socket is made
-  inside the sandbox's network namespace and relayed to the proxy (netbridge).
+- create: ``bwrap`` (all namespaces, mounts from bwrap_mounts) reports its pids, waits on
+  ``--block-fd`` until both its processes are in the sandbox's cgroups, then starts a keeper
+  (``sh``, reading a pipe only this object holds, saying "ready" once the mounts are done).
+  The namespaces are then held open as fds. The workspace (a size-limited tmpfs) is filled from
+  ``workspace_src`` through ``/proc/<pid>/root`` before anything runs inside; with a proxy, a
+  listening socket is made inside the sandbox's network namespace and relayed to the proxy
+  (netbridge).
 - run: ``nsenter`` into the sandbox's namespaces, ``setpriv`` drops every capability and sets
   no_new_privs, then the command; the process joins its own ``run-<n>`` cgroup first, so a
   timeout kills its whole tree, daemons included.
