@@ -1,9 +1,127 @@
-"""Commands of the rollout stage (registered by harnessrl.cli). Keep top-level imports light."""
+"""`harnessrl rollout` and `harnessrl eval` (registered by harnessrl.cli). Heavy imports stay inside.
+
+    harnessrl rollout --tasks builtin:train --harness builtin -n 4 --concurrency 4 --run-dir runs/r1
+    harnessrl eval --tasks builtin:test --harness builtin -n 4 --engine vllm --json
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterator, List, Optional
+
 import typer
+
+TASKS_HELP = "builtin:train|test|all|<category>, a task directory, or a directory of task directories."
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
+    """While enabled, everything written to fd 1 (engines, subprocesses) goes to stderr, so that
+    `--json` leaves exactly one JSON object on stdout."""
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _execute(tasks: str, harness: list[str], n: int, concurrency: int, run_dir: Path, model: Optional[str],
+             engine: str, sandbox: str, proxy: Optional[str], admin_token: Optional[str], max_turns: int,
+             timeout: float, step: int, progress: bool = True) -> tuple[list[Any], list[Any]]:
+    from harnessrl.harness import HarnessConfigError
+    from harnessrl.rollout.runner import run_groups
+    from harnessrl.rollout.session import proxy_session
+    from harnessrl.sandbox.base import SandboxConfig
+    from harnessrl.tasks.loader import load_tasks
+    from harnessrl.tasks.model import TaskError
+
+    if engine not in ("hf", "vllm"):
+        raise typer.BadParameter("--engine must be hf or vllm")
+    if sandbox not in ("bwrap", "local"):
+        raise typer.BadParameter("--sandbox must be bwrap or local")
+    try:
+        task_list = load_tasks(tasks)
+        with proxy_session(run_dir, engine=engine, model=model, proxy_url=proxy, admin_token=admin_token) as (link, store):
+            records = run_groups(task_list, harness or ["builtin"], n, proxy=link, store=store,
+                                 sandbox_cfg=SandboxConfig(type=sandbox), concurrency=concurrency, step=step,
+                                 max_turns=max_turns, harness_timeout_s=timeout, progress=progress)
+    except (TaskError, HarnessConfigError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(code=2) from None
+    return task_list, records
+
+
+def rollout(
+    tasks: str = typer.Option("builtin:train", "--tasks", "-t", help=TASKS_HELP),
+    harness: List[str] = typer.Option(["builtin"], "--harness", "-H", help="Harness spec; repeat to mix (one per group)."),
+    n: int = typer.Option(4, "-n", "--samples", help="Rollouts per (task, harness) group."),
+    concurrency: int = typer.Option(4, "--concurrency", "-c", help="Rollouts running at once."),
+    run_dir: Path = typer.Option(Path("runs/rollout"), "--run-dir", "-d", help="Run directory (store)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="smollm2-135m-instruct (default) or an HF dir."),
+    engine: str = typer.Option("hf", "--engine", "-e", help="hf | vllm (in-process proxy only)."),
+    sandbox: str = typer.Option("bwrap", "--sandbox", help="bwrap (isolated) | local (no isolation)."),
+    proxy: Optional[str] = typer.Option(None, "--proxy", help="Attach to a running proxy: http://127.0.0.1:PORT."),
+    admin_token: Optional[str] = typer.Option(None, "--admin-token", help="The running proxy's admin token."),
+    max_turns: int = typer.Option(8, "--max-turns", help="Model calls per rollout (harnesses that support it)."),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds per harness run."),
+    step: int = typer.Option(0, "--step", help="Step number stored with the rollouts."),
+) -> None:
+    """Run groups of rollouts (task x harness x n) in sandboxes through the proxy; store them."""
+    from rich.console import Console
+
+    _, records = _execute(tasks, harness, n, concurrency, run_dir, model, engine, sandbox, proxy, admin_token,
+                          max_turns, timeout, step)
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    Console().print(f"{len(records)} rollouts in {run_dir}: {counts}; list them with "
+                    f"[bold]harnessrl calls {run_dir}[/bold]")
+
+
+def evaluate(
+    tasks: str = typer.Option("builtin:test", "--tasks", "-t", help=TASKS_HELP),
+    harness: List[str] = typer.Option(["builtin"], "--harness", "-H", help="Harness spec; repeat to compare."),
+    n: int = typer.Option(4, "-n", "--samples", help="Rollouts per (task, harness)."),
+    k: List[int] = typer.Option([], "--k", help="Report pass@k for these k (default 1 and n)."),
+    concurrency: int = typer.Option(4, "--concurrency", "-c", help="Rollouts running at once."),
+    run_dir: Path = typer.Option(Path("runs/eval"), "--run-dir", "-d", help="Run directory (store)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="smollm2-135m-instruct (default) or an HF dir."),
+    engine: str = typer.Option("hf", "--engine", "-e", help="hf | vllm."),
+    sandbox: str = typer.Option("bwrap", "--sandbox", help="bwrap | local."),
+    proxy: Optional[str] = typer.Option(None, "--proxy", help="Attach to a running proxy: http://127.0.0.1:PORT."),
+    admin_token: Optional[str] = typer.Option(None, "--admin-token", help="The running proxy's admin token."),
+    max_turns: int = typer.Option(8, "--max-turns", help="Model calls per rollout."),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds per harness run."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object on stdout (all else to stderr)."),
+) -> None:
+    """pass@1 and unbiased pass@k per task, category and harness."""
+    from harnessrl.rollout.metrics import summarize
+    from harnessrl.rollout.report import print_summary
+
+    ks = sorted(set(k) | {1, n}) if not k else sorted(set(k) | {1})
+    if any(x < 1 or x > n for x in ks):
+        raise typer.BadParameter(f"every --k must be between 1 and -n ({n})")
+    with _stdout_to_stderr(json_out):
+        task_list, records = _execute(tasks, harness, n, concurrency, run_dir, model, engine, sandbox, proxy,
+                                      admin_token, max_turns, timeout, step=0)
+        summary = summarize(records, {t.id: t for t in task_list}, ks)
+        print_summary(summary, stderr=json_out)
+    if json_out:
+        typer.echo(json.dumps(summary))
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the top-level app."""
+    app.command("rollout")(rollout)
+    app.command("eval")(evaluate)

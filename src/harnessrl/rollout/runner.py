@@ -218,10 +218,11 @@ class _progress:
     def __enter__(self) -> Callable[[RolloutRecord], None]:
         if not self.enabled:
             return lambda record: None
+        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.bar = Progress(TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.description}"), TimeElapsedColumn(), transient=False)
+                            TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True))
         self.bar.start()
         self.tid = self.bar.add_task("", total=self.total)
         return self._advance

@@ -1,0 +1,41 @@
+"""What `harnessrl rollout` / `harnessrl eval` set up around the runner: the run store, and either
+an in-process proxy over a fresh engine or a link to a proxy already running."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, Iterator
+
+from harnessrl.rollout.proxy_link import LocalProxy, RemoteProxy
+
+
+@contextlib.contextmanager
+def proxy_session(run_dir: Path, *, engine: str = "hf", model: str | None = None, proxy_url: str | None = None,
+                  admin_token: str | None = None, max_model_len: int = 4096,
+                  max_tokens: int = 512) -> Iterator[tuple[Any, Any]]:
+    """Yields (proxy link, RunStore). Starts engine + proxy in-process unless `proxy_url` is given."""
+    from harnessrl.store import RunStore
+
+    store = RunStore(run_dir)
+    try:
+        if proxy_url:
+            if not admin_token:
+                raise ValueError("--proxy needs --admin-token (printed by `harnessrl serve`)")
+            yield RemoteProxy(proxy_url, admin_token), store
+            return
+        from harnessrl.engine import EngineConfig, make_engine, resolve_model
+        from harnessrl.proxy.server import ProxyServer
+
+        model_dir = resolve_model(model)
+        eng = make_engine(EngineConfig(type=engine, model=str(model_dir), max_model_len=max_model_len))
+        server = None
+        try:
+            server = ProxyServer(eng, store, model_dir, default_max_tokens=max_tokens).start()
+            yield LocalProxy(server), store
+        finally:
+            if server is not None:
+                server.stop()
+            eng.close()
+    finally:
+        store.close()
