@@ -24,7 +24,8 @@ from typing import Any
 import orjson
 
 SYSTEM = "You are a coding agent. Follow the instructions carefully. " * 40  # ~2.4 KB
-TOOL_OUTPUT = "drwxr-xr-x 2 root root 4096 Nov 30 12:00 src\n-rw-r--r-- 1 root root 1234 main.py\n" * 30  # ~2.5 KB
+LISTING = "drwxr-xr-x 2 root root 4096 Nov 30 12:00 src\n-rw-r--r-- 1 root root 1234 main.py\n"  # 84 bytes
+TOOL_OUTPUT = LISTING * 30  # ~2.5 KB of new tool output per turn
 TOOLS = [{"name": "Bash", "description": "Run a shell command in the workspace.",
           "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}]
 
@@ -127,7 +128,8 @@ def reply_blocks(data: bytes, stream: bool) -> list[dict[str, Any]]:
     return [{"type": "text", "text": "".join(text)}]
 
 
-async def conversation(port: int, key: str, turns: int, stream: bool, timings: list[list[float]] | None) -> int:
+async def conversation(port: int, key: str, turns: int, stream: bool, timings: list[list[float]] | None,
+                       tool_output: str = TOOL_OUTPUT) -> int:
     http = Http(port)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Inspect the workspace."}]
     try:
@@ -142,7 +144,7 @@ async def conversation(port: int, key: str, turns: int, stream: bool, timings: l
             if timings is not None:
                 timings[turn].append(elapsed)
             messages.append({"role": "assistant", "content": reply_blocks(data, stream)})
-            messages.append({"role": "user", "content": [{"type": "text", "text": f"turn {turn}\n{TOOL_OUTPUT}"}]})
+            messages.append({"role": "user", "content": [{"type": "text", "text": f"turn {turn}\n{tool_output}"}]})
     finally:
         http.close()
     return turns
@@ -188,20 +190,65 @@ def bench_latency(conn: Any, port: int, n_conv: int) -> dict[str, float]:
             "added_p99_ms": pct(added, 0.99) * 1e3, "server_cpu_ms_per_call": cpu_per_call * 1e3}
 
 
-def bench_throughput(conn: Any, port: int, concurrency: int, turns: int) -> dict[str, float]:
+def bench_throughput(conn: Any, port: int, concurrency: int, turns: int, tool_output: str) -> dict[str, float]:
     conn.send(("register", concurrency))
     keys = conn.recv()
     cpu0 = server_cpu(conn)
 
     async def run() -> float:
         t = time.perf_counter()
-        done = await asyncio.gather(*(conversation(port, k, turns, True, None) for k in keys))
+        done = await asyncio.gather(*(conversation(port, k, turns, True, None, tool_output) for k in keys))
         return sum(done) / (time.perf_counter() - t)
 
     rate = asyncio.run(run())
     cpu = (server_cpu(conn) - cpu0) / (concurrency * turns)
     return {"concurrency": concurrency, "calls": concurrency * turns, "calls_per_s": rate,
             "server_cpu_ms_per_call": cpu * 1e3, "cpu_bound_calls_per_s": 1.0 / cpu if cpu > 0 else float("inf")}
+
+
+def stage_breakdown(n_conv: int = 5) -> dict[str, float]:
+    """CPU ms per call of each stage of the 20-turn Anthropic conversation, in-process, no HTTP."""
+    import tempfile as tf
+
+    from harnessrl.engine.model import smollm2_tokenizer_dir
+    from harnessrl.proxy import anthropic
+    from harnessrl.proxy.canonical import CallResult
+    from harnessrl.render.renderer import Renderer
+    from harnessrl.store import CallRecord, RunStore
+
+    r = Renderer.from_pretrained(smollm2_tokenizer_dir())
+    reply = (r.encode(" ok done") * 16)[:15] + [r.eot_id]
+    cpu: dict[str, float] = {}
+
+    def clock(name: str, fn: Any) -> Any:
+        t = time.process_time()
+        out = fn()
+        cpu[name] = cpu.get(name, 0.0) + time.process_time() - t
+        return out
+
+    with tf.TemporaryDirectory() as run_dir:
+        store = RunStore(run_dir)
+        for i in range(n_conv):
+            conv = r.conversation("exact")
+            messages: list[dict[str, Any]] = [{"role": "user", "content": "Inspect the workspace."}]
+            for turn in range(20):
+                body = orjson.dumps({"model": "x", "max_tokens": 64, "stream": True, "system": SYSTEM,
+                                     "tools": TOOLS, "messages": messages})
+                raw = clock("json parse", lambda: orjson.loads(body))
+                req = clock("protocol parse (pydantic + to Message)", lambda: anthropic.parse(raw))
+                rp = clock("render: prepare (exact history, tokenise new text)", lambda: conv.prepare(req.messages, req.tools))
+                parsed = clock("render: commit (parse the reply)", lambda: conv.commit(rp, reply, 0, "stop"))
+                res = CallResult(f"c{i}-{turn}", "x", 0, parsed, len(rp.ids), len(reply), "stop")
+                resp = clock("response body + SSE events", lambda: (anthropic.response_body(res),
+                                                                    anthropic.stream_events(res))[0])
+                rec = CallRecord(f"c{i}-{turn}", f"r{i}", turn, "anthropic.messages", list(rp.ids), reply,
+                                 [-0.1] * len(reply), list(rp.provenance), 0, 1.0, 1.0, "stop", request=raw,
+                                 response=resp)
+                clock("store: insert + commit", lambda: store.insert_call(rec))
+                messages.append({"role": "assistant", "content": [{"type": "text", "text": parsed.content}]})
+                messages.append({"role": "user", "content": [{"type": "text", "text": f"turn {turn}\n{TOOL_OUTPUT}"}]})
+        store.close()
+    return {k: v / (20 * n_conv) * 1e3 for k, v in cpu.items()}
 
 
 def main() -> None:
@@ -211,11 +258,20 @@ def main() -> None:
     ap.add_argument("--conversations", type=int, default=30, help="20-turn conversations for the latency figure")
     ap.add_argument("--turns", type=int, default=8, help="turns per conversation in the throughput runs")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 256])
+    ap.add_argument("--tool-kb", type=float, nargs="+", default=[2.5, 0.1],
+                    help="new tool output per turn in the throughput runs (KB); tokenising it is most of the cost")
     ap.add_argument("--sync", default="full", choices=["full", "normal"], help="SQLite synchronous mode of the store")
+    ap.add_argument("--no-breakdown", action="store_true", help="skip the in-process per-stage CPU breakdown")
     ap.add_argument("--quick", action="store_true", help="small run (smoke test)")
     args = ap.parse_args()
     if args.quick:
-        args.conversations, args.turns, args.concurrency = 3, 3, [1, 8]
+        args.conversations, args.turns, args.concurrency, args.tool_kb = 3, 3, [1, 8], [2.5]
+    if not args.no_breakdown:
+        stages = stage_breakdown(2 if args.quick else 5)
+        print("CPU per call by stage (20-turn conversation, in-process, no HTTP):")
+        for name, ms in stages.items():
+            print(f"  {name:55s} {ms:6.2f} ms")
+        print(f"  {'total':55s} {sum(stages.values()):6.2f} ms")
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=serve, args=(child, args.latency_ms / 1000, args.tokens, args.sync), daemon=True)
@@ -228,9 +284,10 @@ def main() -> None:
         print(f"latency: {lat['n']} turn-20 requests of {lat['request_kb']:.1f} KB; proxy p50 {lat['proxy_p50_ms']:.2f} ms, "
               f"engine alone p50 {lat['engine_p50_ms']:.2f} ms; added p50 {lat['added_p50_ms']:.2f} ms, "
               f"p99 {lat['added_p99_ms']:.2f} ms; server CPU {lat['server_cpu_ms_per_call']:.2f} ms/call (all 20 turns)")
-        for c in args.concurrency:
-            r = bench_throughput(parent, port, c, args.turns)
-            print(f"throughput: {r['concurrency']:>4} concurrent streaming conversations, {r['calls']} calls: "
+        for kb, c in [(kb, c) for kb in args.tool_kb for c in args.concurrency]:
+            r = bench_throughput(parent, port, c, args.turns, LISTING * max(1, round(kb * 1000 / len(LISTING))))
+            print(f"throughput ({kb:g} KB new tool output/turn): {r['concurrency']:>4} concurrent streaming "
+                  f"conversations, {r['calls']} calls: "
                   f"{r['calls_per_s']:.0f} calls/s; server CPU {r['server_cpu_ms_per_call']:.2f} ms/call "
                   f"(= {r['cpu_bound_calls_per_s']:.0f} calls per server-CPU-second)")
         parent.send(("count",))
