@@ -218,6 +218,8 @@ def test_fork_bomb_hits_the_process_limit():
         assert res.returncode == 3, res
         forked = int(res.stdout.split()[3])
         assert 0 < forked < limit
+        if box._cgroups is not None:
+            assert "procs" in res.limits_hit
         # a real recursive bomb: the sandbox reports failure, the host keeps working
         bomb = box.run(["bash", "-c", ":(){ :|:& };: ; sleep 3; exit 9"], timeout_s=6)
         assert not bomb.ok
@@ -235,8 +237,10 @@ def test_memory_limit():
         hog = "b = bytearray(512 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('allocated')"
         res = box.run(["python", "-c", hog], timeout_s=120)
         assert not res.ok and "allocated" not in res.stdout
+        if box._cgroups is not None:
+            assert res.limits_hit == ("memory",) and "memory limit (128 MiB)" in res.stderr
         small = box.run(["python", "-c", "b = bytearray(16 << 20); print('fine')"])
-        assert small.ok and small.stdout.strip() == "fine"
+        assert small.ok and small.stdout.strip() == "fine" and small.limits_hit == ()
 
 
 def test_wall_time_limit_kills_the_tree():

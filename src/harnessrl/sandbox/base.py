@@ -32,6 +32,9 @@ Contract
   (background jobs, daemons) are killed too, so nothing of the harness touches the workspace
   while the verifier runs; ``keep_background=True`` lets them live until ``destroy`` (bwrap kills
   the call's whole cgroup, daemons included; local only its process group).
+  ``limits_hit`` names the sandbox limits that bit while the call ran ("memory": the OOM killer
+  killed a process, "procs": a fork was refused; also noted on stderr). Calls that overlap in
+  one sandbox share these counters.
 - ``copy_in(host_src, inner_dest)`` / ``copy_out(inner_src, host_dest)``: a file to a file
   path, a directory's contents to a directory. Inner paths are relative to the workspace or
   absolute inside the sandbox.
@@ -82,6 +85,7 @@ class ProcessResult:
     stderr: str
     timed_out: bool
     duration_s: float
+    limits_hit: tuple[str, ...] = ()  # bwrap with cgroups: "memory" (OOM kill), "procs" (fork refused)
 
     @property
     def ok(self) -> bool:

@@ -28,6 +28,7 @@ core files. The proxy relay serves at most 64 connections per sandbox at once.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import logging
@@ -335,6 +336,7 @@ class BwrapSandbox(Sandbox):
             kill_process_group(proc)
 
         started: list[subprocess.Popen] = []
+        before = cgroups.limit_events(leaf) if cgroups else {}
         try:
             result = run_to_completion(
                 entry_wrapper(join, self._rlimits, self._fsize_mb)
@@ -357,10 +359,25 @@ class BwrapSandbox(Sandbox):
                     cgroups.kill_leaf(leaf)
                 else:
                     kill_process_group(started[0])
-            return result
+            return self._note_limits(result, before, leaf)
         finally:
             if cgroups is not None:
                 cgroups.remove_leaf(leaf)
+
+    def _note_limits(self, result: ProcessResult, before: dict[str, int], leaf: str) -> ProcessResult:
+        if self._cgroups is None:
+            return result
+        after = self._cgroups.limit_events(leaf)
+        hit = tuple(k for k in ("memory", "procs") if after.get(k, 0) > before.get(k, 0))
+        if not hit:
+            return result
+        cfg = self.config
+        notes = {
+            "memory": f"memory limit ({cfg.memory_mb} MiB): the OOM killer killed a process",
+            "procs": f"process limit ({cfg.max_procs}): a fork was refused",
+        }
+        stderr = result.stderr + "".join(f"[harnessrl sandbox] {notes[k]}\n" for k in hit)
+        return dataclasses.replace(result, stderr=stderr, limits_hit=hit)
 
     def copy_in(self, host_src: Path | str, inner_dest: str) -> None:
         src, dest = Path(host_src), self.inner_path(inner_dest)

@@ -208,6 +208,27 @@ class SandboxCgroups:
         except OSError:
             pass
 
+    def limit_events(self, leaf: str | None = None) -> dict[str, int]:
+        """Counters of limit hits so far: 'memory' (OOM kills), 'procs' (forks refused; the
+        kernel counts these in the cgroup of the forking process, so pass its leaf)."""
+        counts = {"memory": 0, "procs": 0}
+        dirs = [self.pids_dir, *self.other_dirs] + ([self.pids_dir / leaf] if leaf else [])
+        for d in dirs:
+            for name, key, field in (
+                ("memory.oom_control", "memory", "oom_kill"),  # v1
+                ("memory.events", "memory", "oom_kill"),  # v2
+                ("pids.events", "procs", "max"),
+            ):
+                try:
+                    lines = (d / name).read_text().splitlines()
+                except OSError:
+                    continue
+                for line in lines:
+                    k, _, v = line.partition(" ")
+                    if k == field and v.strip().isdigit():
+                        counts[key] += int(v)
+        return counts
+
     def remove(self) -> None:
         for d in [self.pids_dir, *self.other_dirs]:
             remove_cgroup(d)
