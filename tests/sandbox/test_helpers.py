@@ -130,3 +130,23 @@ def test_missing_extra_bind_is_a_sandbox_error(tmp_path, monkeypatch):
     cfg = SandboxConfig(extra_ro_binds=[str(tmp_path / "nope")])
     with pytest.raises(SandboxError, match="does not exist"):
         bwrap_argv(cfg, info_fd=5, block_fd=6, init=["cat"])
+
+
+def test_bwrap_missing_is_unavailable_with_the_fix(monkeypatch):
+    import shutil
+
+    from harnessrl.sandbox.base import SandboxUnavailable, make_sandbox
+
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
+    with pytest.raises(SandboxUnavailable, match="apt-get install -y bubblewrap"):
+        make_sandbox(SandboxConfig(type="bwrap"))
+
+
+def test_namespace_refusal_is_unavailable():
+    from harnessrl.sandbox.base import SandboxUnavailable
+    from harnessrl.sandbox.bwrap import _start_error
+
+    err = _start_error("bwrap: setting up uid map: Permission denied")
+    assert isinstance(err, SandboxUnavailable) and "unprivileged user namespaces" in str(err)
+    assert not isinstance(_start_error("bwrap: Can't find source path /nope"), SandboxUnavailable)
