@@ -191,6 +191,7 @@ def train_step(parts: RunParts, step: int, progress: Progress) -> dict[str, Any]
         trees, advs = trees_and_advantages(parts, groups)
     rec: dict[str, Any] = harness_summary(groups)
     rec.update(tree_totals(trees))
+    rec["groups"], rec["groups_trained"] = float(len(groups)), float(len(trees))
     with timed(times, "train"):
         if trees:
             from harnessrl.train.batch import concat_batch
@@ -230,12 +231,16 @@ def trees_and_advantages(parts: RunParts, groups: list[Group]) -> tuple[list, li
             adv = tree_grpo(tree, per_harness=a.per_harness_norm)
         else:
             adv = gae(tree, tree_values(parts, tree), gamma=a.gamma, lam=a.lam, per_harness=a.per_harness_norm)
-        if adv.norm > 0:
-            trees.append(tree)
+        if adv.norm > 0 and (a.kl_coef > 0 or a.name == "ppo" or _has_signal(adv)):
+            trees.append(tree)  # a tree whose advantages are all zero has zero policy gradient
             advs.append(adv)
     if a.name == "ppo" and advs:
         advs = whiten(advs)
     return trees, advs
+
+
+def _has_signal(adv) -> bool:
+    return bool(np.any(adv.adv_pos != 0) or np.any(adv.adv_neg != 0))
 
 
 def tree_values(parts: RunParts, tree) -> np.ndarray:
