@@ -46,3 +46,42 @@ def test_calls_errors(tmp_path):
 def test_serve_rejects_bad_options():
     r = CliRunner().invoke(app, ["serve", "--engine", "tpu"])
     assert r.exit_code != 0 and "--engine" in r.output
+
+
+def test_serve_prints_urls_serves_and_stops_on_ctrl_c(tmp_path):
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harnessrl.cli", "serve", "--engine", "scripted", "--port", "0", "--run-dir", str(run_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"})
+    try:
+        urls, deadline = {}, time.monotonic() + 120
+        while len(urls) < 2 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            for name, pattern in (("openai", r"(http://127\.0\.0\.1:\d+/v1)\b"), ("anthropic", r"(http://127\.0\.0\.1:\d+)\s")):
+                m = re.search(pattern, line)
+                if m and name not in urls and ("Anthropic" in line) == (name == "anthropic"):
+                    urls[name] = m.group(1)
+        assert set(urls) == {"openai", "anthropic"}, urls
+        r = httpx.post(urls["openai"] + "/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]},
+                       timeout=60)
+        assert r.json()["choices"][0]["message"]["content"] == "Hello from the scripted engine."
+        r = httpx.post(urls["anthropic"] + "/v1/messages", timeout=60,
+                       json={"max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]})
+        assert r.json()["content"][0]["text"] == "Hello from the scripted engine."
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+    assert proc.returncode == 0
+    out = CliRunner().invoke(app, ["calls", str(run_dir), "--json"])
+    assert [(c["seq"], c["protocol"]) for c in json.loads(out.stdout)] == [(0, "openai.chat"), (1, "anthropic.messages")]

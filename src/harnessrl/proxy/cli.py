@@ -49,7 +49,7 @@ def serve(
         raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}")
     if history not in ("exact", "rerender"):
         raise typer.BadParameter("--history must be exact or rerender")
-    from harnessrl.engine.model import ModelNotFound, resolve_model
+    from harnessrl.engine.model import ModelNotFound, resolve_model, smollm2_tokenizer_dir
     from harnessrl.proxy.server import ProxyServer, ProxyStartError
     from harnessrl.store import RunStore
 
@@ -57,7 +57,8 @@ def serve(
 
     try:
         with console.status(f"loading {model or 'the default model'} ({engine} engine)"):
-            model_dir = resolve_model(model)
+            # the scripted engine needs only the default tokenizer, not the weights
+            model_dir = smollm2_tokenizer_dir() if engine == "scripted" and model is None else resolve_model(model)
             renderer = Renderer.from_pretrained(model_dir)
             eng = build_engine(engine, model_dir, max_model_len, renderer)
     except ModelNotFound as err:
