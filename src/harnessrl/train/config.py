@@ -101,6 +101,7 @@ class LoopConfig(_Strict):
     n_per_group: int = Field(4, ge=1)
     eval_every: int = Field(5, ge=0)  # 0: only before and after
     eval_size: int = Field(16, ge=0)  # held-out tasks per harness per eval
+    eval_samples: int = Field(1, ge=1)  # samples per eval task (pass@1 = mean over them)
     temperature: float = Field(1.0, gt=0)
     max_tokens: int = Field(256, ge=1)  # per call
     max_turns: int = Field(4, ge=1)

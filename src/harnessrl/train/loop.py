@@ -168,7 +168,8 @@ def evaluate(parts: RunParts, step: int, progress: Progress) -> dict[str, float]
     cfg = parts.cfg
     if cfg.loop.eval_size == 0 or not parts.eval_tasks:
         return {}
-    plans = plan_eval(step, parts.attempt, parts.eval_tasks, [h.name for h in cfg.harnesses], cfg.loop.eval_size)
+    plans = plan_eval(step, parts.attempt, parts.eval_tasks, [h.name for h in cfg.harnesses], cfg.loop.eval_size,
+                      cfg.loop.eval_samples)
     return pass_at_1(collect(parts, plans, progress, f"eval step {step}"))
 
 

@@ -46,8 +46,9 @@ def plan_step(step: int, attempt: int, tasks: Sequence[Any], weights: dict[str, 
             for i, (t, h) in enumerate(zip(picks, harnesses))]
 
 
-def plan_eval(step: int, attempt: int, tasks: Sequence[Any], harnesses: Sequence[str], size: int) -> list[GroupPlan]:
-    """Held-out pass@1: the first `size` eval tasks (a fixed set), once per harness."""
+def plan_eval(step: int, attempt: int, tasks: Sequence[Any], harnesses: Sequence[str], size: int,
+              samples: int = 1) -> list[GroupPlan]:
+    """Held-out pass@1: the first `size` eval tasks (a fixed set), `samples` times per harness."""
     chosen = list(tasks)[:size]
-    return [GroupPlan(f"eval-s{step}-a{attempt}-{h}-{i}", t, h, 1, "eval", step)
+    return [GroupPlan(f"eval-s{step}-a{attempt}-{h}-{i}", t, h, samples, "eval", step)
             for h in harnesses for i, t in enumerate(chosen)]
