@@ -151,6 +151,13 @@ def test_mini_text_mode_build():
     assert _private(env["MSWEA_GLOBAL_CONFIG_DIR"])
 
 
+def test_mini_sampling_options():
+    argv = MiniSweAgentAdapter(max_tokens=64, temperature=0.7).build(_req()).argv
+    cfgs = [argv[i + 1] for i, a in enumerate(argv) if a == "-c"]
+    assert "model.model_kwargs.max_tokens=64" in cfgs and "model.model_kwargs.temperature=0.7" in cfgs
+    assert not any("max_tokens" in c for c in MiniSweAgentAdapter().build(_req()).argv)
+
+
 def test_mini_tool_mode_build():
     launch = MiniSweAgentAdapter(mode="tool").build(_req())
     assert "--model-class" not in launch.argv and not launch.files

@@ -33,12 +33,15 @@ TEXT_CONFIG = Path(__file__).with_name("mini_text.yaml")
 class MiniSweAgentAdapter(LaunchedAdapter):
     name = "mini-swe-agent"
 
-    def __init__(self, mode: str = "text", config: Path | None = None, command_timeout_s: int = 60) -> None:
+    def __init__(self, mode: str = "text", config: Path | None = None, command_timeout_s: int = 60,
+                 max_tokens: int | None = None, temperature: float | None = None) -> None:
         if mode not in MODES:
             raise HarnessConfigError(f"mini-swe-agent mode must be one of {MODES}, got {mode!r}")
         self.mode = mode
         self.config = Path(config) if config else None
         self.command_timeout_s = command_timeout_s
+        self.max_tokens = max_tokens  # per model call (mini sends none by default)
+        self.temperature = temperature
 
     def ro_paths(self) -> list[Path]:
         return python_ro_paths()
@@ -69,6 +72,10 @@ class MiniSweAgentAdapter(LaunchedAdapter):
                 "-c", f"environment.timeout={self.command_timeout_s}"]
         if req.workdir:
             argv += ["-c", f"environment.cwd={req.workdir}"]
+        if self.max_tokens is not None:
+            argv += ["-c", f"model.model_kwargs.max_tokens={int(self.max_tokens)}"]
+        if self.temperature is not None:
+            argv += ["-c", f"model.model_kwargs.temperature={float(self.temperature)}"]
         if self.mode == "text":
             argv += ["--model-class", "litellm_textbased"]
         argv += ["-t", req.instruction, "-o", traj]
