@@ -3,6 +3,7 @@ and `/v1/...` (the ad-hoc rollout), models list, health, admin endpoints, protoc
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import time
 from dataclasses import dataclass
@@ -11,11 +12,11 @@ from typing import Any, Callable
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from harnessrl.proxy import anthropic
-from harnessrl.proxy.calls import CallHandler
+from harnessrl.proxy.calls import CallHandler, Reply
 from harnessrl.proxy.errors import Family, ProxyError, bad_request, internal, not_found, too_large, unauthorized
 from harnessrl.proxy.jsonutil import DecodeError, dumps, loads
 from harnessrl.proxy.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, Protocol
@@ -28,6 +29,7 @@ class AppConfig:
     admin_token: str | None
     max_body_bytes: int
     base_urls: Callable[[str | None], dict[str, str]]
+    keepalive_s: float = 5.0  # a streamed call still running after this starts its stream with keepalives
 
 
 def _json(status: int, body: Any) -> Response:
@@ -59,6 +61,33 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _wants_stream(body: bytes) -> bool:
+    try:
+        payload = loads(body)
+    except DecodeError:
+        return False
+    return isinstance(payload, dict) and payload.get("stream") is True
+
+
+_KEEPALIVE = {"anthropic": b'event: ping\ndata: {"type":"ping"}\n\n', "openai": b": keepalive\n\n"}
+
+
+async def _keepalive_stream(task: "asyncio.Future[Reply]", family: str, every_s: float):
+    """Keepalives until the call finishes, then its SSE events, or its error as an in-stream event
+    (the status line is already sent): Anthropic `event: error`, OpenAI `data: {"error": ...}`."""
+    while not task.done():
+        yield _KEEPALIVE[family]
+        await asyncio.wait({task}, timeout=every_s)
+    reply = task.result()
+    if reply.status == 200:
+        yield reply.body
+        return
+    error = loads(reply.body)
+    if family == "openai":
+        error = {**error["error"], "type": "error", "error": error["error"]}
+    yield b"event: error\ndata: " + dumps(error) + b"\n\n"
+
+
 def build_app(handler: CallHandler, registry: RolloutRegistry, cfg: AppConfig) -> Starlette:
     def rollout_of(request: Request) -> RolloutState:
         key = request.path_params.get("key")
@@ -79,8 +108,14 @@ def build_app(handler: CallHandler, registry: RolloutRegistry, cfg: AppConfig) -
                 body = await read_body(request, cfg.max_body_bytes)
             except ProxyError as e:
                 reply = await handler.reject(protocol, rollout, request.url.path, e)
-            else:
-                reply = await handler.handle(protocol, rollout, body, request.url.path)
+                return Response(reply.body, status_code=reply.status, media_type=reply.media_type)
+            task = asyncio.ensure_future(handler.handle(protocol, rollout, body, request.url.path))
+            done, _ = await asyncio.wait({task}, timeout=cfg.keepalive_s)
+            if not done and _wants_stream(body):
+                # a slow generation: open the stream now, keep it alive, send the events when done
+                return StreamingResponse(_keepalive_stream(task, protocol.family, cfg.keepalive_s),
+                                         media_type="text/event-stream")
+            reply = await task
             return Response(reply.body, status_code=reply.status, media_type=reply.media_type)
 
         return endpoint

@@ -48,7 +48,8 @@ class ProxyServer:
     def __init__(self, engine: Engine, store: RunStore, renderer_or_model_dir: Any, host: str = "127.0.0.1",
                  port: int = 0, history_mode: str = "exact", *, uds: str | os.PathLike | None = None,
                  admin_token: str | None = None, served_model: str | None = None,
-                 default_max_tokens: int = 2048, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
+                 default_max_tokens: int = 2048, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                 stream_keepalive_s: float = 5.0):
         self.engine = engine
         self.store = store
         self.renderer = load_renderer(renderer_or_model_dir)
@@ -65,6 +66,7 @@ class ProxyServer:
         self.registry = RolloutRegistry(lambda: self.renderer.conversation(history_mode), store.next_seq)
         self._default_max_tokens = default_max_tokens
         self._max_body_bytes = max_body_bytes
+        self._keepalive_s = stream_keepalive_s  # slow streamed calls: open the stream, ping every this often
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -86,7 +88,7 @@ class ProxyServer:
                               stop_ids=tuple(getattr(self.renderer, "stop_ids", ()) or ()),
                               tokenizer=getattr(self.renderer, "tokenizer", None), history_mode=self.history_mode,
                               served_model=self.served_model)
-        cfg = AppConfig(self.served_model, self.admin_token, self._max_body_bytes, self.base_urls)
+        cfg = AppConfig(self.served_model, self.admin_token, self._max_body_bytes, self.base_urls, self._keepalive_s)
         app = build_app(handler, self.registry, cfg)
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                 timeout_keep_alive=75, backlog=2048)
