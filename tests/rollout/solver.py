@@ -1,5 +1,4 @@
-"""A scripted policy for runner tests: it reads the prompt and answers with the task's reference
-solution in a ```bash block (or "Done." once it has seen a command's output)."""
+"""Scripted policies for runner tests: they read the prompt and answer like an agent would."""
 
 from __future__ import annotations
 
@@ -9,19 +8,23 @@ from harnessrl.engine.scripted import ScriptedEngine
 from harnessrl.tasks.model import Task
 
 
-def solver_engine(renderer: Any, tasks: list[Task], solve: Callable[[Task], bool] = lambda t: True) -> ScriptedEngine:
-    """Solves the tasks for which `solve(task)` holds; for the others it answers "I give up."."""
+def plan_engine(renderer: Any, plan: dict[str, str | None]) -> ScriptedEngine:
+    """plan: instruction -> the shell command to send in a ```bash block (None: answer without one).
+    After seeing a command's output it answers "Done." (the final answer)."""
 
     def reply(prompt_ids: list[int]) -> list[int]:
         prompt = renderer.decode(prompt_ids)
         if "Exit code" in prompt:
             text = "Done."
         else:
-            task = next((t for t in tasks if t.instruction in prompt), None)
-            if task is None or not solve(task):
-                text = "I give up."
-            else:
-                text = "```bash\n" + " && ".join(task.reference_solution) + "\n```"
+            command = next((cmd for instruction, cmd in plan.items() if instruction in prompt), None)
+            text = "I give up." if command is None else f"```bash\n{command}\n```"
         return renderer.encode(text) + [renderer.eot_id]
 
     return ScriptedEngine(reply, eos_ids=renderer.stop_ids)
+
+
+def solver_engine(renderer: Any, tasks: list[Task], solve: Callable[[Task], bool] = lambda t: True) -> ScriptedEngine:
+    """Runs the reference solution of the tasks for which `solve(task)` holds; gives up on the others."""
+    return plan_engine(renderer, {t.instruction: " && ".join(t.reference_solution) if solve(t) else None
+                                  for t in tasks})

@@ -1,0 +1,107 @@
+"""The runner with a scripted policy behind the real proxy, the real builtin agent, and the local
+sandbox: statuses, rewards, groups, retries, store."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from harnessrl.harness.base import HarnessResult
+from harnessrl.harness.builtin import BuiltinAdapter
+from harnessrl.rollout import runner as runner_mod
+from harnessrl.rollout.proxy_link import LocalProxy
+from harnessrl.rollout.runner import RolloutJob, RunOptions, run_groups, run_rollout
+from harnessrl.sandbox.base import SandboxConfig, SandboxError
+from harnessrl.tasks.model import Verifier
+
+LOCAL = SandboxConfig(type="local")
+
+
+def test_groups_rewards_and_store(proxy, store, tasks):
+    records = run_groups(tasks, ["builtin"], 2, proxy=proxy, store=store, sandbox_cfg=LOCAL, concurrency=2,
+                         step=3, max_turns=3, progress=False)
+    assert [(r.task_id, r.sample_idx) for r in records] == [(t.id, i) for t in tasks for i in range(2)]
+    assert {r.status for r in records} == {"ok"}, [(r.status, r.error[-800:]) for r in records if r.status != "ok"]
+    for r in records:
+        solved = not r.task_id.startswith("write_word")
+        assert r.reward == (1.0 if solved else 0.0), r
+        assert r.call_count == (2 if solved else 1)  # command + "Done." / a bare answer
+        assert r.step == 3 and r.harness == "builtin" and r.category
+        assert {"sandbox_s", "harness_s", "verifier_s", "total_s"} <= set(r.durations)
+    groups = {r.group_id for r in records}
+    assert len(groups) == len(tasks)  # one group per (task, harness), n rollouts each
+    stored = {r.rollout_id: r for r in store.list_rollouts(step=3)}
+    assert stored == {r.rollout_id: r for r in records}
+    assert len(store.list_calls([r.rollout_id for r in records])) == sum(r.call_count for r in records)
+
+
+def test_mixed_harnesses_one_harness_per_group(proxy, store, tasks):
+    records = run_groups(tasks[:2], ["builtin", "command:true"], 1, proxy=proxy, store=store, sandbox_cfg=LOCAL,
+                         concurrency=2, progress=False)
+    by_group = {}
+    for r in records:
+        by_group.setdefault(r.group_id, set()).add(r.harness)
+    assert len(by_group) == 4 and all(len(h) == 1 for h in by_group.values())
+    cmd = [r for r in records if r.harness == "command:true"]
+    assert all(r.status == "ok" and r.call_count == 0 and r.reward < 1.0 for r in cmd)
+
+
+def _job(task, idx=0):
+    return RolloutJob(task, "builtin", f"g-{task.id}", idx)
+
+
+def test_sandbox_start_failures_are_retried_then_recorded(proxy, store, tasks, monkeypatch):
+    real = runner_mod.open_task_sandbox
+    failures = {"left": 2}
+
+    def flaky(*args, **kwargs):
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            raise SandboxError("no more namespaces")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner_mod, "open_task_sandbox", flaky)
+    opts = RunOptions(sandbox_cfg=LOCAL, max_turns=3, start_retries=2)
+    ok = run_rollout(_job(tasks[1]), BuiltinAdapter(), LocalProxy(proxy), store, opts)
+    assert (ok.status, ok.reward, ok.meta["attempts"]) == ("ok", 1.0, 3)
+
+    failures["left"] = 10
+    bad = run_rollout(_job(tasks[1], 1), BuiltinAdapter(), LocalProxy(proxy), store, opts)
+    assert (bad.status, bad.reward, bad.meta["attempts"]) == ("sandbox_error", None, 3)
+    assert "no more namespaces" in bad.error
+    assert store.get_rollout(bad.rollout_id).status == "sandbox_error"
+
+
+class _BrokenHarness:
+    """Fails before making any model call (e.g. its binary is missing)."""
+
+    name = "broken"
+
+    def __init__(self):
+        self.runs = 0
+
+    def ro_paths(self):
+        return []
+
+    def run(self, sandbox, **kwargs):
+        self.runs += 1
+        return HarnessResult("harness_error", 127, "", 0.0, error="broken: command not found")
+
+
+def test_harness_start_failure_retried_then_recorded(proxy, store, tasks):
+    harness = _BrokenHarness()
+    rec = run_rollout(_job(tasks[0]), harness, LocalProxy(proxy), store, RunOptions(sandbox_cfg=LOCAL, start_retries=1))
+    assert harness.runs == 2
+    assert (rec.status, rec.reward, rec.call_count) == ("harness_error", None, 0)
+    assert "command not found" in rec.error
+
+
+def test_timeout_and_verifier_error(proxy, store, tasks):
+    link = LocalProxy(proxy)
+    slow = RunOptions(sandbox_cfg=LOCAL, harness_timeout_s=0.5, max_turns=3)
+    rec = run_rollout(_job(tasks[1]), BuiltinAdapter(extra_args=("--call-timeout", "60")), link, store, slow)
+    assert rec.status in ("timeout",) and rec.reward is None and rec.meta["attempts"] == 1
+
+    garbage = replace(tasks[1], verifier=Verifier("checks", "echo not json"))
+    rec = run_rollout(_job(garbage, 1), BuiltinAdapter(), link, store, RunOptions(sandbox_cfg=LOCAL, max_turns=3))
+    assert (rec.status, rec.reward) == ("verifier_error", None)
+    assert rec.call_count == 2 and "not a JSON object" in rec.error
