@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from harnessrl.proxy.server import ProxyServer, ProxyStartError
+from harnessrl.render.messages import Message
 from harnessrl.store import RunStore
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -98,3 +99,17 @@ def test_register_rejects_reserved_ids(proxy):
         proxy.register_rollout("adhoc")
     with pytest.raises(ValueError):
         proxy.register_rollout("")
+
+
+def test_rerender_history_mode(engine, store, renderer):
+    engine.replies.extend(["first", "second"])
+    with ProxyServer(engine, store, renderer, history_mode="rerender") as server:
+        url = server.base_urls(server.register_rollout("rr"))["openai"] + "/chat/completions"
+        msgs = [{"role": "user", "content": "one"}]
+        httpx.post(url, json={"messages": msgs})
+        httpx.post(url, json={"messages": msgs + [{"role": "assistant", "content": "first"},
+                                                  {"role": "user", "content": "two"}]})
+    c0, c1 = store.list_calls(["rr"])
+    assert c1.meta["history_mode"] == "rerender" and set(c1.prompt_provenance) == {-1}
+    plain = [Message(role=r, content=t) for r, t in (("user", "one"), ("assistant", "first"), ("user", "two"))]
+    assert c1.prompt_ids == renderer.render(plain)  # what a plain deployment would send
