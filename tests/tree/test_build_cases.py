@@ -58,8 +58,19 @@ def test_compaction_branches_at_the_right_depth():
     branch = [n for n in tree.nodes if n.branch_reason]
     assert len(branch) == 1
     assert branch[0].start_pos == keep
-    assert branch[0].branch_reason == "rewrite"
+    assert branch[0].branch_reason == "restart"  # the summary resends none of the earlier output
     assert len(tree.paths) == 2 and {p.rollout_id for p in tree.paths} == {"a"}
+
+
+def test_edited_history_that_resends_earlier_output_is_a_rewrite():
+    calls = linear("a", 2)
+    first = calls[0]
+    # the harness drops the first reply's first token (e.g. its thinking) but resends the rest
+    prompt = SYSTEM + first.sampled_ids[1:] + [1005]
+    prov = [-1] * len(SYSTEM) + [0] * (len(first.sampled_ids) - 1) + [-1]
+    calls.append(make_call("a", 2, prompt, [9], provenance=prov))
+    tree = build_tree(calls, [make_rollout("a", 1.0)])
+    assert tree.stats.branch_reasons == {"rewrite": 1}
 
 
 def test_restart_inside_first_prompt_is_labelled_restart():

@@ -8,11 +8,11 @@ vector compares plus at most one split, independent of how many tokens it shares
 - A call that diverges from existing paths opens a branch; the reason is recorded:
   ``retry`` (same rollout, diverges inside its own completion: the harness re-sent the prompt),
   ``parallel`` (same rollout, the call started before an earlier call of it ended),
-  ``restart`` (same rollout, diverges inside the rollout's first prompt and resends none of its
-  sampled tokens after that point: a sub-agent or a fresh conversation such as a compaction that
-  restarts from the system prompt),
-  ``rewrite`` (same rollout, diverges later in the history: compaction, dropped thinking, a
-  harness-internal tail that is not resent), ``group_sample`` (another rollout sampled a
+  ``restart`` (same rollout, diverges inside the history and resends none of the policy's earlier
+  output after that point, by recorded provenance: a sub-agent, a compaction into a summary, a
+  harness dropping a reply it could not parse, as mini-swe-agent does on a format error),
+  ``rewrite`` (same rollout, diverges inside the history and then resends earlier policy output:
+  history edited in place, e.g. dropped thinking or a harness-internal tail that is not resent), ``group_sample`` (another rollout sampled a
   different token here) and ``group_context`` (other rollouts saw different context here:
   different tool output, harness, or system prompt).
 - Exact duplicates (same rollout, same prompt and completion) are merged and counted once.
@@ -145,14 +145,14 @@ class _Trie:
         for key in ("decision", "logprobs", "temperature", "version"):
             a[key][sl][unset] = src[key][unset]
 
-    def insert(self, ca: _CallArrays, call: CallRecord, first_prompt_len: int, parallel: bool) -> None:
+    def insert(self, ca: _CallArrays, call: CallRecord, parallel: bool) -> None:
         seq, length = ca.seq, len(ca.seq)
         node, pos = 0, 0
         while pos < length:
             self.rollouts[node].add(call.rollout_id)
             child = self.children[node].get(int(seq[pos]))
             if child is None:
-                self._branch(node, ca, call, pos, first_prompt_len, parallel)
+                self._branch(node, ca, call, pos, parallel)
                 return
             ct = self.arr[child]["tokens"]
             m = min(len(ct), length - pos)
@@ -168,17 +168,16 @@ class _Trie:
                 continue
             if j < m:  # mismatch inside the span: branch below the head
                 self.rollouts[node].add(call.rollout_id)
-                self._branch(node, ca, call, pos, first_prompt_len, parallel)
+                self._branch(node, ca, call, pos, parallel)
                 return
         self.rollouts[node].add(call.rollout_id)
         self.call_ends[node].append(call.call_id)
 
-    def _branch(self, node: int, ca: _CallArrays, call: CallRecord, pos: int,
-                first_prompt_len: int, parallel: bool) -> None:
+    def _branch(self, node: int, ca: _CallArrays, call: CallRecord, pos: int, parallel: bool) -> None:
         siblings = list(self.children[node].values())
         reason = ""
         if siblings:
-            reason = _branch_reason(self, siblings, ca, call.rollout_id, pos, first_prompt_len, parallel)
+            reason = _branch_reason(self, siblings, ca, call.rollout_id, pos, parallel)
             self.reasons[reason] += 1
         end = len(ca.seq)
         cut = ca.first_decision if pos < ca.first_decision < end else end
@@ -195,14 +194,14 @@ class _Trie:
 
 
 def _branch_reason(trie: _Trie, siblings: list[int], ca: _CallArrays, rollout_id: str, pos: int,
-                   first_prompt_len: int, parallel: bool) -> str:
+                   parallel: bool) -> str:
     if any(rollout_id in trie.rollouts[s] for s in siblings):
         if pos >= ca.n_prompt:
             return "retry"
         if parallel:
             return "parallel"
         carries_history = bool((ca.provenance_from(pos)[:max(0, ca.n_prompt - pos)] >= 0).any())
-        return "restart" if pos < first_prompt_len and not carries_history else "rewrite"
+        return "rewrite" if carries_history else "restart"
     if pos >= ca.n_prompt or any(bool(trie.arr[s]["decision"][0]) for s in siblings):
         return "group_sample"
     return "group_context"
@@ -221,7 +220,6 @@ def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
     seen: set[tuple[str, bytes]] = set()
     merged = 0
     per_call = 0
-    first_prompt: dict[str, int] = {}
     last_end: dict[str, float] = {}
     n_calls = Counter()
     for call in plan.calls:
@@ -233,9 +231,8 @@ def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
         seen.add(key)
         n_calls[rid] += 1
         ca = _CallArrays(call, *plan.ids[call.call_id], plan.trainable[call.call_id])
-        first_prompt.setdefault(rid, ca.n_prompt)
         parallel = call.t_end > 0 and call.t_start < last_end.get(rid, 0.0)  # no times recorded: not parallel
-        trie.insert(ca, call, first_prompt[rid], parallel)
+        trie.insert(ca, call, parallel)
         last_end[rid] = max(last_end.get(rid, 0.0), call.t_end)
         if not plan.rollout_reason[rid]:
             per_call += len(ca.seq)
