@@ -1,0 +1,44 @@
+"""`harnessrl eval --json` attached to a running proxy (scripted policy): exactly one JSON object on
+stdout with the documented keys; `harnessrl tasks validate` exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from harnessrl.proxy.server import ProxyServer
+from harnessrl.tasks import load_tasks
+
+from .solver import solver_engine
+
+CLI = [sys.executable, "-m", "harnessrl.cli"]
+
+
+def test_eval_json_attached_to_a_proxy(renderer, store, tmp_path):
+    tasks = load_tasks("builtin:write_word:test")[:2]
+    server = ProxyServer(solver_engine(renderer, tasks, lambda t: t is tasks[0]), store, renderer).start()
+    try:
+        out = subprocess.run(CLI + ["eval", "--tasks", "builtin:write_word:test", "-n", "2", "--sandbox", "local",
+                                    "--proxy", f"http://127.0.0.1:{server.port}", "--admin-token", server.admin_token,
+                                    "--run-dir", str(tmp_path / "eval"), "--max-turns", "3", "--json"],
+                             capture_output=True, text=True, timeout=600)
+    finally:
+        server.stop()
+    assert out.returncode == 0, out.stderr[-2000:]
+    summary = json.loads(out.stdout)  # the whole stdout is one JSON object
+    assert {"pass@1", "per_task", "per_category", "per_harness"} <= set(summary)
+    per_task = summary["per_task"]
+    assert per_task[tasks[0].id]["pass@1"] == 1.0 and per_task[tasks[0].id]["mean_reward"] == 1.0
+    assert per_task[tasks[1].id]["pass@1"] == 0.0 and per_task[tasks[1].id]["statuses"] == {"ok": 2}
+    assert summary["per_harness"]["builtin"]["n_rollouts"] == 2 * len(per_task)
+    assert "per category" in out.stderr  # the table went to stderr
+
+
+def test_tasks_validate_exit_codes(tmp_path):
+    ok = subprocess.run(CLI + ["tasks", "validate", "builtin:csv_header:test", "--sandbox", "local"],
+                        capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "3/3 tasks valid" in ok.stdout
+    bad = subprocess.run(CLI + ["tasks", "validate", str(tmp_path / "nope")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "error:" in bad.stderr and "Traceback" not in bad.stderr
