@@ -131,7 +131,7 @@ def prepare(spec: dict) -> None:
             f.write(content)
 
 
-def collect(paths: list[str], limit: int = 200_000) -> dict[str, str | None]:
+def collect(paths: list[str], limit: int = 4_000_000) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for p in paths:
         try:
