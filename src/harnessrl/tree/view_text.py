@@ -38,6 +38,8 @@ def node_label(tree: PrefixTree, node_id: int, decode: Decode, width: int, adv_m
     lo, hi = int(flat.node_offsets[node_id]), int(flat.node_offsets[node_id + 1])
     n_dec = int(node.decision.sum())
     label = Text()
+    if node.parent > 0 and len(tree.nodes[node.parent].children) == 1:
+        label.append("↳ ", style="dim")  # continues the line above (same conversation)
     label.append(f"#{node.id} ", style="bold")
     label.append(f"[{node.start_pos}:{node.end_pos}] {len(node)} tok", style="cyan")
     if n_dec:
@@ -81,7 +83,8 @@ def render_tree(tree: PrefixTree, decode: Decode = ids_decode, adv=None, width: 
         f"{s.unique_tokens} unique tok ({s.decision_tokens} sampled) · per-call {s.per_call_tokens} · "
         f"per-rollout {s.per_rollout_tokens} · branches {s.branches}")
     root = Tree(title)
-    # a chain of single children stays at one indentation level; only real branch points nest
+    # a chain of single children (one conversation's turns) is listed under its first node, each
+    # marked ↳; only real branch points nest deeper
     containers = {0: root}
     for shown, node in enumerate(tree.nodes[1:]):
         if shown >= max_nodes:
