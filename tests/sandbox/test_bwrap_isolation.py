@@ -40,6 +40,17 @@ def _host_pids(marker: str) -> list[int]:
     return [int(p) for p in out.split()]
 
 
+def _describe(pid: int) -> str:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        keep = [ln for ln in status.splitlines() if ln.split(":")[0] in ("State", "PPid", "NSpid")]
+        fds = sorted(os.listdir(f"/proc/{pid}/fd"))
+        return f"{pid} {cmd!r} {keep} fds={fds}"
+    except OSError as e:
+        return f"{pid}: {e}"
+
+
 def _wait_gone(marker: str, timeout_s: float = 10.0) -> list[int]:
     deadline = time.monotonic() + timeout_s
     while (pids := _host_pids(marker)) and time.monotonic() < deadline:
@@ -469,3 +480,46 @@ def test_extra_ro_binds_are_visible_read_only(tmp_path: Path):
         assert not _sh(box, f"echo x > {shared}/new.txt").ok
         assert not (shared / "new.txt").exists()
         assert _sh(box, f"ls {tmp_path}").stdout.split() == ["harness-install"]  # only the bound dir
+
+
+HOST_THAT_DIES = (
+    "import sys\n"
+    "from harnessrl.sandbox import SandboxConfig, bwrap, make_sandbox\n"
+    "if sys.argv[3] == 'no-cgroups':  # then only the keeper can clean up\n"
+    "    bwrap.SandboxCgroups.create = classmethod(lambda cls, *a: None)\n"
+    "box = make_sandbox(SandboxConfig(memory_mb=None, max_procs=None))\n"
+    "assert box.run(['python', '-c', sys.argv[2], sys.argv[1]], keep_background=True).ok\n"
+    "print(box._cgroups.pids_dir if box._cgroups else '', flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+@pytest.mark.parametrize("cgroups", ["no-cgroups", "cgroups"])
+def test_sandbox_dies_with_its_host_process(cgroups):
+    """SIGKILL the process that owns a sandbox: the keeper's pipe closes and everything goes.
+    Without cgroups only the keeper can do it (another process's sweep cannot interfere)."""
+    import signal
+    import sys
+
+    marker = f"4545.{uuid.uuid4().int % 10**9}"
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST_THAT_DIES, marker, DAEMON, cgroups],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        cg_dir = host.stdout.readline().strip()
+        assert _host_pids(marker), "the daemon runs while its host lives"
+        host.send_signal(signal.SIGKILL)
+        host.wait()
+        left = _wait_gone(marker, 30)
+        assert left == [], [_describe(p) for p in left]
+    finally:
+        if host.poll() is None:
+            host.kill()
+        host.stdin.close()
+        host.stdout.close()
+    if cg_dir:  # the dead host's cgroups are swept by the next sandbox
+        make_sandbox(SandboxConfig()).destroy()
+        assert not Path(cg_dir).exists()

@@ -13,8 +13,9 @@ Life cycle
   timeout kills its whole tree, daemons included.
 - destroy: SIGKILL the pid namespace's init (the kernel then kills every process of the
   namespace: double forks and setsid do not escape), kill and remove the cgroups, delete the
-  host scratch dir. If the host process dies instead, the keeper's pipe closes and the sandbox
-  goes down the same way. (``--die-with-parent`` is not used: it ties the sandbox to the
+  host scratch dir. If the host process dies instead, the keeper's pipe closes and the keeper
+  SIGKILLs every process of the namespace (``kill -KILL -1``), after which bwrap's init exits;
+  the dead host's cgroups are swept (killed, removed) by the next sandbox created on the machine. (``--die-with-parent`` is not used: it ties the sandbox to the
   *thread* that created it, which would kill sandboxes made in short-lived threads.)
 
 Limits: ``memory_mb`` and ``max_procs`` through cgroups (v1 here; v2 where delegated). Without
@@ -64,6 +65,7 @@ from harnessrl.sandbox.tarcopy import COPY_IN, COPY_OUT, extract_safely
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 30.0
+KEEPER = "echo ready; read _; kill -KILL -1"  # the sandbox's pid 2; see _start
 # Run inside (python -I -c ... PORT FD): listen on 127.0.0.1:PORT, pass the socket out over FD.
 LISTEN_HELPER = (
     "import socket, sys\n"
@@ -176,9 +178,10 @@ class BwrapSandbox(Sandbox):
         block_r, block_w = os.pipe()
         ready_r, ready_w = os.pipe()
         # The keeper says "ready" when it runs, i.e. after bwrap finished the mounts (info-fd
-        # comes earlier: entering then would land in the host's root). It exits when the
-        # keeper pipe closes (destroy, or this process dies) and the sandbox goes with it.
-        keeper = ["sh", "-c", "echo ready; read _"]
+        # comes earlier: entering then would land in the host's root). When the keeper pipe
+        # closes (this process died) it SIGKILLs every process of the sandbox: bwrap's init
+        # only exits once it has no children left, so daemons would keep it alive otherwise.
+        keeper = ["sh", "-c", KEEPER]
         argv = ["prlimit", *self._rlimits, "--"] if self._rlimits else []
         argv += bwrap_argv(self.config, info_fd=info_w, block_fd=block_r, init=keeper)
         err_path = self._root / "bwrap.stderr"
