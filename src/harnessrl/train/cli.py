@@ -31,13 +31,22 @@ def train(
     except ConfigError as err:
         console.print(f"[red]config error:[/red] {err}")
         raise typer.Exit(2) from None
+    import signal
+
     from harnessrl.train.loop import TrainError, run_training
 
+    def _stop(signum, frame):  # noqa: ARG001 - SIGTERM unwinds like Ctrl-C, so engines are shut down
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
     try:
         result = run_training(cfg, resume=resume, console=console)
     except TrainError as err:
         console.print(f"[red]training failed:[/red] {err}")
         raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        console.print("[yellow]stopped[/yellow]; continue with --resume (the last recorded step is kept)")
+        raise typer.Exit(130) from None
     console.print(f"[green]done[/green] report: {result.report}  plots: {result.plots_dir}")
 
 
