@@ -121,3 +121,21 @@ def test_resume_after_sigkill_no_step_repeated_or_lost(tiny_dir, tmp_path):
     assert lines == [0, 1, 2, 3, 4, 5]  # the JSONL mirror holds every step once
     state = torch.load(run_dir / "checkpoints" / "step_000005" / "trainer.pt", weights_only=False)
     assert {int(s["step"]) for s in state["optimizer"]["state"].values()} == {5}  # exactly 5 updates applied
+
+
+def test_unknown_harness_and_model_are_clear_errors(tmp_path, tiny_dir):
+    from harnessrl.train.runner import RunnerCollector
+
+    cfg = load_config(None, overrides(tiny_dir, tmp_path / "run") + ["harnesses=[{name: nosuch}]"])
+
+    class FakeEngine:
+        model_path, max_model_len, policy_version = str(tiny_dir), 2048, 0
+
+    from harnessrl.store.run_store import RunStore
+
+    with RunStore(tmp_path / "s") as store, pytest.raises(TrainError, match="nosuch"):
+        RunnerCollector(cfg, FakeEngine(), store, tiny_dir)
+    bad = load_config(None, overrides(tiny_dir, tmp_path / "run2") + ["model.path=/nonexistent/model"])
+    with pytest.raises(TrainError):
+        run_training(bad, console=Console(quiet=True), collector_factory=fake_collector_factory(),
+                     tasks_loader=fake_tasks)

@@ -102,7 +102,7 @@ def run_training(cfg: RunConfig, resume: bool = False, console: Console | None =
 def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: CollectorFactory,
              tasks_loader: TasksLoader) -> RunParts:
     """Store, resume point, policy + trainer, engine (synced to the resume step), collector, tasks."""
-    from harnessrl.engine import EngineConfig, make_engine, resolve_model
+    from harnessrl.engine import EngineConfig, ModelNotFound, make_engine, resolve_model
     from harnessrl.store.run_store import RunStore
     from harnessrl.train.checkpoint import latest_checkpoint, load_trainer_state
     from harnessrl.train.metrics import MetricsLog
@@ -125,7 +125,11 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
     store.set_meta("attempt", attempt)
     store.set_meta("config", cfg.model_dump(mode="json"))
     seed_everything(cfg.loop.seed + 7919 * (attempt - 1))
-    model_dir = Path(resolve_model(cfg.model.path))
+    try:
+        model_dir = Path(resolve_model(cfg.model.path))
+    except ModelNotFound as err:
+        store.close()
+        raise TrainError(str(err)) from err
     weights_dir = ckpt[1] / "policy" if ckpt and cfg.model.lora is None else model_dir
     console.print(f"[bold]harnessrl train[/bold] run_dir={run_dir} model={model_dir.name} "
                   f"algorithm={cfg.algorithm.name} engine={engine_type(cfg)} attempt={attempt}"
@@ -141,8 +145,13 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
         sync_weights(trainer, engine, last)
     log = MetricsLog(run_dir, cfg.output.tensorboard)
     log.rewrite([(s, m) for s, m in store.list_steps() if s <= last])
-    train_tasks, eval_tasks = tasks_loader(cfg)
-    collector = collector_factory(cfg, engine, store, run_dir)
+    try:
+        train_tasks, eval_tasks = tasks_loader(cfg)
+        collector = collector_factory(cfg, engine, store, run_dir)
+    except BaseException:
+        for close in (engine.close, log.close, store.close):
+            close()
+        raise
     return RunParts(cfg, run_dir, store, trainer, engine, collector, train_tasks, eval_tasks, model_dir,
                     attempt, log, last + 1)
 

@@ -64,6 +64,25 @@ class RunnerCollector:
                                  default_max_tokens=cfg.loop.max_tokens).start()
         self.sandbox_cfg = SandboxConfig(type=cfg.sandbox.type)
         self._adapters: dict[str, Any] = {}
+        try:
+            for h in cfg.harnesses:
+                self._check(h.name)
+        except Exception:
+            self.proxy.stop()
+            raise
+
+    def _check(self, name: str) -> None:
+        """Fail at start, with the fix, when a harness is unknown or not installed."""
+        from harnessrl.harness import HarnessConfigError
+        from harnessrl.train.loop import TrainError
+
+        try:
+            adapter = self._adapter(name)
+        except (HarnessConfigError, TypeError) as err:
+            raise TrainError(f"harness {name!r}: {err}") from err
+        problem = adapter.preflight() if hasattr(adapter, "preflight") else None
+        if problem:
+            raise TrainError(f"harness {name!r} cannot run: {problem} (try `harnessrl harness install {name}`)")
 
     def _adapter(self, name: str) -> Any:
         from harnessrl.harness import make_harness
