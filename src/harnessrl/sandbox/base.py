@@ -23,8 +23,9 @@ Contract
   answers on the SAME port as on the host (bwrap bridges it into the private network
   namespace); ``None`` without a proxy.
 - ``run(argv, *, env=None, cwd=None, timeout_s=None, stdin=None, stdout_path=None,
-  keep_background=False)`` blocks and returns ``ProcessResult``. ``timeout_s`` defaults to ``cfg.wall_time_s``; on timeout the
-  whole process tree of this call is killed (``timed_out=True``). ``cwd`` relative paths are
+  keep_background=False)`` blocks and returns ``ProcessResult``. ``timeout_s`` defaults to
+  ``cfg.wall_time_s``; on timeout the whole process tree of this call is killed
+  (``timed_out=True``). ``cwd`` relative paths are
   relative to the workspace. ``env`` is added to the sandbox's base env (PATH, HOME, TMPDIR,
   LANG, ``cfg.env``, ``cfg.env_passthrough``); the host environment is not inherited.
   ``stdout_path`` streams stdout to a host file instead of capturing it. Captured output keeps
@@ -52,7 +53,7 @@ import abc
 import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Literal, TypeVar
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import Self
@@ -131,9 +132,6 @@ class SandboxConfig(BaseModel):
                 if not PurePosixPath(part).is_absolute():
                     raise ValueError(f"extra_ro_binds entries must be absolute paths, got {spec!r}")
         return v
-
-
-S = TypeVar("S", bound="Sandbox")
 
 
 class Sandbox(abc.ABC):
