@@ -139,3 +139,24 @@ def test_unknown_harness_and_model_are_clear_errors(tmp_path, tiny_dir):
     with pytest.raises(TrainError):
         run_training(bad, console=Console(quiet=True), collector_factory=fake_collector_factory(),
                      tasks_loader=fake_tasks)
+
+
+def test_per_harness_loss_share_gives_each_harness_equal_weight():
+    from harnessrl.algo import grpo
+    from harnessrl.train.loop import per_harness_share
+    from harnessrl.tree.build import build_tree
+    from harnessrl.tree.synthetic import claude_code_group
+    from dataclasses import replace as dc_replace
+
+    trees, advs = [], []
+    for i, (h, n) in enumerate([("a", 2), ("b", 6)]):
+        calls, rolls = claude_code_group(n_rollouts=n, prefix_tokens=20, turns=2, completion_tokens=(3, 6),
+                                         observation_tokens=(2, 4), seed=i, group_id=f"g{i}")
+        rolls = [dc_replace(r, harness=h, reward=float(k % 2)) for k, r in enumerate(rolls)]
+        tree = build_tree(calls, rolls)
+        trees.append(tree)
+        advs.append(grpo(tree))
+    out = per_harness_share(trees, advs)
+    total = sum(a.norm for a in advs)
+    shares = [float(o.weight_sum.sum()) / total for o in out]
+    assert shares[0] == pytest.approx(shares[1]) == pytest.approx(0.5)

@@ -70,7 +70,8 @@ class FiltersSection(_Strict):
 class AlgorithmConfig(_Strict):
     name: Literal["grpo", "tree_grpo", "ppo"] = "grpo"  # ppo = GAE with a critic
     std_normalize: bool = True  # False = Dr.GRPO
-    per_harness_norm: bool = False
+    per_harness_norm: bool = False  # normalise rewards per harness within a group
+    per_harness_loss: bool = False  # each harness gets an equal share of the loss, whatever its tokens
     clip_low: float = Field(0.2, gt=0, lt=1)
     clip_high: float = Field(0.28, gt=0)
     dual_clip: float | None = Field(None, gt=1)

@@ -246,7 +246,22 @@ def trees_and_advantages(parts: RunParts, groups: list[Group]) -> tuple[list, li
             advs.append(adv)
     if a.name == "ppo" and advs:
         advs = whiten(advs)
+    if a.per_harness_loss and advs:
+        advs = per_harness_share(trees, advs)
     return trees, advs
+
+
+def per_harness_share(trees: list, advs: list) -> list:
+    """Rescale path weights so each harness's trees carry an equal share of the loss:
+    sum_h (1/H) * loss_h / norm_h, with the batch denominator unchanged."""
+    from dataclasses import replace
+
+    harness = [next(iter({r.harness for r in t.rollouts.values()}), "") for t in trees]
+    norm_h: dict[str, float] = {}
+    for h, adv in zip(harness, advs):
+        norm_h[h] = norm_h.get(h, 0.0) + adv.norm
+    total = sum(norm_h.values())
+    return [replace(adv, weight=adv.weight * (total / (len(norm_h) * norm_h[h]))) for h, adv in zip(harness, advs)]
 
 
 def _has_signal(adv) -> bool:
