@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import sys
 import tarfile
 from pathlib import Path
@@ -150,3 +151,19 @@ def test_namespace_refusal_is_unavailable():
     err = _start_error("bwrap: setting up uid map: Permission denied")
     assert isinstance(err, SandboxUnavailable) and "unprivileged user namespaces" in str(err)
     assert not isinstance(_start_error("bwrap: Can't find source path /nope"), SandboxUnavailable)
+
+
+def test_scratch_dirs_of_dead_owners_are_swept(tmp_path):
+    import subprocess
+
+    from harnessrl.sandbox.bwrap import SCRATCH_PREFIX, _sweep_scratch_dirs
+
+    child = subprocess.Popen(["true"])
+    child.wait()
+    stale = tmp_path / f"{SCRATCH_PREFIX}{child.pid}-abc"
+    live = tmp_path / f"{SCRATCH_PREFIX}{os.getpid()}-abc"
+    other = tmp_path / f"{SCRATCH_PREFIX}notapid"
+    for d in (stale, live, other):
+        d.mkdir()
+    _sweep_scratch_dirs(tmp_path)
+    assert not stale.exists() and live.exists() and other.exists()

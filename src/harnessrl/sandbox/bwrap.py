@@ -65,6 +65,7 @@ from harnessrl.sandbox.tarcopy import COPY_IN, COPY_OUT, extract_safely
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 30.0
+SCRATCH_PREFIX = "harnessrl-sbx-"  # + <owner pid>-<random>: host-side scratch dir per sandbox
 KEEPER = "echo ready; read _; kill -KILL -1"  # the sandbox's pid 2; see _start
 # Run inside (python -I -c ... PORT FD): listen on 127.0.0.1:PORT, pass the socket out over FD.
 LISTEN_HELPER = (
@@ -108,6 +109,14 @@ def _json_or_none(data: bytes) -> dict | None:
         return json.loads(data)
     except ValueError:
         return None
+
+
+def _sweep_scratch_dirs(tmp: Path) -> None:
+    """Remove host scratch dirs left by sandbox owners that died before destroy()."""
+    for d in tmp.glob(SCRATCH_PREFIX + "*-*"):
+        owner = d.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
+        if owner.isdigit() and int(owner) != os.getpid() and not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def _start_error(msg: str) -> SandboxError:
@@ -158,7 +167,8 @@ class BwrapSandbox(Sandbox):
         cls, cfg: SandboxConfig, *, workspace_src: Path | None, proxy: ProxyEndpoint | None
     ) -> BwrapSandbox:
         _require_tools()
-        root = Path(tempfile.mkdtemp(prefix="harnessrl-sbx-"))
+        _sweep_scratch_dirs(Path(tempfile.gettempdir()))
+        root = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         sb = cls(cfg, root, SandboxCgroups.create(cfg.memory_mb, cfg.max_procs))
         try:
             sb._start()
