@@ -8,7 +8,6 @@ sandbox, and goes through `launcher.py`, which bounds it and kills its whole pro
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -214,10 +213,6 @@ def result_from(outcome: LaunchOutcome, final_message: str, meta: dict[str, Any]
         status=status or outcome.status, exit_code=outcome.exit_code, final_message=final_message,
         duration_s=outcome.duration_s, stdout_tail=tail(outcome.stdout), stderr_tail=tail(outcome.stderr),
         error=outcome.error if error is None else error, meta=meta or {})
-
-
-def shell_join(argv: list[str]) -> str:
-    return " ".join(shlex.quote(a) for a in argv)
 
 
 def openai_base(proxy_base: str) -> str:
