@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import sqlite3
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -193,7 +194,7 @@ def test_bad_synchronous_value(tmp_path):
 
 def chain(n: int, rollout: str = "c", version: int = 0) -> list[CallRecord]:
     """n calls where each prompt extends the previous prompt + sampled ids (exact history)."""
-    calls, prompt, prov = [], [1, 2, 3], [PROMPT] * 3
+    calls, prompt, prov = [], list(range(1, 41)), [PROMPT] * 40
     for i in range(n):
         sampled = [100 + i, 200 + i]
         calls.append(CallRecord(f"{rollout}{i}", rollout, i, "openai.chat", list(prompt), sampled, [-0.5, -0.25],
@@ -213,7 +214,7 @@ def test_prefix_delta_round_trip_and_size(tmp_path):
     conn = sqlite3.connect(store.path)
     stored = conn.execute("SELECT SUM(LENGTH(prompt_ids)), COUNT(base_call) FROM calls").fetchone()
     assert stored[1] == 29  # every call after the first references its predecessor
-    assert stored[0] == 4 * (3 + 29 * 3)  # only the new ids are stored
+    assert stored[0] == 4 * (40 + 29 * 3)  # only the new ids are stored
     assert conn.execute("SELECT n_prompt FROM calls WHERE call_id = 'c29'").fetchone()[0] == len(calls[29].prompt_ids)
 
 
@@ -226,10 +227,10 @@ def test_prefix_delta_only_when_exact(tmp_path):
     store.insert_call(rerendered)  # ids extend a, provenance does not: ids delta-coded, provenance in full
     branch = CallRecord("x", "c", 2, "openai.chat", a.prompt_ids + [999], [5], [-1.0], a.prompt_provenance + [PROMPT],
                         0, 1.0, 1.0, "stop")
-    store.insert_call(branch)  # does not extend y's prompt + sampled: stored in full
+    store.insert_call(branch)  # branches inside y's prompt: shares its first 40 ids
     assert store.list_calls() == [a, rerendered, branch]
     rows = sqlite3.connect(store.path).execute("SELECT call_id, base_call, prov_from_base FROM calls").fetchall()
-    assert rows == [("c0", None, 0), ("y", "c0", 0), ("x", None, 0)]
+    assert rows == [("c0", None, 0), ("y", "c0", 0), ("x", "y", 1)]
 
 
 def test_failed_batch_does_not_leave_a_dangling_base(tmp_path):
@@ -283,3 +284,54 @@ def test_raw_bodies_are_compressed(tmp_path):
     size = sqlite3.connect(store.path).execute("SELECT LENGTH(request) FROM calls").fetchone()[0]
     assert size < len(json.dumps(big)) / 10
     assert store.get_call("b").request == big
+
+
+def test_branch_shares_the_longest_common_prefix(tmp_path):
+    store = RunStore(tmp_path)
+    shared = list(range(1000, 1100))
+    a = CallRecord("a", "o", 0, "openai.chat", shared + [1, 2, 3], [4, 5], [-0.5, -0.5], [PROMPT] * 103, 0, 1.0, 1.0,
+                   "stop")
+    # the harness dropped its trailing context message: the next prompt branches inside a's prompt
+    b = CallRecord("b", "o", 1, "openai.chat", shared + [4, 5, 9, 9], [6], [-0.5], [PROMPT] * 104, 0, 1.0, 1.0, "stop")
+    store.insert_calls([a, b])
+    assert store.list_calls() == [a, b]
+    row = sqlite3.connect(store.path).execute("SELECT base_call, base_len, LENGTH(prompt_ids) FROM calls "
+                                              "WHERE call_id = 'b'").fetchone()
+    assert row == ("a", 100, 4 * 4)
+
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+@given(st.lists(st.integers(0, 3), max_size=40), st.lists(st.integers(0, 3), max_size=40))
+def test_common_prefix_matches_naive(a, b):
+    from harnessrl.store.prefix import common_prefix
+
+    naive = 0
+    while naive < min(len(a), len(b)) and a[naive] == b[naive]:
+        naive += 1
+    assert common_prefix(a, b) == naive
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harness_calls"
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "openclaw", "mini-swe-agent"])
+def test_real_harness_calls_round_trip(tmp_path, harness):
+    """Calls captured from the real harnesses (committed fixtures) come back exactly, stored compactly."""
+    path = FIXTURES / f"{harness}.jsonl"
+    if not path.exists():
+        pytest.skip(f"no fixture {path.name}")
+    fields = set(CallRecord.__dataclass_fields__)
+    calls = [CallRecord(**{k: v for k, v in json.loads(line).items() if k in fields})
+             for line in path.read_text().splitlines()]
+    store = RunStore(tmp_path)
+    store.insert_calls(calls)
+    back = {c.call_id: c for c in store.list_calls(include_raw=True)}
+    for c in calls:
+        got = back[c.call_id]
+        assert got.prompt_ids == c.prompt_ids and got.sampled_ids == c.sampled_ids
+        assert got.prompt_provenance == c.prompt_provenance and got.request == c.request
+        assert got.logprobs == pytest.approx(c.logprobs, abs=1e-6)
+    stored = sqlite3.connect(store.path).execute("SELECT SUM(LENGTH(prompt_ids)) FROM calls").fetchone()[0]
+    assert stored < 4 * sum(len(c.prompt_ids) for c in calls)

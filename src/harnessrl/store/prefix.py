@@ -1,5 +1,6 @@
 """Prefix-delta storage of prompt ids: call k+1 of a rollout usually starts with call k's prompt +
-sampled ids, so the store keeps only the new suffix and a reference to call k.
+sampled ids (or, after a harness rewrote the tail, with part of them), so the store keeps only
+the ids after the longest shared prefix and a reference to call k.
 
 Storage per rollout grows with the tokens of the conversation instead of turns x prompt length,
 and encoding a call costs time proportional to its new tokens. The reference is only taken when
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from harnessrl.store.records import CallRecord
 
 _MAX_ROLLOUTS = 4096  # remembered bases (one per recently written rollout)
+_MIN_SHARED = 32  # shorter shared prefixes are not worth a reference
 
 
 @dataclass
@@ -33,6 +35,22 @@ class _Base:
     call_id: str
     ids: list[int]  # prompt + sampled ids
     provenance: list[int]  # prompt provenance + [policy version] * sampled
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix, by bisection over C-level slice comparisons
+    (O(n log n) element compares in C instead of an O(n) Python loop)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # invariant: a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def full_of(call: CallRecord) -> tuple[list[int], list[int]]:
@@ -54,10 +72,10 @@ class PrefixCache:
         full = Delta(None, 0, False, call.prompt_ids, call.prompt_provenance)
         if base is None:
             return full
-        n = len(base.ids)
-        if len(call.prompt_ids) < n or call.prompt_ids[:n] != base.ids:
+        n = common_prefix(call.prompt_ids, base.ids)
+        if n < _MIN_SHARED:
             return full
-        if call.prompt_provenance[:n] == base.provenance:
+        if call.prompt_provenance[:n] == base.provenance[:n]:
             return Delta(base.call_id, n, True, call.prompt_ids[n:], call.prompt_provenance[n:])
         return Delta(base.call_id, n, False, call.prompt_ids[n:], call.prompt_provenance)
 
