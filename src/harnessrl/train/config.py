@@ -112,7 +112,7 @@ class LoopConfig(_Strict):
 
 
 class OutputConfig(_Strict):
-    run_dir: str = "runs/latest"
+    run_dir: str = "runs/latest"  # "{time}" is replaced by the start time (YYYYmmdd-HHMMSS)
     tensorboard: bool = True
     checkpoint_every: int = Field(1, ge=1)
     keep_checkpoints: int = Field(2, ge=1)

@@ -108,7 +108,8 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
     from harnessrl.train.metrics import MetricsLog
     from harnessrl.train.setup import build_trainer, engine_type, load_policy, restore_trainer, seed_everything
 
-    run_dir = Path(cfg.output.run_dir)
+    run_dir = Path(cfg.output.run_dir.replace("{time}", time.strftime("%Y%m%d-%H%M%S")))
+    cfg = cfg.model_copy(update={"output": cfg.output.model_copy(update={"run_dir": str(run_dir)})})
     store = RunStore(run_dir)
     steps = [s for s, _ in store.list_steps()]
     if steps and not resume:
