@@ -19,6 +19,7 @@ import multiprocessing as mp
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -26,6 +27,23 @@ import orjson
 SYSTEM = "You are a coding agent. Follow the instructions carefully. " * 40  # ~2.4 KB
 LISTING = "drwxr-xr-x 2 root root 4096 Nov 30 12:00 src\n-rw-r--r-- 1 root root 1234 main.py\n"  # 84 bytes
 TOOL_OUTPUT = LISTING * 30  # ~2.5 KB of new tool output per turn
+RULES = "".join(f"Rule {i}: when a task mentions file number {i}, inspect it before editing and keep changes minimal.\n"
+                for i in range(450))  # ~44 KB, a Claude-Code-sized system prompt
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a 20-turn conversation reaches ~50 KB: a big system prompt or big tool outputs."""
+
+    name: str
+    system: str
+    tool_output: str
+
+
+SHAPES = {
+    "tool-heavy": Shape("tool-heavy", SYSTEM, TOOL_OUTPUT),  # 2.4 KB system, 2.5 KB new text per turn
+    "claude-code": Shape("claude-code", RULES, LISTING * 3),  # 44 KB system, 0.25 KB new text per turn
+}
 TOOLS = [{"name": "Bash", "description": "Run a shell command in the workspace.",
           "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}]
 
@@ -129,12 +147,12 @@ def reply_blocks(data: bytes, stream: bool) -> list[dict[str, Any]]:
 
 
 async def conversation(port: int, key: str, turns: int, stream: bool, timings: list[list[float]] | None,
-                       tool_output: str = TOOL_OUTPUT) -> int:
+                       tool_output: str = TOOL_OUTPUT, system: str = SYSTEM) -> int:
     http = Http(port)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Inspect the workspace."}]
     try:
         for turn in range(turns):
-            body = orjson.dumps({"model": "claude-x", "max_tokens": 64, "stream": stream, "system": SYSTEM,
+            body = orjson.dumps({"model": "claude-x", "max_tokens": 64, "stream": stream, "system": system,
                                  "tools": TOOLS, "messages": messages})
             t = time.perf_counter()
             status, data = await http.post(f"/r/{key}/v1/messages", body)
@@ -150,12 +168,12 @@ async def conversation(port: int, key: str, turns: int, stream: bool, timings: l
     return turns
 
 
-def last_body_size(turns: int) -> int:
+def last_body_size(turns: int, shape: Shape) -> int:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Inspect the workspace."}]
     for turn in range(turns - 1):
         messages.append({"role": "assistant", "content": [{"type": "text", "text": " ok done" * 8}]})
-        messages.append({"role": "user", "content": [{"type": "text", "text": f"turn {turn}\n{TOOL_OUTPUT}"}]})
-    return len(orjson.dumps({"model": "claude-x", "max_tokens": 64, "system": SYSTEM, "tools": TOOLS,
+        messages.append({"role": "user", "content": [{"type": "text", "text": f"turn {turn}\n{shape.tool_output}"}]})
+    return len(orjson.dumps({"model": "claude-x", "max_tokens": 64, "system": shape.system, "tools": TOOLS,
                              "messages": messages}))
 
 
@@ -169,7 +187,7 @@ def server_cpu(conn: Any) -> float:
     return conn.recv()
 
 
-def bench_latency(conn: Any, port: int, n_conv: int) -> dict[str, float]:
+def bench_latency(conn: Any, port: int, n_conv: int, shape: Shape) -> dict[str, float]:
     conn.send(("register", n_conv))
     keys = conn.recv()
     cpu0 = server_cpu(conn)
@@ -177,7 +195,7 @@ def bench_latency(conn: Any, port: int, n_conv: int) -> dict[str, float]:
 
     async def run() -> None:
         for key in keys:  # one conversation at a time: latency, not throughput
-            await conversation(port, key, 20, False, timings)
+            await conversation(port, key, 20, False, timings, shape.tool_output, shape.system)
 
     asyncio.run(run())
     cpu_per_call = (server_cpu(conn) - cpu0) / (20 * n_conv)
@@ -185,7 +203,7 @@ def bench_latency(conn: Any, port: int, n_conv: int) -> dict[str, float]:
     direct = conn.recv()
     proxy = timings[19]
     added = [p - d for p, d in zip(proxy, direct)]
-    return {"n": len(added), "request_kb": last_body_size(20) / 1000, "proxy_p50_ms": pct(proxy, 0.5) * 1e3,
+    return {"n": len(added), "request_kb": last_body_size(20, shape) / 1000, "proxy_p50_ms": pct(proxy, 0.5) * 1e3,
             "engine_p50_ms": pct(direct, 0.5) * 1e3, "added_p50_ms": pct(added, 0.5) * 1e3,
             "added_p99_ms": pct(added, 0.99) * 1e3, "server_cpu_ms_per_call": cpu_per_call * 1e3}
 
@@ -206,8 +224,8 @@ def bench_throughput(conn: Any, port: int, concurrency: int, turns: int, tool_ou
             "server_cpu_ms_per_call": cpu * 1e3, "cpu_bound_calls_per_s": 1.0 / cpu if cpu > 0 else float("inf")}
 
 
-def stage_breakdown(n_conv: int = 5) -> dict[str, float]:
-    """CPU ms per call of each stage of the 20-turn Anthropic conversation, in-process, no HTTP."""
+def stage_breakdown(shape: Shape, n_conv: int = 5) -> dict[str, float]:
+    """CPU ms per call of each stage (turns 10-19 of 20-turn Anthropic conversations), in-process, no HTTP."""
     import tempfile as tf
 
     from harnessrl.engine.model import smollm2_tokenizer_dir
@@ -220,10 +238,13 @@ def stage_breakdown(n_conv: int = 5) -> dict[str, float]:
     reply = (r.encode(" ok done") * 16)[:15] + [r.eot_id]
     cpu: dict[str, float] = {}
 
+    counted = [False]  # only turns 10-19: the steady state (turn 0 tokenises the whole system prompt)
+
     def clock(name: str, fn: Any) -> Any:
         t = time.process_time()
         out = fn()
-        cpu[name] = cpu.get(name, 0.0) + time.process_time() - t
+        if counted[0]:
+            cpu[name] = cpu.get(name, 0.0) + time.process_time() - t
         return out
 
     with tf.TemporaryDirectory() as run_dir:
@@ -232,7 +253,8 @@ def stage_breakdown(n_conv: int = 5) -> dict[str, float]:
             conv = r.conversation("exact")
             messages: list[dict[str, Any]] = [{"role": "user", "content": "Inspect the workspace."}]
             for turn in range(20):
-                body = orjson.dumps({"model": "x", "max_tokens": 64, "stream": True, "system": SYSTEM,
+                counted[0] = turn >= 10
+                body = orjson.dumps({"model": "x", "max_tokens": 64, "stream": True, "system": shape.system,
                                      "tools": TOOLS, "messages": messages})
                 raw = clock("json parse", lambda: orjson.loads(body))
                 req = clock("protocol parse (pydantic + to Message)", lambda: anthropic.parse(raw))
@@ -246,9 +268,9 @@ def stage_breakdown(n_conv: int = 5) -> dict[str, float]:
                                  response=resp)
                 clock("store: insert + commit", lambda: store.insert_call(rec))
                 messages.append({"role": "assistant", "content": [{"type": "text", "text": parsed.content}]})
-                messages.append({"role": "user", "content": [{"type": "text", "text": f"turn {turn}\n{TOOL_OUTPUT}"}]})
+                messages.append({"role": "user", "content": [{"type": "text", "text": f"turn {turn}\n{shape.tool_output}"}]})
         store.close()
-    return {k: v / (20 * n_conv) * 1e3 for k, v in cpu.items()}
+    return {k: v / (10 * n_conv) * 1e3 for k, v in cpu.items()}
 
 
 def main() -> None:
@@ -262,13 +284,16 @@ def main() -> None:
                     help="new tool output per turn in the throughput runs (KB); tokenising it is most of the cost")
     ap.add_argument("--sync", default="full", choices=["full", "normal"], help="SQLite synchronous mode of the store")
     ap.add_argument("--no-breakdown", action="store_true", help="skip the in-process per-stage CPU breakdown")
+    ap.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=["claude-code", "tool-heavy"],
+                    help="how the 50 KB of the latency conversations is made up")
     ap.add_argument("--quick", action="store_true", help="small run (smoke test)")
     args = ap.parse_args()
     if args.quick:
         args.conversations, args.turns, args.concurrency, args.tool_kb = 3, 3, [1, 8], [2.5]
-    if not args.no_breakdown:
-        stages = stage_breakdown(2 if args.quick else 5)
-        print("CPU per call by stage (20-turn conversation, in-process, no HTTP):")
+    shapes = [SHAPES[name] for name in args.shapes]
+    for shape in shapes if not args.no_breakdown else []:
+        stages = stage_breakdown(shape, 2 if args.quick else 5)
+        print(f"CPU per call by stage ({shape.name}: turns 10-19 of 20-turn conversations, in-process, no HTTP):")
         for name, ms in stages.items():
             print(f"  {name:55s} {ms:6.2f} ms")
         print(f"  {'total':55s} {sum(stages.values()):6.2f} ms")
@@ -280,10 +305,12 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.1f} (2 cores shared with other jobs: wall figures are noisy; "
           "server CPU ms/call is the steadier figure)")
     try:
-        lat = bench_latency(parent, port, args.conversations)
-        print(f"latency: {lat['n']} turn-20 requests of {lat['request_kb']:.1f} KB; proxy p50 {lat['proxy_p50_ms']:.2f} ms, "
-              f"engine alone p50 {lat['engine_p50_ms']:.2f} ms; added p50 {lat['added_p50_ms']:.2f} ms, "
-              f"p99 {lat['added_p99_ms']:.2f} ms; server CPU {lat['server_cpu_ms_per_call']:.2f} ms/call (all 20 turns)")
+        for shape in shapes:
+            lat = bench_latency(parent, port, args.conversations, shape)
+            print(f"latency ({shape.name}): {lat['n']} turn-20 requests of {lat['request_kb']:.1f} KB; "
+                  f"proxy p50 {lat['proxy_p50_ms']:.2f} ms, engine alone p50 {lat['engine_p50_ms']:.2f} ms; "
+                  f"added p50 {lat['added_p50_ms']:.2f} ms, p99 {lat['added_p99_ms']:.2f} ms; "
+                  f"server CPU {lat['server_cpu_ms_per_call']:.2f} ms/call (all 20 turns)")
         for kb, c in [(kb, c) for kb in args.tool_kb for c in args.concurrency]:
             r = bench_throughput(parent, port, c, args.turns, LISTING * max(1, round(kb * 1000 / len(LISTING))))
             print(f"throughput ({kb:g} KB new tool output/turn): {r['concurrency']:>4} concurrent streaming "
