@@ -116,16 +116,20 @@ class CallHandler:
         t_done = time.perf_counter()
         timings = {"render_s": t_engine - t_render, "engine_s": t_parse - t_engine, "respond_s": t_done - t_parse,
                    **{f"engine_{k}": v for k, v in (gen.timings or {}).items()}}
-        record = CallRecord(
+        record = self._ok_record(call, prompt_ids, list(rendered.provenance), gen, params, response, timings)
+        await self.writer.write(record)
+        return Reply(200, out, "text/event-stream" if req.stream else "application/json")
+
+    def _ok_record(self, call: _Call, prompt_ids: list[int], provenance: list[int], gen: Generation,
+                   params: SamplingParams, response: dict[str, Any], timings: dict[str, float]) -> CallRecord:
+        return CallRecord(
             call_id=call.call_id, rollout_id=call.rollout.rollout_id, seq=call.seq, protocol=call.protocol.name,
             prompt_ids=prompt_ids, sampled_ids=list(gen.token_ids), logprobs=list(gen.logprobs),
-            prompt_provenance=list(rendered.provenance), policy_version=gen.policy_version,
+            prompt_provenance=provenance, policy_version=gen.policy_version,
             temperature=params.temperature, top_p=params.top_p, finish_reason=gen.finish_reason,
             status="ok", t_start=call.t_start, t_end=time.time(), request=call.request, response=response,
             meta=self._meta(call, params, timings=timings),
         )
-        await self.writer.write(record)
-        return Reply(200, out, "text/event-stream" if req.stream else "application/json")
 
     def _prepare(self, rollout: RolloutState, req: ChatRequest) -> Any:
         try:
