@@ -84,6 +84,7 @@ def test_multi_turn_tools(client, engine, store, stream):
     for c in records:
         assert_call_ok(c)
         assert c.protocol == "openai.chat" and c.meta["sampling"]["max_tokens"] == 200
+        assert c.meta["n_reused"] == sum(1 for p in c.prompt_provenance if p >= 0)
     assert_prefix_chain(records)
     assert records[-1].response["choices"][0]["message"]["content"] == "The answer is 42."
 

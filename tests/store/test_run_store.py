@@ -335,3 +335,12 @@ def test_real_harness_calls_round_trip(tmp_path, harness):
         assert got.logprobs == pytest.approx(c.logprobs, abs=1e-6)
     stored = sqlite3.connect(store.path).execute("SELECT SUM(LENGTH(prompt_ids)) FROM calls").fetchone()[0]
     assert stored < 4 * sum(len(c.prompt_ids) for c in calls)
+
+
+def test_call_summaries_without_ids(tmp_path):
+    store = RunStore(tmp_path)
+    store.insert_calls([make_call(1, "b"), make_call(0, "a")])
+    rows = store.list_call_summaries()
+    assert [(r["rollout_id"], r["seq"], r["n_prompt"], r["n_sampled"]) for r in rows] == [("a", 0, 4, 3), ("b", 1, 4, 3)]
+    assert rows[0]["meta"]["endpoint"] == "/v1/messages" and "prompt_ids" not in rows[0]
+    assert store.list_call_summaries(["b"])[0]["call_id"] == "call-b-1" and store.list_call_summaries([]) == []

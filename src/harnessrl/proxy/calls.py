@@ -19,7 +19,7 @@ from harnessrl.proxy.jsonutil import DecodeError, dumps, loads
 from harnessrl.proxy.protocols import Protocol
 from harnessrl.proxy.rollouts import RolloutState
 from harnessrl.proxy.writer import CallWriter
-from harnessrl.store import CallRecord
+from harnessrl.store import PROMPT, CallRecord
 
 log = logging.getLogger(__name__)
 _RAW_ERROR_BODY_LIMIT = 65536
@@ -128,7 +128,7 @@ class CallHandler:
             prompt_provenance=provenance, policy_version=gen.policy_version,
             temperature=params.temperature, top_p=params.top_p, finish_reason=gen.finish_reason,
             status="ok", t_start=call.t_start, t_end=time.time(), request=call.request, response=response,
-            meta=self._meta(call, params, timings=timings),
+            meta=self._meta(call, params, timings=timings, n_reused=len(provenance) - provenance.count(PROMPT)),
         )
 
     def _prepare(self, rollout: RolloutState, req: ChatRequest) -> Any:

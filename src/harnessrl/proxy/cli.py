@@ -127,30 +127,30 @@ def calls(
                 raise typer.Exit(code=2) from None
             console.print(f"exported {n} calls to {export}")
             return
-        records = store.list_calls(rollout or None, include_raw=as_json)
+        if as_json:
+            from dataclasses import asdict
+
+            records = store.list_calls(rollout or None, include_raw=True)
+            typer.echo(json.dumps([asdict(c) for c in records], ensure_ascii=False, default=str))
+            return
+        summaries = store.list_call_summaries(rollout or None)
     finally:
         store.close()
-    if as_json:
-        from dataclasses import asdict
-
-        typer.echo(json.dumps([asdict(c) for c in records], ensure_ascii=False, default=str))
-        return
-    _print_calls_table(records)
+    _print_calls_table(summaries)
 
 
-def _print_calls_table(records: list) -> None:
+def _print_calls_table(summaries: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{len(records)} calls")
+    table = Table(title=f"{len(summaries)} calls")
     for col in ("rollout", "seq", "protocol", "status", "prompt", "sampled", "reused", "version", "T", "finish", "ms"):
         table.add_column(col, justify="right" if col in ("seq", "prompt", "sampled", "reused", "ms") else "left")
-    for c in records:
-        reused = sum(1 for p in c.prompt_provenance if p >= 0)
-        ms = f"{(c.t_end - c.t_start) * 1000:.0f}"
-        status = c.status if c.status == "ok" else f"[red]{c.status}[/red]: {c.meta.get('error', '')[:40]}"
-        table.add_row(c.rollout_id, str(c.seq), c.protocol, status, str(len(c.prompt_ids)), str(len(c.sampled_ids)),
-                      str(reused), str(c.policy_version), f"{c.temperature:g}", c.finish_reason, ms)
+    for c in summaries:
+        status = c["status"] if c["status"] == "ok" else f"[red]{c['status']}[/red]: {c['error'][:40]}"
+        table.add_row(c["rollout_id"], str(c["seq"]), c["protocol"], status, str(c["n_prompt"]), str(c["n_sampled"]),
+                      str(c["meta"].get("n_reused", "")), str(c["policy_version"]), f"{c['temperature']:g}",
+                      c["finish_reason"], f"{(c['t_end'] - c['t_start']) * 1000:.0f}")
     Console().print(table)
 
 

@@ -140,6 +140,20 @@ class RunStore:
             by_id[row["call_id"]] = schema.row_to_call(row, include_raw, base)
         return sorted(by_id.values(), key=lambda c: (c.rollout_id, c.seq))
 
+    def list_call_summaries(self, rollout_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """One dict per call without token ids or bodies (fast on big runs): ids, status, lengths,
+        version, sampling, timings, meta. Ordered like list_calls."""
+        cols = ("call_id", "rollout_id", "seq", "protocol", "endpoint", "status", "error", "policy_version",
+                "temperature", "top_p", "finish_reason", "n_prompt", "n_sampled", "t_start", "t_end", "meta")
+        sql, args = f"SELECT {', '.join(cols)} FROM calls", []
+        if rollout_ids is not None:
+            args = list(rollout_ids)
+            if not args:
+                return []
+            sql += f" WHERE rollout_id IN ({', '.join('?' * len(args))})"
+        rows = self._conn().execute(sql + " ORDER BY rollout_id, seq, rowid", args).fetchall()
+        return [{**dict(zip(cols, row)), "meta": from_json(row["meta"]) or {}} for row in rows]
+
     def get_call(self, call_id: str, include_raw: bool = True) -> CallRecord | None:
         row = self._conn().execute("SELECT * FROM calls WHERE call_id = ?", (call_id,)).fetchone()
         if row is None:
