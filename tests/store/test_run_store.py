@@ -344,3 +344,21 @@ def test_call_summaries_without_ids(tmp_path):
     assert [(r["rollout_id"], r["seq"], r["n_prompt"], r["n_sampled"]) for r in rows] == [("a", 0, 4, 3), ("b", 1, 4, 3)]
     assert rows[0]["meta"]["endpoint"] == "/v1/messages" and "prompt_ids" not in rows[0]
     assert store.list_call_summaries(["b"])[0]["call_id"] == "call-b-1" and store.list_call_summaries([]) == []
+
+
+def test_list_calls_as_arrays_matches_lists(tmp_path):
+    import numpy as np
+
+    store = RunStore(tmp_path)
+    calls = chain(6)
+    rerendered = CallRecord("y", "c", 6, "openai.chat", calls[-1].prompt_ids + calls[-1].sampled_ids + [3], [6],
+                            [-1.0], [PROMPT] * (len(calls[-1].prompt_ids) + 3), 0, 1.0, 1.0, "stop")
+    store.insert_calls(calls + [rerendered])
+    lists = store.list_calls()
+    arrays = store.list_calls(as_arrays=True)
+    assert [c.call_id for c in arrays] == [c.call_id for c in lists]
+    for a, b in zip(arrays, lists):
+        assert a.prompt_ids.dtype == np.int32 and a.logprobs.dtype == np.float32
+        assert a.prompt_ids.tolist() == b.prompt_ids and a.sampled_ids.tolist() == b.sampled_ids
+        assert a.prompt_provenance.tolist() == b.prompt_provenance and a.logprobs.tolist() == b.logprobs
+    assert store.get_call("y", as_arrays=True).prompt_ids.tolist() == rerendered.prompt_ids

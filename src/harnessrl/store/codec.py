@@ -73,3 +73,16 @@ def unpack_json(data: bytes | str | None) -> Any:
             return from_json(zlib.decompress(data[len(_Z):]).decode())
         return from_json(data.decode())
     return from_json(data)
+
+
+def blob_to_array(blob: bytes | None) -> Any:
+    """Ids as a read-only int32 numpy view of the blob (no per-token Python objects)."""
+    import numpy as np
+
+    return np.frombuffer(blob or b"", dtype="<i4")
+
+
+def blob_to_float_array(blob: bytes | None) -> Any:
+    import numpy as np
+
+    return np.frombuffer(blob or b"", dtype="<f4")

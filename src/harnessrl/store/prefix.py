@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from harnessrl.store.records import CallRecord
 
@@ -53,10 +54,17 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return lo
 
 
-def full_of(call: CallRecord) -> tuple[list[int], list[int]]:
-    """(prompt + sampled ids, their provenance) of a call: what a continuing call may start with."""
-    return (call.prompt_ids + call.sampled_ids,
-            call.prompt_provenance + [call.policy_version] * len(call.sampled_ids))
+def full_of(call: CallRecord) -> tuple[Any, Any]:
+    """(prompt + sampled ids, their provenance) of a call: what a continuing call may start with.
+    Lists for list records, int32 arrays for records read with as_arrays=True."""
+    if isinstance(call.prompt_ids, list):
+        return (call.prompt_ids + call.sampled_ids,
+                call.prompt_provenance + [call.policy_version] * len(call.sampled_ids))
+    import numpy as np
+
+    version = np.full(len(call.sampled_ids), call.policy_version, dtype=np.int32)
+    return (np.concatenate([call.prompt_ids, call.sampled_ids]).astype(np.int32, copy=False),
+            np.concatenate([call.prompt_provenance, version]).astype(np.int32, copy=False))
 
 
 class PrefixCache:
@@ -96,10 +104,16 @@ class PrefixCache:
                 self._bases.pop(rid, None)
 
 
-def expand(base: CallRecord | None, base_len: int, prov_from_base: bool, prompt_ids: list[int],
-           provenance: list[int]) -> tuple[list[int], list[int]]:
-    """Full (prompt ids, provenance) of a stored call from its base call and its stored suffix."""
+def expand(base: CallRecord | None, base_len: int, prov_from_base: bool, prompt_ids: Any,
+           provenance: Any) -> tuple[Any, Any]:
+    """Full (prompt ids, provenance) of a stored call from its base call and its stored suffix
+    (lists, or int32 arrays when the suffix was decoded as arrays)."""
     if base is None:
         return prompt_ids, provenance
     ids, prov = full_of(base)
-    return ids[:base_len] + prompt_ids, (prov[:base_len] + provenance) if prov_from_base else provenance
+    if isinstance(prompt_ids, list):
+        return ids[:base_len] + prompt_ids, (prov[:base_len] + provenance) if prov_from_base else provenance
+    import numpy as np
+
+    full_prov = np.concatenate([prov[:base_len], provenance]) if prov_from_base else provenance
+    return np.concatenate([ids[:base_len], prompt_ids]), full_prov

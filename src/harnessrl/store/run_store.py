@@ -121,8 +121,11 @@ class RunStore:
                 self._prefix.forget({c.rollout_id for c in calls})  # bases of a rolled-back batch
                 raise
 
-    def list_calls(self, rollout_ids: Iterable[str] | None = None, include_raw: bool = False) -> list[CallRecord]:
-        """Calls ordered by rollout id, then seq. `include_raw` also loads request/response bodies."""
+    def list_calls(self, rollout_ids: Iterable[str] | None = None, include_raw: bool = False,
+                   as_arrays: bool = False) -> list[CallRecord]:
+        """Calls ordered by rollout id, then seq. `include_raw` also loads request/response bodies.
+        `as_arrays`: ids/provenance/logprobs as numpy int32/float32 arrays (no per-token Python ints;
+        what the tree builder converts to anyway)."""
         cols = [c for c in schema.CALL_COLUMNS if include_raw or c not in ("request", "response")]
         sql = f"SELECT {', '.join(cols)} FROM calls"
         args: list[Any] = []
@@ -136,8 +139,10 @@ class RunStore:
         by_id: dict[str, CallRecord] = {}
         for row in rows:  # a base call always has a smaller rowid than the calls built on it
             base_id = row["base_call"]
-            base = None if base_id is None else by_id.get(base_id) or self.get_call(base_id, include_raw=False)
-            by_id[row["call_id"]] = schema.row_to_call(row, include_raw, base)
+            base = None if base_id is None else by_id.get(base_id)
+            if base_id is not None and base is None:
+                base = self.get_call(base_id, include_raw=False, as_arrays=as_arrays)
+            by_id[row["call_id"]] = schema.row_to_call(row, include_raw, base, as_arrays)
         return sorted(by_id.values(), key=lambda c: (c.rollout_id, c.seq))
 
     def list_call_summaries(self, rollout_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
@@ -154,12 +159,12 @@ class RunStore:
         rows = self._conn().execute(sql + " ORDER BY rollout_id, seq, rowid", args).fetchall()
         return [{**dict(zip(cols, row)), "meta": from_json(row["meta"]) or {}} for row in rows]
 
-    def get_call(self, call_id: str, include_raw: bool = True) -> CallRecord | None:
+    def get_call(self, call_id: str, include_raw: bool = True, as_arrays: bool = False) -> CallRecord | None:
         row = self._conn().execute("SELECT * FROM calls WHERE call_id = ?", (call_id,)).fetchone()
         if row is None:
             return None
-        base = None if row["base_call"] is None else self.get_call(row["base_call"], include_raw=False)
-        return schema.row_to_call(row, include_raw, base)
+        base = None if row["base_call"] is None else self.get_call(row["base_call"], False, as_arrays)
+        return schema.row_to_call(row, include_raw, base, as_arrays)
 
     def count_calls(self, rollout_id: str | None = None) -> int:
         if rollout_id is None:

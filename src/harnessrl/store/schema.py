@@ -12,7 +12,8 @@ from dataclasses import asdict
 from typing import Any
 
 from harnessrl.store.codec import (
-    blob_to_floats, blob_to_ids, floats_to_blob, from_json, ids_to_blob, pack_json, to_json, unpack_json,
+    blob_to_array, blob_to_float_array, blob_to_floats, blob_to_ids, floats_to_blob, from_json, ids_to_blob,
+    pack_json, to_json, unpack_json,
 )
 from harnessrl.store.prefix import Delta, expand
 from harnessrl.store.records import CallRecord, RolloutRecord
@@ -119,18 +120,21 @@ def call_to_row(call: CallRecord, delta: Delta) -> tuple[Any, ...]:
     )
 
 
-def row_to_call(row: sqlite3.Row, include_raw: bool, base: CallRecord | None = None) -> CallRecord:
-    """A CallRecord from a row; `base` is the call named by the row's base_call (None if none)."""
+def row_to_call(row: sqlite3.Row, include_raw: bool, base: CallRecord | None = None,
+                as_arrays: bool = False) -> CallRecord:
+    """A CallRecord from a row; `base` is the call named by the row's base_call (None if none).
+    `as_arrays`: ids, provenance and logprobs as numpy int32/float32 arrays instead of lists."""
+    ids_of = blob_to_array if as_arrays else blob_to_ids
     prompt_ids, provenance = expand(base, row["base_len"], bool(row["prov_from_base"]),
-                                    blob_to_ids(row["prompt_ids"]), blob_to_ids(row["prompt_provenance"]))
+                                    ids_of(row["prompt_ids"]), ids_of(row["prompt_provenance"]))
     return CallRecord(
         call_id=row["call_id"],
         rollout_id=row["rollout_id"],
         seq=row["seq"],
         protocol=row["protocol"],
         prompt_ids=prompt_ids,
-        sampled_ids=blob_to_ids(row["sampled_ids"]),
-        logprobs=blob_to_floats(row["logprobs"]),
+        sampled_ids=ids_of(row["sampled_ids"]),
+        logprobs=(blob_to_float_array if as_arrays else blob_to_floats)(row["logprobs"]),
         prompt_provenance=provenance,
         policy_version=row["policy_version"],
         temperature=row["temperature"],
