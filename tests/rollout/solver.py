@@ -14,10 +14,11 @@ def plan_engine(renderer: Any, plan: dict[str, str | None]) -> ScriptedEngine:
 
     def reply(prompt_ids: list[int]) -> list[int]:
         prompt = renderer.decode(prompt_ids)
-        if "Exit code" in prompt:
-            text = "Done."
+        instruction = next((i for i in plan if i in prompt), None)
+        if instruction is not None and "Exit code" in prompt[prompt.rindex(instruction):]:
+            text = "Done."  # it has seen its command's output
         else:
-            command = next((cmd for instruction, cmd in plan.items() if instruction in prompt), None)
+            command = plan.get(instruction) if instruction else None
             text = "I give up." if command is None else f"```bash\n{command}\n```"
         return renderer.encode(text) + [renderer.eot_id]
 

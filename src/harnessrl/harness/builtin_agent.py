@@ -24,17 +24,23 @@ import sys
 
 import openai
 
-TEXT_SYSTEM = """You are an agent that completes tasks in a Linux shell.
-Reply with exactly one shell command inside a ```bash code block, for example:
-```bash
-echo hello > hello.txt
-```
-You will then see the command's output. When the task is done, reply with a short sentence and no code block."""
+TEXT_SYSTEM = "You solve tasks by running bash commands in the current directory. Reply with one bash command in a ```bash code block. When the task is done, reply without a code block."
+
+# Worked examples shown before the task (as earlier turns): a small model follows them far more
+# reliably than a description of the format. Their file names differ from any built-in task.
+TEXT_EXAMPLES = [
+    ("Write the word hello into a file named greeting.md.", "echo hello > greeting.md"),
+    ("Copy notes.md to backup.md.", "cp notes.md backup.md"),
+    ("Make a folder called pics with a file pics/a.md that says hi.", "mkdir -p pics && echo hi > pics/a.md"),
+    ("In plan.md, change the word red to blue.", "sed -i 's/red/blue/g' plan.md"),
+    ("Count the words in story.md and save the number in words.md.", "wc -w < story.md > words.md"),
+]
 
 TOOLS_SYSTEM = """You are an agent that completes tasks on files in the current directory.
 Use the tools to inspect and change files. When the task is done, reply with a short summary."""
 
 OBSERVATION = "Exit code {code}. Output:\n```\n{output}\n```\nIf the task is done, reply with no code block. Otherwise reply with the next command."
+DONE = "Done."
 NO_BLOCK_FINAL = "final"
 MAX_OUTPUT = 2000
 BASH_BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.DOTALL)
@@ -116,10 +122,20 @@ def tools_turn(reply, messages, stats):
     return bool(calls)
 
 
+def first_messages(fmt, task):
+    """System prompt, (text format) the worked examples ending with a finished task, then the task."""
+    if fmt == "tools":
+        return [{"role": "system", "content": TOOLS_SYSTEM}, {"role": "user", "content": task}]
+    messages = [{"role": "system", "content": TEXT_SYSTEM}]
+    for example, command in TEXT_EXAMPLES:
+        messages += [{"role": "user", "content": example}, {"role": "assistant", "content": f"```bash\n{command}\n```"}]
+    messages += [{"role": "user", "content": OBSERVATION.format(code=0, output="")}, {"role": "assistant", "content": DONE}]
+    return messages + [{"role": "user", "content": task}]
+
+
 def run(args, task):
     client = openai.OpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=3, timeout=args.call_timeout)
-    system = TEXT_SYSTEM if args.format == "text" else TOOLS_SYSTEM
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+    messages = first_messages(args.format, task)
     stats = {"turns": 0, "commands": 0, "stop": "max_turns", "final_message": ""}
     extra = {"tools": TOOLS} if args.format == "tools" else {}
     while stats["turns"] < args.max_turns:

@@ -13,7 +13,7 @@ from harnessrl.tasks.model import Task, TaskError
 from harnessrl.tasks.suite.base import assemble, checker_source
 from harnessrl.tasks.suite.families import FAMILIES
 
-SPLIT_SIZES = {"train": 6, "test": 3}  # variants per family in each split
+SPLIT_SIZES = {"train": 6, "test": 2}  # variants per family in each split
 SPLITS = tuple(SPLIT_SIZES)
 
 

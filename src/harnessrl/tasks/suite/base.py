@@ -22,7 +22,7 @@ WORDS = {
              "island", "cobalt", "saddle"],
 }
 STEMS = {
-    "train": ["notes", "report", "draft", "memo", "log", "summary", "todo", "letter", "data", "list"],
+    "train": ["notes", "report", "draft", "memo", "log", "summary", "todo", "letter", "data", "catalog"],
     "test": ["journal", "record", "sheet", "ledger", "brief", "digest", "paper", "entry"],
 }
 DIRS = {

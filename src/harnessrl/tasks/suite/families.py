@@ -1,4 +1,6 @@
-"""The family generators of the built-in suite: four categories, three families each.
+"""The family generators of the built-in suite: four categories, 16 families from one-command jobs
+(touch, mkdir, rm, echo) that the small default model sometimes gets right to multi-step or
+data jobs (sums, JSON fields) that it does not: RL has signal at both ends.
 
 Each generator takes (rng, split) and returns a Draft: instruction, starting files, named checks
 (partial credit; a task passes when all checks pass) and a reference solution in shell commands.
@@ -10,7 +12,7 @@ from __future__ import annotations
 import json
 import random
 
-from harnessrl.tasks.suite.base import DIRS, WORDS, Draft, Family, fname, pick, pick_phrasing
+from harnessrl.tasks.suite.base import DIRS, STEMS, WORDS, Draft, Family, fname, pick, pick_phrasing
 
 
 def _exists(path: str) -> dict:
@@ -35,14 +37,38 @@ def write_word(rng: random.Random, split: str) -> Draft:
                  (f"echo {word} > {name}",), {"word": word, "file": name})
 
 
+def touch_file(rng: random.Random, split: str) -> Draft:
+    name = fname(rng, split)
+    text = pick_phrasing(rng, [
+        "Create an empty file named {name}.",
+        "Make a new empty file called {name}.",
+        "Create the file {name}; it can stay empty.",
+        "Create a new empty file {name}.",
+    ], split)
+    return Draft(text.format(name=name), {}, [_exists(name)], (f"touch {name}",), {})
+
+
+def delete_file(rng: random.Random, split: str) -> Draft:
+    name, keep = (f"{s}.txt" for s in pick(rng, STEMS, split, 2))
+    text = pick_phrasing(rng, [
+        "Delete the file {name}.",
+        "Remove {name} from the current directory.",
+        "Erase the file {name}.",
+        "Delete {name}.",
+    ], split)
+    checks = [{"name": f"{name} is gone", "kind": "file_absent", "path": name},
+              _equals(keep, "keep me", f"{keep} kept")]
+    return Draft(text.format(name=name), {name: "old\n", keep: "keep me\n"}, checks, (f"rm {name}",), {})
+
+
 def copy_file(rng: random.Random, split: str) -> Draft:
     src, dst = (f"{s}.txt" for s in pick(rng, {"train": ["a", "b", "c", "d"], "test": ["x", "y", "z"]}, split, 2))
     body = " ".join(pick(rng, WORDS, split, 3))
     text = pick_phrasing(rng, [
-        "Copy the file {src} to a new file named {dst}.",
+        "Copy the file {src} to a file named {dst}.",
         "Make a copy of {src} called {dst}.",
         "Duplicate {src} as {dst}.",
-        "Create {dst} as an exact copy of {src}.",
+        "Copy {src} to a new file {dst}.",
     ], split)
     checks = [_exists(dst), _equals(dst, body, "copy has the same text"), _equals(src, body, "original kept")]
     return Draft(text.format(src=src, dst=dst), {src: body + "\n"}, checks, (f"cp {src} {dst}",), {})
@@ -55,7 +81,7 @@ def rename_file(rng: random.Random, split: str) -> Draft:
         "Rename the file {src} to {dst}.",
         "Move {src} to the new name {dst}.",
         "Change the name of {src} to {dst}.",
-        "The file {src} should be called {dst}; rename it.",
+        "Rename the file {src} so that it is called {dst}.",
     ], split)
     checks = [_equals(dst, body, "renamed file has the text"),
               {"name": f"{src} is gone", "kind": "file_absent", "path": src}]
@@ -70,7 +96,7 @@ def overwrite(rng: random.Random, split: str) -> Draft:
         "Replace the contents of {name} with the single word {word}.",
         "Overwrite {name} so that it contains only the word {word}.",
         "Change the text of {name} to just {word}.",
-        "Set the content of the file {name} to the word {word}.",
+        "Replace the text in {name} with the word {word}.",
     ], split)
     checks = [_equals(name, word), {"name": "old text removed", "kind": "text_lacks", "path": name, "value": old}]
     return Draft(text.format(name=name, word=word), {name: f"{old} {old}\n"}, checks, (f"echo {word} > {name}",), {})
@@ -82,7 +108,7 @@ def append_line(rng: random.Random, split: str) -> Draft:
         "Add a line with the word {w} to the end of {name}.",
         "Append the line {w} to the file {name}.",
         "At the bottom of {name}, add one more line: {w}",
-        "Append {w} as a new last line of {name}.",
+        "Append the word {w} as a new line at the end of {name}.",
     ], split)
     checks = [{"name": "new last line", "kind": "last_line", "path": name, "value": words[2]},
               {"name": "old lines kept", "kind": "lines_equal", "path": name, "lines": words}]
@@ -97,7 +123,7 @@ def replace_word(rng: random.Random, split: str) -> Draft:
         "In the file {name}, replace the word {old} with {new}.",
         "Edit {name}: change {old} to {new}.",
         "Substitute {new} for {old} in {name}.",
-        "Swap the word {old} for {new} inside {name}.",
+        "Replace the word {old} with {new} in {name}.",
     ], split)
     checks = [{"name": f"{old} removed", "kind": "text_lacks", "path": name, "value": old},
               {"name": f"{new} present", "kind": "text_contains", "path": name, "value": new},
@@ -113,13 +139,31 @@ def csv_header(rng: random.Random, split: str) -> Draft:
     cols = pick(rng, WORDS, split, 3)
     rows = [",".join(cols)] + [",".join(str(rng.randint(1, 99)) for _ in cols) for _ in range(3)]
     text = pick_phrasing(rng, [
-        "Save the first line of {src} (its header) into {out}.",
         "Write the header row of the CSV file {src} to {out}.",
-        "Copy the column names line of {src} into a file named {out}.",
-        "Put the header line of {src} into {out}.",
+        "Copy the first line of {src} into a file named {out}.",
+        "Save the column names line of {src} to {out}.",
+        "Put the first line of {src} into {out}.",
     ], split)
     return Draft(text.format(src=src, out=out), {src: "\n".join(rows) + "\n"},
                  [_exists(out), _equals(out, rows[0], "header written")], (f"head -n 1 {src} > {out}",), {})
+
+
+def csv_grep(rng: random.Random, split: str) -> Draft:
+    src, out = fname(rng, split, "csv"), "matches.txt" if split == "train" else "found.txt"
+    names = pick(rng, WORDS, split, 4)
+    colors = [rng.choice(["red", "blue", "green"]) for _ in names]
+    target = names[rng.randrange(len(names))]
+    rows = ["name,color"] + [f"{n},{c}" for n, c in zip(names, colors)]
+    text = pick_phrasing(rng, [
+        "Save the lines of {src} that contain {word} into {out}.",
+        "Find the rows of {src} with the word {word} and write them to {out}.",
+        "Copy every line of {src} that mentions {word} into {out}.",
+        "Write the lines of {src} that contain the word {word} to {out}.",
+    ], split)
+    checks = [_exists(out), {"name": "matching rows", "kind": "lines_equal", "path": out,
+                             "lines": [r for r in rows if target in r]}]
+    return Draft(text.format(src=src, word=target, out=out), {src: "\n".join(rows) + "\n"}, checks,
+                 (f"grep {target} {src} > {out}",), {})
 
 
 def json_field(rng: random.Random, split: str) -> Draft:
@@ -156,13 +200,25 @@ def csv_sum(rng: random.Random, split: str) -> Draft:
 
 # -- shell and multi-step jobs ----------------------------------------------------------------
 
+def make_dir(rng: random.Random, split: str) -> Draft:
+    d = pick(rng, DIRS, split)[0]
+    text = pick_phrasing(rng, [
+        "Create a directory named {d}.",
+        "Make a new folder called {d}.",
+        "Create the folder {d}.",
+        "Make a directory called {d}.",
+    ], split)
+    return Draft(text.format(d=d), {}, [{"name": f"{d}/ exists", "kind": "dir_exists", "path": d}],
+                 (f"mkdir {d}",), {})
+
+
 def mkdir_write(rng: random.Random, split: str) -> Draft:
     d, name, word = pick(rng, DIRS, split)[0], fname(rng, split), pick(rng, WORDS, split)[0]
     text = pick_phrasing(rng, [
         "Create a directory named {d} and inside it a file {name} containing the word {word}.",
         "Make a folder {d}, then write the word {word} into {d}/{name}.",
         "Create the file {d}/{name} (make the {d} directory first) with the word {word} in it.",
-        "Make the directory {d} and put a file {name} in it that says {word}.",
+        "Create a directory {d} and write the word {word} into the file {d}/{name}.",
     ], split)
     checks = [{"name": f"{d}/ exists", "kind": "dir_exists", "path": d}, _exists(f"{d}/{name}"),
               _equals(f"{d}/{name}", word)]
@@ -178,7 +234,7 @@ def count_lines(rng: random.Random, split: str) -> Draft:
         "Count the lines of {src} and write the count into {out}.",
         "How many lines does {src} have? Write the number to {out}.",
         "Save the number of lines in {src} to the file {out}.",
-        "Write the line count of {src} into {out}.",
+        "Count the lines in {src} and save the number in {out}.",
     ], split)
     checks = [_exists(out), {"name": "count correct", "kind": "number_equals", "path": out, "value": n}]
     return Draft(text.format(src=src, out=out), {src: body}, checks, (f"wc -l < {src} > {out}",), {})
@@ -191,7 +247,7 @@ def list_dir(rng: random.Random, split: str) -> Draft:
         "Write the names of the files in the directory {d}, one per line, into {out}.",
         "List the files inside {d} and save that list to {out}.",
         "Put the file names found in {d}/ into {out}, one name per line.",
-        "Save a listing of the {d} directory (file names only) into {out}.",
+        "List the files in the {d} directory and save the list in {out}.",
     ], split)
     checks = [_exists(out), {"name": "names listed", "kind": "lines_equal", "path": out, "lines": names}]
     return Draft(text.format(d=d, out=out), {f"{d}/{n}": "x\n" for n in names}, checks, (f"ls {d} > {out}",), {})
@@ -199,14 +255,18 @@ def list_dir(rng: random.Random, split: str) -> Draft:
 
 FAMILIES = (
     Family("write_word", "file_ops", write_word),
+    Family("touch_file", "file_ops", touch_file),
+    Family("delete_file", "file_ops", delete_file),
     Family("copy_file", "file_ops", copy_file),
     Family("rename_file", "file_ops", rename_file),
     Family("overwrite", "text_edits", overwrite),
     Family("append_line", "text_edits", append_line),
     Family("replace_word", "text_edits", replace_word),
     Family("csv_header", "data_extraction", csv_header),
+    Family("csv_grep", "data_extraction", csv_grep),
     Family("json_field", "data_extraction", json_field),
     Family("csv_sum", "data_extraction", csv_sum),
+    Family("make_dir", "shell", make_dir),
     Family("mkdir_write", "shell", mkdir_write),
     Family("count_lines", "shell", count_lines),
     Family("list_dir", "shell", list_dir),
