@@ -134,7 +134,8 @@ def main() -> None:
           f"{len(groups)} groups")
     print(f"  build_tree: {build:.3f} s total = {per_1000:.3f} s per 1000 calls "
           f"({per_1000 * args.call_tokens / mean_len:.3f} s per 1000 calls of {args.call_tokens} tokens)")
-    print(f"  with ids already int32 arrays (no list conversion): {build_np * 1000 / n_calls:.3f} s per 1000 calls")
+    print(f"  with int32-array ids (RunStore.list_calls(as_arrays=True)): {build_np * 1000 / n_calls:.3f} s "
+          "per 1000 calls")
     print(f"  flat packing arrays: {flat:.3f} s; grpo advantages: {adv:.3f} s")
     print(f"  naive per-token dict trie (extrapolated from {len(slice_calls)} calls): {naive:.1f} s "
           f"({naive / build:.0f}x slower)")

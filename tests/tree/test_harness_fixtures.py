@@ -102,3 +102,20 @@ def test_group_tree_of_a_fixture(fixture_path):
     assert set(tree.stats.branch_reasons) <= allowed, tree.stats.branch_reasons
     assert len(tree.root.children) == 1  # one harness: one system prompt start
     assert tree.stats.unique_tokens <= tree.stats.per_rollout_tokens <= tree.stats.per_call_tokens
+
+
+def test_tree_from_store_arrays_equals_tree_from_records(fixture_path, tmp_path):
+    """RunStore.list_calls(as_arrays=True) (what `tree show/stats` read) builds the same tree."""
+    from harnessrl.store import RunStore
+
+    calls, rollouts = load_fixture(fixture_path)
+    with RunStore(tmp_path) as store:
+        store.insert_calls(calls)
+        stored = store.list_calls(as_arrays=True)
+    assert isinstance(stored[0].prompt_ids, np.ndarray)
+    a, b = build_tree(stored, rollouts), build_tree(calls, rollouts)
+    fa, fb = a.flat(), b.flat()
+    assert np.array_equal(fa.tokens, fb.tokens) and np.array_equal(fa.decision, fb.decision)
+    assert np.array_equal(fa.engine_logprobs, fb.engine_logprobs, equal_nan=True)
+    assert [n.provenance.tolist() for n in a.nodes] == [n.provenance.tolist() for n in b.nodes]
+    assert a.stats.to_dict() == b.stats.to_dict()

@@ -53,5 +53,5 @@ def iter_group_trees(store, task: str | None = None, group: str | None = None, s
                      filters: FilterConfig | None = None) -> Iterator[tuple[Group, list[CallRecord], PrefixTree]]:
     """(group, its calls, its tree) for every group of the run matching task / group / step."""
     for g in group_rollouts(store.list_rollouts(step=step), task, group):
-        calls = store.list_calls(rollout_ids=[r.rollout_id for r in g.rollouts])
+        calls = store.list_calls(rollout_ids=[r.rollout_id for r in g.rollouts], as_arrays=True)
         yield g, calls, build_tree(calls, g.rollouts, filters)
