@@ -11,7 +11,9 @@ def chat_prompt_ids(model_dir: Path, text: str) -> list[int]:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
+    ids = tok.apply_chat_template(
+        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+    )
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 

@@ -70,7 +70,9 @@ def test_tiny_model_is_deterministic_and_loads(tiny_model_dir, tmp_path):
     key = "model.layers.0.self_attn.q_proj.weight"
     assert (a[key] == b[key]).all() and not (a[key] == c[key]).all()
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    ids = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
+    ids = tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
+    )
     assert ids.endswith("<|im_start|>assistant\n") and tok.eos_token == "<|im_end|>"
 
 
@@ -85,7 +87,9 @@ def test_build_once_builds_once_under_concurrency(tmp_path):
     target = tmp_path / "models" / "m"
     target.parent.mkdir()
     results: list[Path] = []
-    threads = [threading.Thread(target=lambda: results.append(build_once(target, slow_build))) for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: results.append(build_once(target, slow_build))) for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:

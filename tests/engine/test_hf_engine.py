@@ -82,7 +82,9 @@ async def test_stop_token_ends_with_stop_and_is_included(engine):
     greedy = await engine.generate(PROMPTS[0], GREEDY)
     stop_at = greedy.token_ids[3]
     first = greedy.token_ids.index(stop_at)
-    gen = await engine.generate(PROMPTS[0], SamplingParams(temperature=0.0, max_tokens=10, stop_token_ids=(stop_at,)))
+    gen = await engine.generate(
+        PROMPTS[0], SamplingParams(temperature=0.0, max_tokens=10, stop_token_ids=(stop_at,))
+    )
     assert gen.finish_reason == "stop"
     assert gen.token_ids == greedy.token_ids[: first + 1]
 
@@ -108,7 +110,9 @@ async def test_overload_when_too_many_wait(tiny_model_dir):
     eng = HFEngine(str(tiny_model_dir), max_model_len=64, max_batch=1, max_pending=2)
     try:
         params = SamplingParams(temperature=0.0, max_tokens=40)
-        results = await asyncio.gather(*(eng.generate([1, 2, 3], params) for _ in range(8)), return_exceptions=True)
+        results = await asyncio.gather(
+            *(eng.generate([1, 2, 3], params) for _ in range(8)), return_exceptions=True
+        )
         overloaded = [r for r in results if isinstance(r, EngineOverloaded)]
         done = [r for r in results if not isinstance(r, BaseException)]
         assert overloaded and done
@@ -123,8 +127,11 @@ async def test_update_weights_changes_outputs_and_version(tiny_model_dir, tiny_h
         before = await eng.generate(PROMPTS[0], GREEDY)
         assert before.policy_version == 0
         gen = torch.Generator().manual_seed(0)
-        new = {k: v + 0.3 * torch.randn(v.shape, generator=gen) for k, v in tiny_hf_model.state_dict().items()
-               if k.endswith("proj.weight")}
+        new = {
+            k: v + 0.3 * torch.randn(v.shape, generator=gen)
+            for k, v in tiny_hf_model.state_dict().items()
+            if k.endswith("proj.weight")
+        }
         eng.update_weights(new.items(), version=7)
         assert eng.policy_version == 7
         after = await eng.generate(PROMPTS[0], GREEDY)

@@ -91,4 +91,6 @@ async def test_update_weights_changes_logprobs_to_the_new_weights(engine, hf_mod
     assert torch.allclose(after, expected, atol=ATOL)  # ... to exactly the new weights
     gen = await engine.generate(prompt, SamplingParams(temperature=0.0, max_tokens=8))
     assert gen.policy_version == 5
-    assert torch.allclose(torch.tensor(gen.logprobs), hf_logprobs(hf_model, prompt, gen.token_ids, 1.0), atol=ATOL)
+    assert torch.allclose(
+        torch.tensor(gen.logprobs), hf_logprobs(hf_model, prompt, gen.token_ids, 1.0), atol=ATOL
+    )

@@ -38,18 +38,17 @@ def server(model_dir, tmp_path_factory):
     argv, env = vllm_serve_command(
         str(model_dir), port=port, dtype="float32", max_model_len=1024, max_num_seqs=8, kv_cache_gib=0.5
     )
-    log = open(tmp_path_factory.mktemp("vllm") / "serve.log", "w")
-    proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_until_ready(f"http://127.0.0.1:{port}", timeout_s=600, proc=proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
+    with open(tmp_path_factory.mktemp("vllm") / "serve.log", "w") as log:
+        proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
         try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+            wait_until_ready(f"http://127.0.0.1:{port}", timeout_s=600, proc=proc)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 async def test_server_generate_update_and_limits(server, model_dir):
@@ -63,7 +62,9 @@ async def test_server_generate_update_and_limits(server, model_dir):
     prompt = chat_prompt_ids(model_dir, "Say hi.")
     gen = await engine.generate(prompt, SamplingParams(temperature=0.8, max_tokens=16, seed=7))
     assert gen.finish_reason in ("stop", "length") and gen.policy_version == 0
-    assert torch.allclose(torch.tensor(gen.logprobs), hf_logprobs(hf_model, prompt, gen.token_ids, 0.8), atol=ATOL)
+    assert torch.allclose(
+        torch.tensor(gen.logprobs), hf_logprobs(hf_model, prompt, gen.token_ids, 0.8), atol=ATOL
+    )
     with pytest.raises(PromptTooLong):
         await engine.generate(list(range(5, 5 + 1024)), SamplingParams(max_tokens=1))
 

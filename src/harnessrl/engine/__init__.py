@@ -33,14 +33,16 @@ __all__ = [
     "FinishReason",
     "FixedLatencyEngine",
     "Generation",
+    "HFEngine",
     "ModelNotFound",
     "PromptTooLong",
     "SamplingParams",
     "ScriptedEngine",
+    "VLLMEngine",
+    "VLLMServerEngine",
     "make_engine",
     "make_tiny_model",
     "resolve_model",
-    *_LAZY,
 ]
 
 

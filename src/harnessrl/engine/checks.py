@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from harnessrl.engine.base import PromptTooLong, SamplingParams
 
@@ -18,7 +18,9 @@ def validate_prompt(prompt_ids: list[int], vocab_size: int) -> None:
         raise ValueError("prompt_ids is empty")
     bad = [t for t in prompt_ids if not isinstance(t, int) or t < 0 or t >= vocab_size]
     if bad:
-        raise ValueError(f"prompt_ids hold {len(bad)} ids outside the vocabulary [0, {vocab_size}): {bad[:5]}")
+        raise ValueError(
+            f"prompt_ids hold {len(bad)} ids outside the vocabulary [0, {vocab_size}): {bad[:5]}"
+        )
 
 
 def validate_params(params: SamplingParams) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 model_app = typer.Typer(help="Model checkpoints: resolve or build the default model.", no_args_is_help=True)
@@ -11,8 +9,11 @@ model_app = typer.Typer(help="Model checkpoints: resolve or build the default mo
 
 @model_app.command("prepare")
 def prepare(
-    model: Optional[str] = typer.Option(
-        None, "--model", "-m", help="smollm2-135m-instruct (default), an HF checkpoint dir, or a cached HF id."
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="smollm2-135m-instruct (default), an HF checkpoint dir, or a cached HF id.",
     ),
 ) -> None:
     """Build (once) or resolve a model and print its local HF checkpoint directory."""

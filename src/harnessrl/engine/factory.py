@@ -3,7 +3,8 @@ when that backend is built)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,7 +17,7 @@ class EngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     type: Literal["hf", "vllm", "vllm_server", "scripted"] = "hf"
-    model: Optional[str] = Field(None, description="smollm2-135m-instruct (None), an HF dir, or a cached HF id")
+    model: str | None = Field(None, description="smollm2-135m-instruct (None), an HF dir, or a cached HF id")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto: float32 for hf, bfloat16 for vllm"
     )
@@ -24,13 +25,15 @@ class EngineConfig(BaseModel):
     max_batch: int = Field(64, ge=1, description="rows decoding together (hf) / max_num_seqs (vllm)")
     max_pending: int = Field(1024, ge=1, description="waiting requests before EngineOverloaded")
     kv_cache_gib: float = Field(1.0, gt=0, description="vllm on CPU: VLLM_CPU_KVCACHE_SPACE")
-    gpu_memory_utilization: Optional[float] = Field(None, gt=0, le=1, description="vllm on GPU")
-    base_url: Optional[str] = Field(None, description="vllm_server: e.g. http://127.0.0.1:8000")
-    served_model_name: Optional[str] = Field(None, description="vllm_server: model name; default: ask /v1/models")
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="vllm on GPU")
+    base_url: str | None = Field(None, description="vllm_server: e.g. http://127.0.0.1:8000")
+    served_model_name: str | None = Field(
+        None, description="vllm_server: model name; default: ask /v1/models"
+    )
     seed: int = 0
     request_timeout_s: float = Field(600.0, gt=0)
     # scripted: outputs consumed in order, or a callable(prompt_ids) -> ids
-    script: Optional[Any] = None
+    script: Any | None = None
     eos_ids: Sequence[int] = (2,)
 
 

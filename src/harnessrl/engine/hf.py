@@ -17,14 +17,15 @@ import queue
 import random
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 
 from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, SamplingParams
-from harnessrl.engine.kv_batch import KVBatch
 from harnessrl.engine.checks import fit_max_tokens, stop_ids_for, validate_params, validate_prompt
+from harnessrl.engine.kv_batch import KVBatch
 from harnessrl.engine.sampling import sample_token
 
 
@@ -118,7 +119,9 @@ class HFEngine:
         validate_prompt(prompt_ids, self._vocab_size)
         max_new = fit_max_tokens(len(prompt_ids), params.max_tokens, self.max_model_len)
         if self._queue.qsize() >= self._max_pending:
-            raise EngineOverloaded(f"{self._queue.qsize()} requests already wait (max_pending={self._max_pending})")
+            raise EngineOverloaded(
+                f"{self._queue.qsize()} requests already wait (max_pending={self._max_pending})"
+            )
         seed = params.seed if params.seed is not None else self._seeds.getrandbits(63)
         loop = asyncio.get_running_loop()
         req = _Request(
@@ -144,7 +147,9 @@ class HFEngine:
                         raise KeyError(f"update_weights: unknown parameter {name!r}")
                     target = targets[name]
                     if tuple(target.shape) != tuple(tensor.shape):
-                        raise ValueError(f"update_weights: {name} has shape {tuple(tensor.shape)}, model has {tuple(target.shape)}")
+                        raise ValueError(
+                            f"update_weights: {name} has shape {tuple(tensor.shape)}, model has {tuple(target.shape)}"
+                        )
                     target.data.copy_(torch.as_tensor(tensor))
             self._version = int(version)
 
@@ -169,7 +174,7 @@ class HFEngine:
                     batch, running = self._admit(new, batch, running)
                     if running:
                         batch, running = self._decode_step(batch, running)
-            except Exception as err:  # fail what was in flight, keep serving
+            except Exception as err:  # noqa: BLE001 - fail what was in flight, keep serving
                 for req in running:
                     _resolve(req, error=EngineError(f"generation failed: {err!r}"))
                 batch, running = None, []
@@ -207,10 +212,8 @@ class HFEngine:
                 continue
             req.started, req.version = time.monotonic(), self._version
             try:
-                out = self._model(
-                    input_ids=torch.tensor([req.prompt_ids]), use_cache=True, logits_to_keep=1
-                )
-            except Exception as err:
+                out = self._model(input_ids=torch.tensor([req.prompt_ids]), use_cache=True, logits_to_keep=1)
+            except Exception as err:  # noqa: BLE001 - one bad request must not stop the worker
                 _resolve(req, error=EngineError(f"prefill failed: {err!r}"))
                 continue
             self._append_token(req, out.logits[0, -1])

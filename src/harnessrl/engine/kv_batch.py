@@ -44,11 +44,11 @@ class KVBatch:
         return int(self.mask.shape[1])
 
     @classmethod
-    def from_prefill(cls, cache: Any, prompt_len: int) -> "KVBatch":
+    def from_prefill(cls, cache: Any, prompt_len: int) -> KVBatch:
         mask = torch.ones(1, prompt_len, dtype=torch.long)
         return cls(cache=cache, mask=mask, positions=torch.tensor([prompt_len], dtype=torch.long))
 
-    def merge(self, other: "KVBatch") -> None:
+    def merge(self, other: KVBatch) -> None:
         """Append other's rows (in place), left-padding whichever side is shorter."""
         length = max(self.length, other.length)
         pad_self, pad_other = length - self.length, length - other.length

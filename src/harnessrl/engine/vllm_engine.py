@@ -24,8 +24,9 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Coroutine, Iterable
 from concurrent.futures import Future
-from typing import Any, Coroutine, Iterable
+from typing import Any
 
 from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, SamplingParams
 from harnessrl.engine.checks import fit_max_tokens, validate_params, validate_prompt
@@ -153,7 +154,9 @@ class VLLMEngine:
         from vllm.inputs import TokensPrompt
 
         final = None
-        async for out in self._llm.generate(TokensPrompt(prompt_token_ids=prompt_ids), vparams, uuid.uuid4().hex):
+        async for out in self._llm.generate(
+            TokensPrompt(prompt_token_ids=prompt_ids), vparams, uuid.uuid4().hex
+        ):
             final = out
         return final
 
@@ -248,4 +251,3 @@ async def _shutdown(llm: Any) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-

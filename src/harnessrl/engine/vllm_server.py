@@ -20,7 +20,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import httpx
 
@@ -105,7 +106,9 @@ class VLLMServerEngine:
         for card in cards:
             if model is None or card.get("id") == model:
                 return card
-        raise EngineError(f"vllm serve at {self.base_url} does not serve {model!r}: {[c.get('id') for c in cards]}")
+        raise EngineError(
+            f"vllm serve at {self.base_url} does not serve {model!r}: {[c.get('id') for c in cards]}"
+        )
 
     @property
     def policy_version(self) -> int:
@@ -162,7 +165,9 @@ class VLLMServerEngine:
         path = write_weights_file(named_tensors)
         try:
             with httpx.Client(base_url=self.base_url, headers=self._headers, timeout=self._timeout) as client:
-                rpc = client.post("/collective_rpc", json={"method": "harnessrl_load_weights", "args": [path]})
+                rpc = client.post(
+                    "/collective_rpc", json={"method": "harnessrl_load_weights", "args": [path]}
+                )
                 if rpc.status_code == 404:
                     raise EngineError(
                         "vllm serve has no /collective_rpc: start it with VLLM_SERVER_DEV_MODE=1 and "
@@ -192,5 +197,7 @@ def _parse_choice(data: dict[str, Any], version: int, elapsed: float) -> Generat
     except (KeyError, IndexError, TypeError, ValueError) as err:
         raise EngineError(f"unexpected vllm serve response: {str(data)[:300]}") from err
     if reason not in ("stop", "length") or len(logprobs) != len(token_ids):
-        raise EngineError(f"vllm serve returned finish_reason={reason!r}, {len(token_ids)} ids, {len(logprobs)} logprobs")
+        raise EngineError(
+            f"vllm serve returned finish_reason={reason!r}, {len(token_ids)} ids, {len(logprobs)} logprobs"
+        )
     return Generation(token_ids, logprobs, reason, version, timings={"gen_s": elapsed})

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 WORKER_EXTENSION = "harnessrl.engine.vllm_worker.HarnessRLWorkerExtension"
 
