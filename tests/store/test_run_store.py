@@ -144,7 +144,7 @@ def test_processes_write_concurrently(tmp_path):
         p.start()
     reader = RunStore(tmp_path)
     for p in procs:
-        p.join(60)
+        p.join(300)
         assert p.exitcode == 0
     assert reader.count_calls() == 60
     assert {c.rollout_id for c in reader.list_calls()} == {"p0", "p1", "p2"}
@@ -271,7 +271,7 @@ def _insert_then_die(run_dir: str) -> None:
 def test_committed_calls_survive_sigkill(tmp_path):
     proc = multiprocessing.get_context("spawn").Process(target=_insert_then_die, args=(str(tmp_path),))
     proc.start()
-    proc.join(60)
+    proc.join(300)
     assert proc.exitcode == -9
     assert [c.seq for c in RunStore(tmp_path).list_calls(["killed"])] == [0, 1, 2, 3, 4]
 
@@ -362,3 +362,14 @@ def test_list_calls_as_arrays_matches_lists(tmp_path):
         assert a.prompt_ids.tolist() == b.prompt_ids and a.sampled_ids.tolist() == b.sampled_ids
         assert a.prompt_provenance.tolist() == b.prompt_provenance and a.logprobs.tolist() == b.logprobs
     assert store.get_call("y", as_arrays=True).prompt_ids.tolist() == rerendered.prompt_ids
+
+
+def test_connections_of_finished_threads_are_closed(tmp_path):
+    store = RunStore(tmp_path)
+    for i in range(50):  # e.g. a runner that writes each rollout from a short-lived thread
+        th = threading.Thread(target=store.put_step, args=(i, {"i": i}))
+        th.start()
+        th.join()
+    store.count_calls()  # a new connection prunes those of ended threads
+    assert len(store._conns) <= 2  # noqa: SLF001
+    assert len(store.list_steps()) == 50

@@ -36,7 +36,7 @@ class RunStore:
         self._synchronous = synchronous.upper()
         self._busy_timeout_ms = int(busy_timeout_s * 1000)
         self._local = threading.local()
-        self._conns: list[sqlite3.Connection] = []
+        self._conns: list[tuple[threading.Thread, sqlite3.Connection]] = []  # (owner thread, connection)
         self._lock = threading.Lock()
         self._closed = False
         self._prefix = PrefixCache()
@@ -74,7 +74,8 @@ class RunStore:
             raise StoreError(f"cannot open run store {self.path}: {e}") from e
         self._local.conn = conn
         with self._lock:
-            self._conns.append(conn)
+            self._conns = [(t, c) for t, c in self._conns if t.is_alive() or _close(c)]  # threads that ended
+            self._conns.append((threading.current_thread(), conn))
         return conn
 
     def journal_mode(self) -> str:
@@ -85,11 +86,8 @@ class RunStore:
         with self._lock:
             self._closed = True
             conns, self._conns = self._conns, []
-        for conn in conns:
-            try:
-                conn.close()
-            except sqlite3.Error:
-                pass
+        for _, conn in conns:
+            _close(conn)
         self._local = threading.local()
 
     def __enter__(self) -> "RunStore":
@@ -237,3 +235,12 @@ def _migrate(conn: sqlite3.Connection) -> None:
         have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
         if column not in have:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+
+
+def _close(conn: sqlite3.Connection) -> bool:
+    """Close a connection, ignoring errors; False (so it can filter a list comprehension)."""
+    try:
+        conn.close()
+    except sqlite3.Error:
+        pass
+    return False
