@@ -41,7 +41,8 @@ def policy_for(name: str, renderer):
     marker = ANSWERED.get(name, "<tool_response>")
 
     def policy(prompt_ids: list[int]) -> list[int]:
-        text = final if marker in tok.decode(prompt_ids[-800:]) else first
+        last_user = tok.decode(prompt_ids[-1500:]).rsplit("<|im_start|>user", 1)[-1]
+        text = final if marker in last_user else first
         return tok.encode(text, add_special_tokens=False) + [stop]
 
     return policy

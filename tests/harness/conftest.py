@@ -82,6 +82,11 @@ def final_action(harness: str) -> str:
     return FINAL_ANSWER
 
 
+def last_user_turn(text: str) -> str:
+    """The text after the last ChatML user turn start (SmolLM2's template): where a tool result is."""
+    return text.rsplit("<|im_start|>user", 1)[-1]
+
+
 def scripted_policy(harness: str, renderer):
     """callable(prompt_ids) -> ids: a tool call first, the final answer once a tool result is seen."""
     tok = renderer.tokenizer
@@ -90,7 +95,7 @@ def scripted_policy(harness: str, renderer):
     stop = renderer.stop_ids[0]
 
     def policy(prompt_ids: list[int]) -> list[int]:
-        answered = marker in tok.decode(prompt_ids[-800:])
+        answered = marker in last_user_turn(tok.decode(prompt_ids[-1500:]))
         text = final_action(harness) if answered else first
         return tok.encode(text, add_special_tokens=False) + [stop]
 

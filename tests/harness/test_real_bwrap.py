@@ -11,7 +11,7 @@ import pytest
 
 from harnessrl.harness import make_harness
 
-pytestmark = [pytest.mark.harness, pytest.mark.bwrap, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.harness, pytest.mark.bwrap, pytest.mark.timeout(1200)]
 
 HARNESSES = ["builtin", "mini-swe-agent", "claude-code", "codex", "openclaw", "openclaw:gateway", "command"]
 # openclaw:gateway = `openclaw gateway` + one chat turn (the gateway takes ~15-30 s to get ready)
@@ -46,7 +46,7 @@ def test_real_harness_in_bwrap(harness, kit, tmp_path):
         other = rig.server.register_rollout("someone-else")
         with _bwrap_sandbox(adapter, src, rig.server.port) as sb:
             res = adapter.run(sb, instruction=kit.TASK, proxy_base=f"{sb.proxy_base}/r/{key}", api_key=key,
-                              model="smollm2", timeout_s=400, max_turns=6)
+                              model="smollm2", timeout_s=600, max_turns=6)
             hello = sb.workspace / "hello.txt"
             written = hello.read_text() if hello.exists() else None
         assert res.status == "ok", (res.error, res.stdout_tail[-1500:], res.stderr_tail[-2500:])
