@@ -29,8 +29,8 @@ def fake_tasks(cfg):
 
 
 def reward_of(ids: list[int]) -> float:
-    """Share of sampled tokens with an even id (something a policy can learn)."""
-    return sum(1 for t in ids if t % 2 == 0) / max(len(ids), 1)
+    """1 when the first sampled token has an even id (a policy can learn it per task prompt)."""
+    return float(bool(ids) and ids[0] % 2 == 0)
 
 
 class EngineCollector:

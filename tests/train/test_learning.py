@@ -1,18 +1,43 @@
-"""Learning smoke test: real SmolLM2 + the builtin harness in bwrap, GRPO, fixed seed, tiny budget.
-On the easiest built-in family the train reward must rise above its first-step value."""
+"""Learning smoke tests (fixed seeds, tiny budgets).
+
+1. The whole loop learns a learnable reward: a tiny model, rollouts straight from the HF engine,
+   reward = share of even token ids; GRPO must raise the train reward within a few steps.
+2. The real thing: SmolLM2-135M + the builtin harness in bwrap on the easiest built-in family;
+   the train reward must rise above its first-step value (see docs/benchmarks.md "Learning" for
+   what this machine measured: the base model almost never passes, so this is a weak signal).
+"""
 
 from __future__ import annotations
 
 import pytest
 from rich.console import Console
 
+from harnessrl.engine import make_tiny_model
 from harnessrl.train.config import load_config
 from harnessrl.train.loop import run_training
 
-pytestmark = [pytest.mark.learning, pytest.mark.model, pytest.mark.bwrap]
+from .fakes import FakeTask, fake_collector_factory
+
+pytestmark = pytest.mark.learning
 
 
-def test_grpo_reward_rises_on_easiest_family(tmp_path):
+def test_loop_learns_a_learnable_reward(tmp_path):
+    tiny = make_tiny_model(tmp_path / "tiny", seed=1)
+    cfg = load_config(None, [
+        f"model.path={tiny}", "engine.type=hf", f"output.run_dir={tmp_path / 'run'}", "output.tensorboard=false",
+        "loop.steps=8", "loop.groups_per_step=2", "loop.n_per_group=16", "loop.eval_size=0", "loop.max_tokens=1",
+        "loop.temperature=1.0", "filters.truncated=keep", "optimizer.lr=2e-2", "loop.seed=0"])
+    one_task = ([FakeTask("t0", tuple(range(10, 30)))], [])
+    res = run_training(cfg, console=Console(quiet=True), collector_factory=fake_collector_factory(),
+                       tasks_loader=lambda cfg: one_task)
+    rewards = [r["reward"]["builtin"] for r in res.records if r["step"] > 0]
+    print("train reward per step", rewards)
+    assert sum(rewards[-3:]) / 3 > sum(rewards[:2]) / 2 + 0.1, rewards
+
+
+@pytest.mark.model
+@pytest.mark.bwrap
+def test_grpo_reward_rises_on_easiest_family_real_model(tmp_path):
     cfg = load_config(None, [
         f"output.run_dir={tmp_path / 'run'}", "output.tensorboard=false", "output.keep_checkpoints=1",
         "harnesses=[{name: builtin, weight: 1}]", "tasks.families=[write_word]", "engine.type=auto",
