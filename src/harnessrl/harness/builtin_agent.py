@@ -26,13 +26,15 @@ import openai
 
 TEXT_SYSTEM = "You solve tasks by running bash commands in the current directory. Reply with one bash command in a ```bash code block. When the task is done, reply without a code block."
 
-# Worked examples shown before the task (as earlier turns): a small model follows them far more
-# reliably than a description of the format. Their file names differ from any built-in task.
+# Worked examples shown before the task as earlier turns (command, output, "Done."): a small model
+# follows them far more reliably than a description of the format. No built-in task uses these names.
 TEXT_EXAMPLES = [
     ("Write the word hello into a file named greeting.md.", "echo hello > greeting.md"),
     ("Copy notes.md to backup.md.", "cp notes.md backup.md"),
+    ("Delete the file old.md.", "rm old.md"),
     ("Make a folder called pics with a file pics/a.md that says hi.", "mkdir -p pics && echo hi > pics/a.md"),
     ("In plan.md, change the word red to blue.", "sed -i 's/red/blue/g' plan.md"),
+    ("Save the lines of people.tsv that contain Bob into bob.md.", "grep Bob people.tsv > bob.md"),
     ("Count the words in story.md and save the number in words.md.", "wc -w < story.md > words.md"),
 ]
 
@@ -128,8 +130,9 @@ def first_messages(fmt, task):
         return [{"role": "system", "content": TOOLS_SYSTEM}, {"role": "user", "content": task}]
     messages = [{"role": "system", "content": TEXT_SYSTEM}]
     for example, command in TEXT_EXAMPLES:
-        messages += [{"role": "user", "content": example}, {"role": "assistant", "content": f"```bash\n{command}\n```"}]
-    messages += [{"role": "user", "content": OBSERVATION.format(code=0, output="")}, {"role": "assistant", "content": DONE}]
+        messages += [{"role": "user", "content": example}, {"role": "assistant", "content": f"```bash\n{command}\n```"},
+                     {"role": "user", "content": OBSERVATION.format(code=0, output="")},
+                     {"role": "assistant", "content": DONE}]
     return messages + [{"role": "user", "content": task}]
 
 
@@ -155,6 +158,19 @@ def run(args, task):
     return stats
 
 
+def glue_values(argv):
+    """'--opt VALUE' -> '--opt=VALUE' so that values starting with '-' (API keys do) parse."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i].startswith("--") and "=" not in argv[i] and i + 1 < len(argv) and argv[i] != "--":
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"))
@@ -168,7 +184,7 @@ def main(argv=None):
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--call-timeout", type=float, default=600.0)
-    args = p.parse_args(argv)
+    args = p.parse_args(glue_values(sys.argv[1:] if argv is None else argv))
     if not args.base_url or not (args.task or args.task_file):
         p.error("--base-url (or OPENAI_BASE_URL) and --task or --task-file are required")
     task = args.task
