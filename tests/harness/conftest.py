@@ -58,12 +58,15 @@ TASK = "Write the word hello into the file hello.txt in the current directory."
 _ANSWERED = {"mini-swe-agent": "<returncode>", "builtin": "Exit code", "command": "\x00never"}
 
 
-def first_action(harness: str, tool_format: str) -> str:
-    """The scripted policy's first reply: a tool call in the renderer's format (or a fenced block)."""
+def first_action(harness: str, tool_format: str, cmd: str | None = None) -> str:
+    """The scripted policy's first reply: a tool call in the renderer's format (or a fenced block)
+    running `cmd` (default: write hello.txt). For the command harness: `cmd` as plain text."""
     from harnessrl.render.messages import ToolCall
     from harnessrl.render.tool_formats import render_calls
 
-    cmd = "echo hello > hello.txt"
+    if harness == "command":
+        return cmd or "hello"
+    cmd = cmd or "echo hello > hello.txt"
     tool_calls = {
         "claude-code": ToolCall("call_1", "Bash", {"command": cmd, "description": "Write hello.txt"}),
         "codex": ToolCall("call_1", "exec_command", {"cmd": cmd}),
@@ -71,8 +74,6 @@ def first_action(harness: str, tool_format: str) -> str:
     }
     if harness in tool_calls:
         return render_calls([tool_calls[harness]], tool_format)
-    if harness == "command":
-        return "hello"
     return f"I will write the file.\n```bash\n{cmd}\n```"
 
 
@@ -87,11 +88,11 @@ def last_user_turn(text: str) -> str:
     return text.rsplit("<|im_start|>user", 1)[-1]
 
 
-def scripted_policy(harness: str, renderer):
+def scripted_policy(harness: str, renderer, cmd: str | None = None):
     """callable(prompt_ids) -> ids: a tool call first, the final answer once a tool result is seen."""
     tok = renderer.tokenizer
     marker = _ANSWERED.get(harness, "<tool_response>")
-    first = first_action(harness, renderer.info.tool_format)
+    first = first_action(harness, renderer.info.tool_format, cmd)
     stop = renderer.stop_ids[0]
 
     def policy(prompt_ids: list[int]) -> list[int]:
@@ -127,7 +128,8 @@ def require_installed(name: str) -> None:
 class ProxyRig:
     """A started ProxyServer with a ScriptedEngine following `scripted_policy(harness)`."""
 
-    def __init__(self, harness: str, run_dir: Path, max_model_len: int = 131072) -> None:
+    def __init__(self, harness: str, run_dir: Path, max_model_len: int = 131072,
+                 cmd: str | None = None) -> None:
         from harnessrl.engine.model import resolve_model
         from harnessrl.engine.scripted import ScriptedEngine
         from harnessrl.proxy.server import ProxyServer
@@ -136,8 +138,8 @@ class ProxyRig:
 
         model_dir = resolve_model(None)
         self.renderer = Renderer.from_pretrained(model_dir)
-        self.engine = ScriptedEngine(scripted_policy(harness, self.renderer), max_model_len=max_model_len,
-                                     model_path=str(model_dir))
+        policy = scripted_policy(harness, self.renderer, cmd)
+        self.engine = ScriptedEngine(policy, max_model_len=max_model_len, model_path=str(model_dir))
         self.store = RunStore(run_dir)
         self.server = ProxyServer(self.engine, self.store, self.renderer).start()
 
