@@ -1,4 +1,4 @@
-"""The family generators of the built-in suite: four categories, 16 families from one-command jobs
+"""The family generators of the built-in suite: four categories, 17 families from one-command jobs
 (touch, mkdir, rm, echo) that the small default model sometimes gets right to multi-step or
 data jobs (sums, JSON fields) that it does not: RL has signal at both ends.
 
@@ -148,6 +148,20 @@ def csv_header(rng: random.Random, split: str) -> Draft:
                  [_exists(out), _equals(out, rows[0], "header written")], (f"head -n 1 {src} > {out}",), {})
 
 
+def csv_count_rows(rng: random.Random, split: str) -> Draft:
+    src, out = fname(rng, split, "csv"), "rows.txt" if split == "train" else "count.txt"
+    names = pick(rng, WORDS, split, rng.randint(2, 6))
+    rows = ["name,size"] + [f"{n},{rng.randint(1, 50)}" for n in names]
+    text = pick_phrasing(rng, [
+        "Count the rows of {src}, header included, and save the number in {out}.",
+        "How many lines does the CSV file {src} have? Write the number into {out}.",
+        "Write the number of rows in {src} (counting the header) to {out}.",
+        "Save the number of lines of {src} in {out}.",
+    ], split)
+    checks = [_exists(out), {"name": "row count", "kind": "number_equals", "path": out, "value": len(rows)}]
+    return Draft(text.format(src=src, out=out), {src: "\n".join(rows) + "\n"}, checks, (f"wc -l < {src} > {out}",), {})
+
+
 def csv_grep(rng: random.Random, split: str) -> Draft:
     src, out = fname(rng, split, "csv"), "matches.txt" if split == "train" else "found.txt"
     names = pick(rng, WORDS, split, 4)
@@ -263,6 +277,7 @@ FAMILIES = (
     Family("append_line", "text_edits", append_line),
     Family("replace_word", "text_edits", replace_word),
     Family("csv_header", "data_extraction", csv_header),
+    Family("csv_count_rows", "data_extraction", csv_count_rows),
     Family("csv_grep", "data_extraction", csv_grep),
     Family("json_field", "data_extraction", json_field),
     Family("csv_sum", "data_extraction", csv_sum),
