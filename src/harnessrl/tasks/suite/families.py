@@ -1,4 +1,4 @@
-"""The family generators of the built-in suite: four categories, 17 families from one-command jobs
+"""The family generators of the built-in suite: four categories, 18 families from one-command jobs
 (touch, mkdir, rm, echo) that the small default model sometimes gets right to multi-step or
 data jobs (sums, JSON fields) that it does not: RL has signal at both ends.
 
@@ -100,6 +100,18 @@ def overwrite(rng: random.Random, split: str) -> Draft:
     ], split)
     checks = [_equals(name, word), {"name": "old text removed", "kind": "text_lacks", "path": name, "value": old}]
     return Draft(text.format(name=name, word=word), {name: f"{old} {old}\n"}, checks, (f"echo {word} > {name}",), {})
+
+
+def empty_file(rng: random.Random, split: str) -> Draft:
+    name, words = fname(rng, split), pick(rng, WORDS, split, 3)
+    text = pick_phrasing(rng, [
+        "Remove all the text from {name} but keep the file.",
+        "Make {name} an empty file (do not delete it).",
+        "Clear the contents of {name}; the file must stay.",
+        "Erase the text inside {name}, keeping the file itself.",
+    ], split)
+    checks = [_exists(name), _equals(name, "", "file is empty")]
+    return Draft(text.format(name=name), {name: " ".join(words) + "\n"}, checks, (f"truncate -s 0 {name}",), {})
 
 
 def append_line(rng: random.Random, split: str) -> Draft:
@@ -274,6 +286,7 @@ FAMILIES = (
     Family("copy_file", "file_ops", copy_file),
     Family("rename_file", "file_ops", rename_file),
     Family("overwrite", "text_edits", overwrite),
+    Family("empty_file", "text_edits", empty_file),
     Family("append_line", "text_edits", append_line),
     Family("replace_word", "text_edits", replace_word),
     Family("csv_header", "data_extraction", csv_header),
