@@ -29,12 +29,13 @@ TEXT_SYSTEM = "You solve tasks by running bash commands in the current directory
 # Worked examples shown before the task as earlier turns (command, output, "Done."): a small model
 # follows them far more reliably than a description of the format. No built-in task uses these names.
 TEXT_EXAMPLES = [
-    ("Count the words in story.md and save the number in words.md.", "wc -w < story.md > words.md"),
     ("Copy notes.md to backup.md.", "cp notes.md backup.md"),
     ("Delete the file old.md.", "rm old.md"),
     ("Make a folder called pics with a file pics/a.md that says hi.", "mkdir -p pics && echo hi > pics/a.md"),
     ("In plan.md, change the word red to blue.", "sed -i 's/red/blue/g' plan.md"),
     ("Save the lines of people.tsv that contain Bob into bob.md.", "grep Bob people.tsv > bob.md"),
+    ("Save the first two lines of table.tsv into top.md.", "head -n 2 table.tsv > top.md"),
+    ("Count the words in story.md and save the number in words.md.", "wc -w < story.md > words.md"),
     ("Write the word hello into a file named greeting.md.", "echo hello > greeting.md"),
 ]
 
