@@ -120,7 +120,9 @@ def test_resume_after_sigkill_no_step_repeated_or_lost(tiny_dir, tmp_path):
     lines = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert lines == [0, 1, 2, 3, 4, 5]  # the JSONL mirror holds every step once
     state = torch.load(run_dir / "checkpoints" / "step_000005" / "trainer.pt", weights_only=False)
-    assert {int(s["step"]) for s in state["optimizer"]["state"].values()} == {5}  # exactly 5 updates applied
+    updates = sum(1 for s in range(1, 6) if recs[s]["groups_trained"] > 0)  # steps with a gradient
+    assert updates >= 3
+    assert {int(s["step"]) for s in state["optimizer"]["state"].values()} == {updates}  # none repeated or lost
 
 
 def test_unknown_harness_and_model_are_clear_errors(tmp_path, tiny_dir):

@@ -148,6 +148,7 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
     log.rewrite([(s, m) for s, m in store.list_steps() if s <= last])
     try:
         train_tasks, eval_tasks = tasks_loader(cfg)
+        eval_tasks = pinned_eval_tasks(store, eval_tasks, cfg.loop.eval_size, console)
         collector = collector_factory(cfg, engine, store, run_dir)
     except BaseException:
         for close in (engine.close, log.close, store.close):
@@ -155,6 +156,21 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
         raise
     return RunParts(cfg, run_dir, store, trainer, engine, collector, train_tasks, eval_tasks, model_dir,
                     attempt, log, last + 1)
+
+
+def pinned_eval_tasks(store, eval_tasks: list, size: int, console: Console) -> list:
+    """The held-out set is fixed at the first start of a run (task ids in the store) so that
+    before/after evals compare the same tasks, even when the suite changes before a resume."""
+    by_id = {t.id: t for t in eval_tasks}
+    pinned = store.get_meta("eval_task_ids")
+    if pinned is None:
+        store.set_meta("eval_task_ids", [t.id for t in eval_tasks[:size]])
+        return eval_tasks
+    missing = [i for i in pinned if i not in by_id]
+    if missing:
+        console.print(f"[yellow]warning:[/yellow] held-out tasks {missing} are gone from the suite; "
+                      "evals of this run compare different task sets")
+    return [by_id[i] for i in pinned if i in by_id]
 
 
 def close_run(parts: RunParts) -> None:
