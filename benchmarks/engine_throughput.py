@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import time
 from dataclasses import asdict, dataclass
 
@@ -29,6 +30,7 @@ class Point:
     batch: int
     tokens: int
     seconds: float
+    load1: float  # 1-minute load average after the point (the machine is shared)
 
     @property
     def tok_per_s(self) -> float:
@@ -78,7 +80,7 @@ def bench_backend(
         asyncio.run(run_point(engine, prompts[:1], 4))  # warm-up
         for batch in batches:
             tokens, seconds = asyncio.run(run_point(engine, prompts[:batch], max_tokens))
-            points.append(Point(backend, dtype, batch, tokens, seconds))
+            points.append(Point(backend, dtype, batch, tokens, seconds, os.getloadavg()[0]))
             print(
                 f"  {backend} batch {batch}: {tokens} tokens in {seconds:.1f} s = {tokens / seconds:.1f} tok/s"
             )
@@ -92,11 +94,17 @@ def print_table(points: list[Point], startups: dict[str, float]) -> None:
     from rich.table import Table
 
     table = Table(title="Engine throughput (generated tokens/s, B concurrent requests)")
-    for col in ("backend", "dtype", "batch", "tokens", "seconds", "tok/s"):
+    for col in ("backend", "dtype", "batch", "tokens", "seconds", "tok/s", "load avg"):
         table.add_column(col, justify="right")
     for p in points:
         table.add_row(
-            p.backend, p.dtype, str(p.batch), str(p.tokens), f"{p.seconds:.1f}", f"{p.tok_per_s:.1f}"
+            p.backend,
+            p.dtype,
+            str(p.batch),
+            str(p.tokens),
+            f"{p.seconds:.1f}",
+            f"{p.tok_per_s:.1f}",
+            f"{p.load1:.0f}",
         )
     console = Console()
     console.print(table)

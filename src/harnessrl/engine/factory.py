@@ -31,6 +31,7 @@ class EngineConfig(BaseModel):
         None, description="vllm_server: model name; default: ask /v1/models"
     )
     seed: int = 0
+    num_threads: int | None = Field(None, ge=1, description="hf: torch threads of the decode thread")
     request_timeout_s: float = Field(600.0, gt=0)
     # scripted: outputs consumed in order, or a callable(prompt_ids) -> ids
     script: Any | None = None
@@ -65,6 +66,7 @@ def _make_hf(cfg: EngineConfig) -> Engine:
         max_batch=cfg.max_batch,
         max_pending=cfg.max_pending,
         seed=cfg.seed,
+        num_threads=cfg.num_threads,
     )
 
 
