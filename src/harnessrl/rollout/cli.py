@@ -39,7 +39,10 @@ def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
 def _execute(tasks: str, harness: list[str], n: int, concurrency: int, run_dir: Path, model: Optional[str],
              engine: str, sandbox: str, proxy: Optional[str], admin_token: Optional[str], max_turns: int,
              timeout: float, step: int, progress: bool = True) -> tuple[list[Any], list[Any]]:
+    from harnessrl.engine.model import ModelNotFound
     from harnessrl.harness import HarnessConfigError
+    from harnessrl.proxy.server import ProxyStartError
+    from harnessrl.rollout.proxy_link import ProxyLinkError
     from harnessrl.rollout.runner import run_groups
     from harnessrl.rollout.session import proxy_session
     from harnessrl.sandbox.base import SandboxConfig
@@ -56,7 +59,7 @@ def _execute(tasks: str, harness: list[str], n: int, concurrency: int, run_dir: 
             records = run_groups(task_list, harness or ["builtin"], n, proxy=link, store=store,
                                  sandbox_cfg=SandboxConfig(type=sandbox), concurrency=concurrency, step=step,
                                  max_turns=max_turns, harness_timeout_s=timeout, progress=progress)
-    except (TaskError, HarnessConfigError, ValueError) as e:
+    except (TaskError, HarnessConfigError, ValueError, ModelNotFound, ProxyStartError, ProxyLinkError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(code=2) from None
     return task_list, records

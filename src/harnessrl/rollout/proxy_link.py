@@ -60,6 +60,17 @@ class RemoteProxy:
             raise ProxyLinkError(f"--proxy must be http://127.0.0.1:<port> (sandboxes reach loopback only), got {self.url}")
         return parts.port
 
+    def check(self) -> "RemoteProxy":
+        """Fail fast (ProxyLinkError) when nothing answers /health at the URL."""
+        import httpx
+
+        try:
+            httpx.get(f"{self.url.rstrip('/')}/health", timeout=10).raise_for_status()
+        except httpx.HTTPError as e:
+            raise ProxyLinkError(f"no harnessrl proxy answers at {self.url} ({e}); start one with `harnessrl serve`") from e
+        _ = self.port  # validates the address (loopback, explicit port)
+        return self
+
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.admin_token}"}
 

@@ -22,7 +22,7 @@ def proxy_session(run_dir: Path, *, engine: str = "hf", model: str | None = None
         if proxy_url:
             if not admin_token:
                 raise ValueError("--proxy needs --admin-token (printed by `harnessrl serve`)")
-            yield RemoteProxy(proxy_url, admin_token), store
+            yield RemoteProxy(proxy_url, admin_token).check(), store
             return
         from harnessrl.engine import EngineConfig, make_engine, resolve_model
         from harnessrl.proxy.server import ProxyServer
