@@ -30,6 +30,7 @@ from typing import Any
 
 from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, SamplingParams
 from harnessrl.engine.checks import fit_max_tokens, validate_params, validate_prompt
+from harnessrl.engine.reaper import child_pids, start_reaper, stop_reaper
 from harnessrl.engine.vllm_worker import WORKER_EXTENSION, write_weights_file
 
 _GIB = 1 << 30
@@ -115,11 +116,14 @@ class VLLMEngine:
             seed=seed,
         )
         self._loop = _LoopThread("vllm-engine-loop")
+        before = child_pids()
         try:
             self._llm = self._loop.submit(self._start(args)).result()
         except BaseException:
             self._loop.stop()
             raise
+        # the engine core + workers are our children: never let them outlive us (reaper.py)
+        self._reaper = start_reaper(child_pids() - before)
         self._vocab_size = int(self._llm.model_config.get_vocab_size())
 
     @staticmethod
@@ -239,8 +243,11 @@ class VLLMEngine:
         """Shut the engine core and workers down and stop the loop thread (idempotent)."""
         llm, self._llm = getattr(self, "_llm", None), None
         if llm is not None:
-            self._loop.submit(_shutdown(llm)).result(timeout=120)
-            self._loop.stop()
+            try:
+                self._loop.submit(_shutdown(llm)).result(timeout=120)
+            finally:
+                self._loop.stop()
+                stop_reaper(getattr(self, "_reaper", None))
 
 
 async def _shutdown(llm: Any) -> None:
