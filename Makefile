@@ -56,19 +56,19 @@ test-unit: install
 	timeout 1200 $(PYTEST) -m "$(TIER_UNIT)" --timeout 300 -q
 
 test-bwrap: install system
-	timeout 900 $(PYTEST) -m "bwrap and not (model or vllm or harness or learning)" --timeout 300 -q
+	timeout 600 $(PYTEST) -m "bwrap and not (model or vllm or harness or learning)" --timeout 300 -q
 
 test-model: install model
-	timeout 1200 $(PYTEST) -m "model and not (vllm or harness or learning)" --timeout 600 -q
+	timeout 900 $(PYTEST) -m "model and not (vllm or harness or learning)" --timeout 600 -q
 
 test-vllm: install model
-	timeout 1500 $(PYTEST) -m "vllm and not (harness or learning)" --timeout 900 -q
+	timeout 1200 $(PYTEST) -m "vllm and not (harness or learning)" --timeout 900 -q
 
 test-harness: install system harnesses
-	timeout 1800 $(PYTEST) -m "harness and not learning" --timeout 900 -q
+	timeout 2100 $(PYTEST) -m "harness and not learning" --timeout 1200 -q
 
 test-learning: install system model
-	timeout 1200 $(PYTEST) -m "learning" --timeout 1100 -q
+	timeout 900 $(PYTEST) -m "learning" --timeout 800 -q
 
 bench: install model
 	$(BIN)/python benchmarks/run_all.py
