@@ -12,7 +12,7 @@ from typing import Any
 
 from harnessrl.harness.base import HarnessAdapter, HarnessConfigError, HarnessResult
 
-__all__ = ["HarnessAdapter", "HarnessConfigError", "HarnessResult", "make_harness", "HARNESS_SPECS"]
+__all__ = ["HARNESS_SPECS", "HarnessAdapter", "HarnessConfigError", "HarnessResult", "make_harness"]
 
 HARNESS_SPECS = ("builtin", "mini-swe-agent", "claude-code", "codex", "openclaw", "command:<template>")
 

@@ -77,7 +77,7 @@ class RunDirs:
     root: str = launcher.RUN_TOKEN
 
     @classmethod
-    def fresh(cls) -> "RunDirs":
+    def fresh(cls) -> RunDirs:
         return cls(uuid.uuid4().hex[:12])
 
     @property
@@ -280,6 +280,21 @@ class LaunchedAdapter:
                          workdir or getattr(sandbox, "inner_workspace", None), RunDirs.fresh())
         outcome = launch(sandbox, self.build(req), req.timeout_s)
         return self.parse(req, outcome)
+
+
+class CachedInstallAdapter(LaunchedAdapter):
+    """An adapter for a harness that `harnessrl harness install` puts in the cache (npm packages):
+    the install dir is bound read-only into the sandbox and a missing install is a clear error."""
+
+    cache: Path | None = None
+
+    def ro_paths(self) -> list[Path]:
+        from harnessrl.harness import install
+
+        return [install.harness_dir(self.name, self.cache), *python_ro_paths()]
+
+    def preflight(self) -> str | None:
+        return not_installed(self.name, self.cache)
 
 
 def not_installed(name: str, cache: Path | None = None) -> str | None:

@@ -11,15 +11,13 @@ from pathlib import Path
 
 from harnessrl.harness import install
 from harnessrl.harness.base import (
+    CachedInstallAdapter,
     HarnessResult,
-    LaunchedAdapter,
     LaunchOutcome,
     LaunchSpec,
     RunRequest,
     anthropic_base,
     json_lines,
-    not_installed,
-    python_ro_paths,
     quiet_env,
     result_from,
 )
@@ -35,18 +33,12 @@ QUIET = {
 }
 
 
-class ClaudeCodeAdapter(LaunchedAdapter):
+class ClaudeCodeAdapter(CachedInstallAdapter):
     name = "claude-code"
 
     def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = ()) -> None:
         self.cache = cache
         self.extra_args = tuple(extra_args)
-
-    def ro_paths(self) -> list[Path]:
-        return [install.harness_dir(self.name, self.cache), *python_ro_paths()]
-
-    def preflight(self) -> str | None:
-        return not_installed(self.name, self.cache)
 
     def build(self, req: RunRequest) -> LaunchSpec:
         exe = install.bin_path(self.name, self.cache)

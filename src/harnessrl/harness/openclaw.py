@@ -22,16 +22,14 @@ from pathlib import Path
 
 from harnessrl.harness import install
 from harnessrl.harness.base import (
+    CachedInstallAdapter,
     HarnessConfigError,
     HarnessResult,
-    LaunchedAdapter,
     LaunchOutcome,
     LaunchSpec,
     RunRequest,
     json_lines,
-    not_installed,
     openai_base,
-    python_ro_paths,
     quiet_env,
     result_from,
 )
@@ -70,7 +68,7 @@ def openclaw_config(*, model: str, base_url: str, api_key: str, workspace: str, 
     }
 
 
-class OpenClawAdapter(LaunchedAdapter):
+class OpenClawAdapter(CachedInstallAdapter):
     name = "openclaw"
 
     def __init__(self, cache: Path | None = None, context_window: int = 32768, max_tokens: int = 1024,
@@ -82,12 +80,6 @@ class OpenClawAdapter(LaunchedAdapter):
         self.context_window = context_window
         self.max_tokens = max_tokens
         self.lean = lean
-
-    def ro_paths(self) -> list[Path]:
-        return [install.harness_dir(self.name, self.cache), *python_ro_paths()]
-
-    def preflight(self) -> str | None:
-        return not_installed(self.name, self.cache)
 
     def build(self, req: RunRequest) -> LaunchSpec:
         home = req.dirs.home
