@@ -88,6 +88,14 @@ def last_user_turn(text: str) -> str:
     return text.rsplit("<|im_start|>user", 1)[-1]
 
 
+def since_last_reply(text: str) -> str:
+    """The text after the policy's previous reply (the last assistant turn before the generation
+    prompt). OpenClaw ends every request with an internal-context user turn, so its tool result is
+    not in the last user turn."""
+    parts = text.rsplit("<|im_start|>assistant", 2)
+    return parts[-2] if len(parts) == 3 else ""
+
+
 def scripted_policy(harness: str, renderer, cmd: str | None = None):
     """callable(prompt_ids) -> ids: a tool call first, the final answer once a tool result is seen."""
     tok = renderer.tokenizer
@@ -96,7 +104,8 @@ def scripted_policy(harness: str, renderer, cmd: str | None = None):
     stop = renderer.stop_ids[0]
 
     def policy(prompt_ids: list[int]) -> list[int]:
-        answered = marker in last_user_turn(tok.decode(prompt_ids[-1500:]))
+        prompt = tok.decode(prompt_ids)
+        answered = marker in (since_last_reply(prompt) if harness == "openclaw" else last_user_turn(prompt))
         text = final_action(harness) if answered else first
         return tok.encode(text, add_special_tokens=False) + [stop]
 
