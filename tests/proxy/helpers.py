@@ -27,3 +27,39 @@ def tool_call_text(*calls: tuple[str, dict]) -> str:
     import json
 
     return "".join(f'<tool_call>\n{json.dumps({"name": n, "arguments": a})}\n</tool_call>\n' for n, a in calls)
+
+
+def check_two_sdk_turns(engine, store, rollout_id: str) -> None:
+    """A real engine behind the proxy: an OpenAI Chat turn, then an Anthropic streamed turn that
+    resends it; both calls stored with engine logprobs, the reply's ids reused in the next prompt."""
+    import math
+
+    import anthropic
+    import openai
+
+    from harnessrl.engine.model import resolve_model
+    from harnessrl.proxy.server import ProxyServer
+
+    with ProxyServer(engine, store, resolve_model(None)) as server:
+        key = server.register_rollout(rollout_id)
+        oa = openai.OpenAI(base_url=server.base_urls(key)["openai"], api_key="x", max_retries=0)
+        first = oa.chat.completions.create(model="smollm2", max_tokens=12, temperature=0.7,
+                                           messages=[{"role": "user", "content": "Say hello in one word."}])
+        text = first.choices[0].message.content or ""
+        assert first.usage.completion_tokens >= 1
+        an = anthropic.Anthropic(base_url=server.base_urls(key)["anthropic"], api_key="x", max_retries=0)
+        with an.messages.stream(model="claude", max_tokens=12, messages=[
+                {"role": "user", "content": "Say hello in one word."},
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": "Now say goodbye."}]) as s:
+            second = s.get_final_message()
+        assert second.usage.output_tokens >= 1
+    calls = store.list_calls([rollout_id], include_raw=True)
+    assert [c.status for c in calls] == ["ok", "ok"]
+    for c in calls:
+        assert len(c.logprobs) == len(c.sampled_ids) >= 1
+        assert all(lp <= 0.0 and math.isfinite(lp) for lp in c.logprobs)
+        assert c.policy_version == engine.policy_version
+    assert calls[0].temperature == 0.7 and calls[1].temperature == 1.0
+    assert_prefix_chain(calls)  # the reply's sampled ids are reused verbatim in the next prompt
+    assert calls[1].prompt_provenance.count(PROMPT) < len(calls[1].prompt_ids)

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
-import anthropic
-import openai
 import pytest
 
-from harnessrl.proxy.server import ProxyServer
-from harnessrl.store import PROMPT
-
-from .helpers import assert_prefix_chain
+from .helpers import check_two_sdk_turns
 
 pytestmark = pytest.mark.model
 
@@ -26,29 +19,5 @@ def hf_engine():
     engine.close()
 
 
-def test_smollm2_through_the_proxy(hf_engine, store, tmp_path):
-    from harnessrl.engine.model import resolve_model
-
-    with ProxyServer(hf_engine, store, resolve_model(None)) as server:
-        key = server.register_rollout("real-1")
-        oa = openai.OpenAI(base_url=server.base_urls(key)["openai"], api_key="x", max_retries=0)
-        first = oa.chat.completions.create(model="smollm2", max_tokens=12, temperature=0.7,
-                                           messages=[{"role": "user", "content": "Say hello in one word."}])
-        text = first.choices[0].message.content or ""
-        assert first.usage.completion_tokens >= 1
-        an = anthropic.Anthropic(base_url=server.base_urls(key)["anthropic"], api_key="x", max_retries=0)
-        with an.messages.stream(model="claude", max_tokens=12, messages=[
-                {"role": "user", "content": "Say hello in one word."},
-                {"role": "assistant", "content": text},
-                {"role": "user", "content": "Now say goodbye."}]) as s:
-            second = s.get_final_message()
-        assert second.usage.output_tokens >= 1
-    calls = store.list_calls(["real-1"], include_raw=True)
-    assert [c.status for c in calls] == ["ok", "ok"]
-    for c in calls:
-        assert len(c.logprobs) == len(c.sampled_ids) >= 1
-        assert all(lp <= 0.0 and math.isfinite(lp) for lp in c.logprobs)
-        assert c.policy_version == hf_engine.policy_version
-    assert calls[0].temperature == 0.7 and calls[1].temperature == 1.0
-    assert_prefix_chain(calls)  # the reply's sampled ids are reused verbatim in the next prompt
-    assert calls[1].prompt_provenance.count(PROMPT) < len(calls[1].prompt_ids)
+def test_smollm2_through_the_proxy(hf_engine, store):
+    check_two_sdk_turns(hf_engine, store, "real-1")
