@@ -44,7 +44,7 @@ def main() -> None:
     from harnessrl.engine.model import resolve_model, smollm2_tokenizer_dir
     from harnessrl.proxy.server import ProxyServer
     from harnessrl.render.renderer import Renderer
-    from harnessrl.rollout.runner import run_groups
+    from harnessrl.rollout.jobs import run_groups
     from harnessrl.sandbox.base import SandboxConfig
     from harnessrl.store import RunStore
     from harnessrl.tasks import load_tasks

@@ -15,7 +15,7 @@ app = typer.Typer(
 )
 
 # Stages that contribute commands, in the order they appear in --help.
-_STAGES = ("engine", "proxy", "harness", "tasks", "rollout", "tree", "train")
+_STAGES = ("engine", "proxy", "harness", "tasks", "rollout", "tree", "run")
 
 for _stage in _STAGES:
     _mod = importlib.import_module(f"harnessrl.{_stage}.cli")

@@ -31,7 +31,7 @@ HARNESSES = ["builtin", "mini-swe-agent", "claude-code", "codex", "openclaw", "c
 
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_runner_with_real_harness_scores_a_builtin_task(harness, task, kit, tmp_path):
-    from harnessrl.rollout.runner import run_groups
+    from harnessrl.rollout.jobs import run_groups
     from harnessrl.sandbox.base import SandboxConfig
 
     if harness != "command":

@@ -7,7 +7,7 @@ from harnessrl.engine.scripted import ScriptedEngine
 from harnessrl.harness import builtin_agent as agent
 from harnessrl.harness.builtin import BuiltinAdapter
 from harnessrl.rollout.proxy_link import LocalProxy
-from harnessrl.rollout.runner import RolloutJob, RunOptions, run_rollout
+from harnessrl.rollout.jobs import RolloutJob, RunOptions, run_rollout
 from harnessrl.sandbox.base import SandboxConfig
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harnessrl.proxy.server import ProxyServer
-from harnessrl.rollout.runner import run_groups
+from harnessrl.rollout.jobs import run_groups
 from harnessrl.sandbox.base import SandboxConfig, make_sandbox
 from harnessrl.tasks import load_tasks
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harnessrl.proxy.server import ProxyServer
-from harnessrl.rollout.runner import run_groups
+from harnessrl.rollout.jobs import run_groups
 from harnessrl.sandbox.base import SandboxConfig
 from harnessrl.tasks import load_tasks
 

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 from harnessrl.harness.base import HarnessResult
 from harnessrl.harness.builtin import BuiltinAdapter
-from harnessrl.rollout import runner as runner_mod
+from harnessrl.rollout import jobs as runner_mod
 from harnessrl.rollout.proxy_link import LocalProxy
-from harnessrl.rollout.runner import RolloutJob, RunOptions, run_groups, run_rollout
+from harnessrl.rollout.jobs import RolloutJob, RunOptions, run_groups, run_rollout
 from harnessrl.sandbox.base import SandboxConfig, SandboxError
 from harnessrl.tasks.model import Verifier
 

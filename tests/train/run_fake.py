@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from harnessrl.train.config import load_config
-from harnessrl.train.loop import run_training
+from harnessrl.run.config import load_config
+from harnessrl.run.loop import run_training
 
 from fakes import fake_collector_factory, fake_tasks  # noqa: E402  (run with tests/train on sys.path)
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harnessrl.cli import app
-from harnessrl.train.config import ConfigError, apply_override, load_config
+from harnessrl.run.config import ConfigError, apply_override, load_config
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 

@@ -13,8 +13,8 @@ import pytest
 from rich.console import Console
 
 from harnessrl.engine import make_tiny_model
-from harnessrl.train.config import load_config
-from harnessrl.train.loop import run_training
+from harnessrl.run.config import load_config
+from harnessrl.run.loop import run_training
 
 from .fakes import FakeTask, fake_collector_factory
 

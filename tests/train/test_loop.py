@@ -16,8 +16,8 @@ import torch
 from rich.console import Console
 
 from harnessrl.engine import SamplingParams, make_tiny_model
-from harnessrl.train.config import load_config
-from harnessrl.train.loop import TrainError, _progress, open_run, run_training, train_step
+from harnessrl.run.config import load_config
+from harnessrl.run.loop import TrainError, _progress, open_run, run_training, train_step
 from harnessrl.train.packing import forest_from_paths, pack_forest, token_logprobs
 
 from .fakes import fake_collector_factory, fake_tasks
@@ -93,7 +93,7 @@ def test_resume_after_sigkill_no_step_repeated_or_lost(tiny_dir, tmp_path):
     run_dir = tmp_path / "run"
     args = [sys.executable, str(HERE / "run_fake.py"), "0.3"]
     ov = overrides(tiny_dir, run_dir, steps=5)
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen(args + ["fresh", *ov], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     from harnessrl.store.run_store import RunStore
 
@@ -126,7 +126,7 @@ def test_resume_after_sigkill_no_step_repeated_or_lost(tiny_dir, tmp_path):
 
 
 def test_unknown_harness_and_model_are_clear_errors(tmp_path, tiny_dir):
-    from harnessrl.train.runner import RunnerCollector
+    from harnessrl.run.collector import RunnerCollector
 
     cfg = load_config(None, overrides(tiny_dir, tmp_path / "run") + ["harnesses=[{name: nosuch}]"])
 
@@ -145,7 +145,7 @@ def test_unknown_harness_and_model_are_clear_errors(tmp_path, tiny_dir):
 
 def test_per_harness_loss_share_gives_each_harness_equal_weight():
     from harnessrl.algo import grpo
-    from harnessrl.train.loop import per_harness_share
+    from harnessrl.run.loop import per_harness_share
     from harnessrl.tree.build import build_tree
     from harnessrl.tree.synthetic import claude_code_group
     from dataclasses import replace as dc_replace

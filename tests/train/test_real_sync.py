@@ -12,7 +12,7 @@ import torch
 from harnessrl.engine.base import SamplingParams
 from harnessrl.train.batch import TrainBatch
 from harnessrl.train.losses import PPOSettings
-from harnessrl.train.loop import sync_weights
+from harnessrl.run.loop import sync_weights
 from harnessrl.train.packing import forest_from_paths, pack_forest, token_logprobs
 from harnessrl.train.trainer import Trainer
 

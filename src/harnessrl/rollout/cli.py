@@ -43,7 +43,7 @@ def _execute(tasks: str, harness: list[str], n: int, concurrency: int, run_dir: 
     from harnessrl.harness import HarnessConfigError
     from harnessrl.proxy.server import ProxyStartError
     from harnessrl.rollout.proxy_link import ProxyLinkError
-    from harnessrl.rollout.runner import run_groups
+    from harnessrl.rollout.jobs import run_groups
     from harnessrl.rollout.session import proxy_session
     from harnessrl.sandbox.base import SandboxConfig
     from harnessrl.tasks.loader import load_tasks

@@ -1,7 +1,7 @@
 """The real rollout side of the loop: the task suite and the runner behind the proxy.
 
 `RunnerCollector` starts one in-process ProxyServer over the run's engine and store, and runs each
-planned rollout with `harnessrl.rollout.runner.run_rollout` (fresh sandbox, the harness as a black
+planned rollout with `harnessrl.rollout.jobs.run_rollout` (fresh sandbox, the harness as a black
 box, the verifier) in a thread pool; group ids come from the loop's plan.
 """
 
@@ -11,14 +11,14 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Sequence
 
-from harnessrl.train.plan import GroupPlan
+from harnessrl.rollout.plan import GroupPlan
 
 
 def default_tasks(cfg) -> tuple[list, list]:
     """(train, eval) tasks: `tasks.suite` is "builtin" or a task directory; families filter them."""
     from harnessrl.tasks.loader import load_tasks
     from harnessrl.tasks.model import TaskError
-    from harnessrl.train.loop import TrainError
+    from harnessrl.run.loop import TrainError
 
     t = cfg.tasks
     try:
@@ -74,7 +74,7 @@ class RunnerCollector:
     def _check(self, name: str) -> None:
         """Fail at start, with the fix, when a harness is unknown or not installed."""
         from harnessrl.harness import HarnessConfigError
-        from harnessrl.train.loop import TrainError
+        from harnessrl.run.loop import TrainError
 
         try:
             adapter = self._adapter(name)
@@ -94,7 +94,7 @@ class RunnerCollector:
 
     def run(self, plans: Sequence[GroupPlan], progress=None) -> None:
         from harnessrl.rollout.proxy_link import LocalProxy
-        from harnessrl.rollout.runner import RolloutJob, RunOptions, run_rollout
+        from harnessrl.rollout.jobs import RolloutJob, RunOptions, run_rollout
 
         loop = self.cfg.loop
         link = LocalProxy(self.proxy)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harnessrl.train.config import RunConfig
+from harnessrl.run.config import RunConfig
 from harnessrl.train.losses import PPOSettings
 from harnessrl.train.packing import default_backend
 from harnessrl.train.trainer import Trainer

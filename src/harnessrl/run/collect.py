@@ -3,7 +3,7 @@
 A `Collector` runs planned groups (task x harness x n) so that their calls land in the store
 (through the proxy) and one RolloutRecord per rollout is put there, with `group_id` from the plan.
 The loop then reads groups back from the store only, so what is trained is exactly what was
-recorded. `RunnerCollector` (runner.py) drives the real runner; tests pass in-process fakes.
+recorded. `RunnerCollector` (collector.py) drives the real runner; tests pass in-process fakes.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from harnessrl.store.records import CallRecord, RolloutRecord
-from harnessrl.train.plan import GroupPlan
+from harnessrl.rollout.plan import GroupPlan
 
 Progress = Callable[[int], None]  # advance by n finished rollouts
 

@@ -29,9 +29,9 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harnessrl.train.collect import Collector, Group, harness_summary, pass_at_1, read_groups
-from harnessrl.train.config import RunConfig
-from harnessrl.train.plan import GroupPlan, plan_eval, plan_step
+from harnessrl.run.collect import Collector, Group, harness_summary, pass_at_1, read_groups
+from harnessrl.run.config import RunConfig
+from harnessrl.rollout.plan import GroupPlan, plan_eval, plan_step
 
 
 class TrainError(RuntimeError):
@@ -82,7 +82,7 @@ def run_training(cfg: RunConfig, resume: bool = False, console: Console | None =
                  collector_factory: CollectorFactory | None = None,
                  tasks_loader: TasksLoader | None = None) -> RunResult:
     """Run (or resume) the configured training; returns where the report and plots are."""
-    from harnessrl.train.runner import default_collector, default_tasks
+    from harnessrl.run.collector import default_collector, default_tasks
 
     console = console or Console()
     parts = open_run(cfg, resume, console, collector_factory or default_collector, tasks_loader or default_tasks)
@@ -105,8 +105,8 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
     from harnessrl.engine import EngineConfig, ModelNotFound, make_engine, resolve_model
     from harnessrl.store.run_store import RunStore
     from harnessrl.train.checkpoint import latest_checkpoint, load_trainer_state
-    from harnessrl.train.metrics import MetricsLog
-    from harnessrl.train.setup import build_trainer, engine_type, load_policy, restore_trainer, seed_everything
+    from harnessrl.run.metrics import MetricsLog
+    from harnessrl.run.setup import build_trainer, engine_type, load_policy, restore_trainer, seed_everything
 
     run_dir = Path(cfg.output.run_dir.replace("{time}", time.strftime("%Y%m%d-%H%M%S")))
     cfg = cfg.model_copy(update={"output": cfg.output.model_copy(update={"run_dir": str(run_dir)})})
@@ -307,7 +307,7 @@ def sync_weights(trainer, engine, version: int) -> None:
 
 def save_step_checkpoint(parts: RunParts, step: int) -> Path:
     from harnessrl.train.checkpoint import save_checkpoint
-    from harnessrl.train.setup import trainer_state
+    from harnessrl.run.setup import trainer_state
 
     return save_checkpoint(parts.run_dir, step, parts.trainer.policy, trainer_state(parts.trainer),
                            parts.model_dir, keep=parts.cfg.output.keep_checkpoints)
@@ -320,8 +320,8 @@ def record_step(parts: RunParts, step: int, rec: dict[str, Any]) -> None:
 
 
 def finish_run(parts: RunParts, console: Console) -> RunResult:
-    from harnessrl.train.metrics import read_jsonl
-    from harnessrl.train.report import write_plots, write_report
+    from harnessrl.run.metrics import read_jsonl
+    from harnessrl.run.report import write_plots, write_report
 
     records = read_jsonl(parts.run_dir / "metrics.jsonl")
     plots_dir = parts.run_dir / "plots"

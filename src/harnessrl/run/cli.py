@@ -23,7 +23,7 @@ def train(
     resume: bool = typer.Option(False, "--resume", help="continue the run in output.run_dir after a crash"),
 ) -> None:
     """Run RL training: rollouts -> trees -> advantages -> tree-packed update -> weight sync."""
-    from harnessrl.train.config import ConfigError, load_config
+    from harnessrl.run.config import ConfigError, load_config
 
     console = Console()
     try:
@@ -33,7 +33,7 @@ def train(
         raise typer.Exit(2) from None
     import signal
 
-    from harnessrl.train.loop import TrainError, run_training
+    from harnessrl.run.loop import TrainError, run_training
 
     def _stop(signum, frame):  # noqa: ARG001 - SIGTERM unwinds like Ctrl-C, so engines are shut down
         raise KeyboardInterrupt
@@ -52,7 +52,7 @@ def train(
 
 def validate(files: list[Path] = typer.Argument(..., help="config files to check")) -> None:
     """Validate run configs; exits 1 when any file is invalid."""
-    from harnessrl.train.config import validate_files
+    from harnessrl.run.config import validate_files
 
     console = Console()
     results = validate_files([str(f) for f in files])
@@ -73,7 +73,7 @@ def show(
     """Print the fully resolved config (defaults + file + overrides) as YAML."""
     import yaml
 
-    from harnessrl.train.config import ConfigError, load_config
+    from harnessrl.run.config import ConfigError, load_config
 
     try:
         cfg = load_config(config, overrides or [])

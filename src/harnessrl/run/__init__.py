@@ -1,0 +1,1 @@
+"""The run: orchestration of one training run (config, plan -> collect -> learn -> report)."""
