@@ -6,12 +6,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # CPU torch lies on disk on the dev machines; on a GPU cluster override: make TORCH_SPEC='torch' ...
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= serve,train,vllm,harnesses,dev
+EXTRAS ?= serve,train,vllm,harnesses,scale,dev
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut -c1-12)
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 export HARNESSRL_CACHE ?= $(HOME)/.cache/harnessrl
 
-.PHONY: install system harnesses model demo test test-unit test-bwrap test-model test-vllm test-harness test-learning bench clean
+.PHONY: install system harnesses model demo test test-unit test-bwrap test-model test-vllm test-harness test-learning test-scale bench clean
 
 install: $(STAMP)
 
@@ -50,8 +50,9 @@ test: install system
 	$(MAKE) test-vllm
 	$(MAKE) test-harness
 	$(MAKE) test-learning
+	$(MAKE) test-scale
 
-TIER_UNIT := not (bwrap or model or vllm or harness or learning)
+TIER_UNIT := not (bwrap or model or vllm or harness or learning or scale)
 test-unit: install
 	timeout 1200 $(PYTEST) -m "$(TIER_UNIT)" --timeout 300 -q
 
@@ -68,7 +69,11 @@ test-harness: install system harnesses
 	timeout 2100 $(PYTEST) -m "harness and not learning" --timeout 1200 -q
 
 test-learning: install system model
-	timeout 900 $(PYTEST) -m "learning" --timeout 800 -q
+	timeout 900 $(PYTEST) -m "learning and not scale" --timeout 800 -q
+
+# scale-out on CPU: FSDP2 over 2 gloo processes, engine replicas, a local Ray cluster, the GPU smoke dry run
+test-scale: install model
+	timeout 1200 $(PYTEST) -m "scale" --timeout 600 -q
 
 bench: install model
 	$(BIN)/python benchmarks/run_all.py
