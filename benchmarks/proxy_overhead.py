@@ -230,6 +230,7 @@ def stage_breakdown(shape: Shape, n_conv: int = 5) -> dict[str, float]:
 
     from harnessrl.engine.model import smollm2_tokenizer_dir
     from harnessrl.proxy import anthropic
+    from harnessrl.proxy.protocols import ANTHROPIC
     from harnessrl.proxy.canonical import CallResult
     from harnessrl.render.renderer import Renderer
     from harnessrl.store import CallRecord, RunStore
@@ -257,7 +258,7 @@ def stage_breakdown(shape: Shape, n_conv: int = 5) -> dict[str, float]:
                 body = orjson.dumps({"model": "x", "max_tokens": 64, "stream": True, "system": shape.system,
                                      "tools": TOOLS, "messages": messages})
                 raw = clock("json parse", lambda: orjson.loads(body))
-                req = clock("protocol parse (pydantic + to Message)", lambda: anthropic.parse(raw))
+                req = clock("protocol parse (pydantic + to Message)", lambda: ANTHROPIC.parse(raw))
                 rp = clock("render: prepare (exact history, tokenise new text)", lambda: conv.prepare(req.messages, req.tools))
                 parsed = clock("render: commit (parse the reply)", lambda: conv.commit(rp, reply, 0, "stop"))
                 res = CallResult(f"c{i}-{turn}", "x", 0, parsed, len(rp.ids), len(reply), "stop")

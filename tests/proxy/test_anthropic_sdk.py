@@ -147,4 +147,6 @@ def test_adhoc_route_and_models(proxy, engine, store):
     assert store.list_calls()[0].rollout_id == "adhoc"
     models = client.models.list()
     assert [m.id for m in models.data] == [proxy.served_model]
-    assert client.models.retrieve("claude-whatever").id == "claude-whatever"
+    assert client.models.retrieve(proxy.served_model).id == proxy.served_model
+    with pytest.raises(anthropic.NotFoundError):  # calls alias any name; the models route lists only ours
+        client.models.retrieve("claude-whatever")

@@ -143,7 +143,9 @@ def test_unknown_route_is_404(base, engine):
     r = httpx.post(base + "/v1/messages/batches", json={}, headers={"anthropic-version": "2023-06-01"})
     assert r.status_code == 404 and is_anthropic_error(r.json(), "not_found_error")
     r = httpx.get(base + "/v1/chat/completions")  # wrong method
-    assert r.status_code == 404
+    assert r.status_code == 405 and r.headers["allow"] == "POST" and is_openai_error(r.json(), "method_not_allowed")
+    r = httpx.delete(base + "/v1/messages")
+    assert r.status_code == 405 and is_anthropic_error(r.json(), "invalid_request_error")
     still_serves(base, engine)
 
 

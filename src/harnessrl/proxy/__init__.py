@@ -1,9 +1,10 @@
 """The serving proxy: OpenAI Chat Completions, Anthropic Messages and OpenAI Responses over one
 policy, per-rollout secret keys, every call recorded exactly in the run store.
 
-    request -> protocol module (anthropic / openai_chat / openai_responses) -> canonical messages
+    request -> wire protocol (wire.py; anthropic / openai_chat / openai_responses) -> ChatRequest
             -> calls.CallHandler: render (exact history) -> engine -> reply -> store -> response
-    app.py (Starlette routes, errors) and server.py (ProxyServer: uvicorn in a thread)
+    app.py (Starlette routes, one handler for typed errors, limits), admin.py (key registry over
+    HTTP), server.py (ProxyServer: uvicorn in a thread). Limits and rules: docs/proxy.md.
 """
 
 

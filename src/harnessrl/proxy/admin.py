@@ -1,4 +1,5 @@
-"""Admin routes (bearer admin token): a runner in another process registers and closes rollout keys.
+"""Admin routes: a runner in another process registers and closes rollout keys. All of them sit
+under one Mount whose `AdminAuth` middleware checks `Authorization: Bearer <admin token>`.
 
     POST   /admin/rollouts {"rollout_id": ...} -> {"key", "rollout_id", "base_urls"}
     GET    /admin/rollouts                     -> {"rollouts": [{"key", "rollout_id"}, ...]}
@@ -8,60 +9,64 @@
 from __future__ import annotations
 
 import hmac
-from typing import Callable
+from typing import Any, Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from harnessrl.proxy.errors import ProxyError, bad_request, not_found, unauthorized
-from harnessrl.proxy.httputil import error_response, json_response, read_body
+from harnessrl.proxy.errors import admin_disabled, admin_unauthorized, bad_request, not_found
+from harnessrl.proxy.httputil import json_response, read_body
 from harnessrl.proxy.jsonutil import DecodeError, loads
 from harnessrl.proxy.rollouts import RolloutRegistry
 
 
-def admin_routes(registry: RolloutRegistry, admin_token: str | None, max_body_bytes: int,
-                 base_urls: Callable[[str | None], dict[str, str]]) -> list[Route]:
-    def check(request: Request) -> None:
-        token = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        if not admin_token or not hmac.compare_digest(token.encode(), admin_token.encode()):
-            raise unauthorized()
+class AdminAuth:
+    """ASGI middleware: requests pass only with the admin bearer token (401 / 403 otherwise)."""
 
-    async def register(request: Request) -> Response:
+    def __init__(self, app: ASGIApp, token: str | None):
+        self.app, self.token = app, token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            if not self.token:
+                raise admin_disabled()
+            sent = Request(scope).headers.get("authorization", "")
+            token = sent.removeprefix("Bearer ").strip()
+            if not hmac.compare_digest(token.encode(), self.token.encode()):
+                raise admin_unauthorized(bool(sent))
+        await self.app(scope, receive, send)
+
+
+def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s: float,
+                 base_urls: Callable[[str | None], dict[str, str]]) -> list[Route]:
+    async def rollouts(request: Request) -> Response:
+        if request.method == "GET":
+            return json_response(200, {"rollouts": [{"key": k, "rollout_id": r} for k, r in registry.active().items()]})
+        payload = _json_object(await read_body(request, max_body_bytes, body_timeout_s))
+        rollout_id = payload.get("rollout_id")
+        if not isinstance(rollout_id, str) or not rollout_id:
+            raise bad_request('body must be {"rollout_id": "<id>"}', "rollout_id")
         try:
-            check(request)
-            payload = loads(await read_body(request, max_body_bytes) or b"{}")
-            rollout_id = payload.get("rollout_id") if isinstance(payload, dict) else None
-            if not isinstance(rollout_id, str) or not rollout_id:
-                raise bad_request('body must be {"rollout_id": "<id>"}', "rollout_id")
-            try:
-                key = registry.register(rollout_id)
-            except ValueError as e:
-                raise bad_request(str(e), "rollout_id") from None
-        except DecodeError:
-            return error_response(bad_request("malformed JSON body"), "openai")
-        except ProxyError as e:
-            return error_response(e, "openai")
+            key = registry.register(rollout_id)
+        except ValueError as e:
+            raise bad_request(str(e), "rollout_id") from None
         return json_response(200, {"key": key, "rollout_id": rollout_id, "base_urls": base_urls(key)})
 
     async def close(request: Request) -> Response:
-        try:
-            check(request)
-        except ProxyError as e:
-            return error_response(e, "openai")
         if not registry.close(request.path_params["key"]):
-            return error_response(not_found("DELETE", "/admin/rollouts/<key>"), "openai")
+            raise not_found("DELETE", "/admin/rollouts/<key>")
         return json_response(200, {"closed": True})
 
-    async def listing(request: Request) -> Response:
-        try:
-            check(request)
-        except ProxyError as e:
-            return error_response(e, "openai")
-        return json_response(200, {"rollouts": [{"key": k, "rollout_id": r} for k, r in registry.active().items()]})
+    return [Route("/rollouts", rollouts, methods=["GET", "POST"]), Route("/rollouts/{key}", close, methods=["DELETE"])]
 
-    return [
-        Route("/admin/rollouts", register, methods=["POST"]),
-        Route("/admin/rollouts", listing, methods=["GET"]),
-        Route("/admin/rollouts/{key}", close, methods=["DELETE"]),
-    ]
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        payload = loads(body or b"{}")
+    except (DecodeError, UnicodeDecodeError):
+        raise bad_request("malformed JSON body") from None
+    if not isinstance(payload, dict):
+        raise bad_request('body must be {"rollout_id": "<id>"}', "rollout_id")
+    return payload

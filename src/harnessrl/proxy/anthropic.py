@@ -1,26 +1,38 @@
 """Anthropic Messages (`POST /v1/messages`, `/v1/messages/count_tokens`): request -> canonical
-messages, finished call -> response body or the full SSE sequence.
+messages, finished call -> response body or the full SSE sequence; Anthropic's error shape.
 
-Lenient to unknown fields and block types (Claude Code sends `cache_control`, `metadata`,
+Lenient to unknown top-level fields (Claude Code sends `cache_control`, `metadata`,
 `context_management`, `output_config`, ...). `system` may be a string or text blocks; `role:"system"`
 messages inside `messages` are kept in place; thinking blocks carry their signature in `meta`.
+Content blocks: text, thinking, tool_use and tool_result are read; image, document and
+search_result become a `[<type>]` placeholder (wire.py's rule); redacted thinking and server-tool
+blocks are dropped; both are recorded in `meta["dropped"]`. Any other block type is a 400.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harnessrl.proxy.canonical import CallResult, ChatRequest
-from harnessrl.proxy.errors import bad_request, validation_message
-from harnessrl.proxy.jsonutil import dumps_str
+from harnessrl.proxy.errors import ProxyError, bad_request, validation_message
+from harnessrl.proxy.jsonutil import dumps, dumps_str
 from harnessrl.proxy.sse import event
+from harnessrl.proxy.wire import Dropped, WireProtocol, object_schema, unknown_block
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 
-PROTOCOL = "anthropic.messages"
-FAMILY = "anthropic"
 _STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+_PLACEHOLDER_BLOCKS = frozenset({"image", "document", "search_result", "container_upload"})
+_SKIPPED_BLOCKS = frozenset({"redacted_thinking", "server_tool_use", "web_search_tool_result",
+                             "web_fetch_tool_result", "code_execution_tool_result", "mcp_tool_use",
+                             "mcp_tool_result", "bash_code_execution_tool_result",
+                             "text_editor_code_execution_tool_result"})
+_ERROR_TYPE = {"invalid_request": "invalid_request_error", "too_long": "invalid_request_error",
+               "auth": "authentication_error", "forbidden": "permission_error", "not_found": "not_found_error",
+               "method_not_allowed": "invalid_request_error", "timeout": "timeout_error",
+               "too_large": "request_too_large", "quota": "request_too_large", "rate_limited": "rate_limit_error",
+               "overloaded": "overloaded_error", "internal": "api_error"}
 
 
 class _Message(BaseModel):
@@ -43,60 +55,93 @@ class _Request(BaseModel):
     tool_choice: Any = None
 
 
-def parse(body: Any) -> ChatRequest:
-    """Validate an Anthropic Messages body into a ChatRequest (ProxyError 400 on bad input)."""
-    try:
-        req = _Request.model_validate(body)
-    except ValidationError as e:
-        raise bad_request(validation_message(e)) from None
-    messages: list[Message] = []
-    if req.system:
-        messages.append(Message(role="system", content=_text_of(req.system, "system")))
-    for i, m in enumerate(req.messages):
-        messages.extend(_convert_message(m, f"messages.{i}"))
-    return ChatRequest(
-        messages=messages,
-        tools=[_convert_tool(t, i) for i, t in enumerate(req.tools or [])],
-        model=req.model,
-        stream=req.stream,
-        temperature=req.temperature,
-        top_p=req.top_p,
-        max_tokens=req.max_tokens,
-        stop=list(req.stop_sequences or []),
-        extra={"tool_choice": req.tool_choice},
-    )
+class AnthropicMessages(WireProtocol):
+    name = "anthropic.messages"
+    routes = ("/v1/messages",)
+    count_tokens_route: ClassVar[str] = "/v1/messages/count_tokens"
+    keepalive = b'event: ping\ndata: {"type":"ping"}\n\n'
+
+    def parse(self, body: Any) -> ChatRequest:
+        try:
+            req = _Request.model_validate(body)
+        except ValidationError as e:
+            raise bad_request(*validation_message(e)) from None
+        dropped = Dropped()
+        messages: list[Message] = []
+        if req.system:
+            messages.append(Message(role="system", content=_text_of(req.system, "system", dropped)))
+        for i, m in enumerate(req.messages):
+            messages.extend(_convert_message(m, f"messages.{i}", dropped))
+        return ChatRequest(
+            messages=messages,
+            tools=[_convert_tool(t, i) for i, t in enumerate(req.tools or [])],
+            model=req.model,
+            stream=req.stream,
+            temperature=req.temperature,
+            top_p=req.top_p,
+            max_tokens=req.max_tokens,
+            stop=list(req.stop_sequences or []),
+            extra={"tool_choice": req.tool_choice},
+            dropped=dropped.items,
+        )
+
+    def respond(self, result: CallResult, req: ChatRequest) -> dict[str, Any]:
+        return response_body(result)
+
+    def stream(self, result: CallResult, req: ChatRequest) -> list[bytes]:
+        return stream_events(result)
+
+    def error_status(self, err: ProxyError) -> int:
+        return 529 if err.kind == "overloaded" else super().error_status(err)
+
+    def error_body(self, err: ProxyError) -> dict[str, Any]:
+        return {"type": "error", "error": {"type": _ERROR_TYPE[err.kind], "message": err.message}}
+
+    def stream_error(self, err: ProxyError) -> bytes:
+        return b"event: error\ndata: " + dumps(self.error_body(err)) + b"\n\n"
+
+    def too_long(self, prompt_tokens: int, max_model_len: int) -> ProxyError:
+        return ProxyError("too_long", f"prompt is too long: {prompt_tokens} tokens > {max_model_len} maximum",
+                          "messages")
+
+    @staticmethod
+    def count_tokens_body(n_tokens: int) -> dict[str, Any]:
+        return {"input_tokens": n_tokens}
 
 
-def _text_of(content: str | list[dict[str, Any]], where: str) -> str:
-    """Join the text of a string or a list of blocks (images and documents become placeholders)."""
+def _text_of(content: str | list[dict[str, Any]], where: str, dropped: Dropped, first: int = 0) -> str:
+    """Join the text of a string or a list of blocks (the wire.py rule for what is not text);
+    `first`: the index of content[0] in the request (for field names)."""
     if isinstance(content, str):
         return content
     parts = []
-    for j, block in enumerate(content):
-        kind = block.get("type")
+    for j, block in enumerate(content, start=first):
+        kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text":
             text = block.get("text")
             if not isinstance(text, str):
-                raise bad_request(f"invalid request: {where}.{j}.text must be a string")
+                raise bad_request(f"invalid request: {where}.{j}.text must be a string", f"{where}.{j}.text")
             parts.append(text)
-        elif kind in ("image", "document"):
-            parts.append(f"[{kind}]")
+        elif kind in _PLACEHOLDER_BLOCKS:
+            parts.append(dropped.placeholder(f"{where}.{j}", kind))
         elif kind is None:
-            raise bad_request(f"invalid request: {where}.{j}: content block without a type")
+            raise bad_request(f"invalid request: {where}.{j}: content block without a type", f"{where}.{j}.type")
+        else:
+            raise unknown_block(f"{where}.{j}", kind)
     return "\n".join(parts)
 
 
-def _convert_message(m: _Message, where: str) -> list[Message]:
+def _convert_message(m: _Message, where: str, dropped: Dropped) -> list[Message]:
     if m.role == "system":
-        return [Message(role="system", content=_text_of(m.content, where))]
+        return [Message(role="system", content=_text_of(m.content, f"{where}.content", dropped))]
     if isinstance(m.content, str):
         return [Message(role=m.role, content=m.content)]
     if m.role == "assistant":
-        return [_assistant_message(m.content, where)]
-    return _user_messages(m.content, where)
+        return [_assistant_message(m.content, f"{where}.content", dropped)]
+    return _user_messages(m.content, f"{where}.content", dropped)
 
 
-def _assistant_message(blocks: list[dict[str, Any]], where: str) -> Message:
+def _assistant_message(blocks: list[dict[str, Any]], where: str, dropped: Dropped) -> Message:
     msg = Message(role="assistant")
     texts: list[str] = []
     for j, block in enumerate(blocks):
@@ -108,44 +153,59 @@ def _assistant_message(blocks: list[dict[str, Any]], where: str) -> Message:
             if block.get("signature"):
                 msg.meta["signature"] = block["signature"]
         elif kind == "tool_use":
-            if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
-                raise bad_request(f"invalid request: {where}.content.{j}: tool_use needs a string id and name")
-            msg.tool_calls.append(ToolCall(id=block["id"], name=block["name"], arguments=block.get("input", {})))
+            msg.tool_calls.append(_tool_use(block, f"{where}.{j}"))
+        elif kind in _SKIPPED_BLOCKS:
+            dropped.skip(f"{where}.{j}", kind)
         elif kind is None:
-            raise bad_request(f"invalid request: {where}.content.{j}: content block without a type")
+            raise bad_request(f"invalid request: {where}.{j}: content block without a type", f"{where}.{j}.type")
+        else:
+            raise unknown_block(f"{where}.{j}", kind)
     msg.content = "".join(texts)
     return msg
 
 
-def _user_messages(blocks: list[dict[str, Any]], where: str) -> list[Message]:
+def _tool_use(block: dict[str, Any], where: str) -> ToolCall:
+    if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
+        raise bad_request(f"invalid request: {where}: tool_use needs a string id and name", where)
+    arguments = block.get("input", {})
+    if not isinstance(arguments, dict):
+        raise bad_request(f"invalid request: {where}.input must be a JSON object, got {type(arguments).__name__}",
+                          f"{where}.input")
+    return ToolCall(id=block["id"], name=block["name"], arguments=arguments)
+
+
+def _user_messages(blocks: list[dict[str, Any]], where: str, dropped: Dropped) -> list[Message]:
     """A user turn: tool_result blocks become `tool` messages, the rest joins into user text (in order)."""
     out: list[Message] = []
     pending: list[dict[str, Any]] = []
+    start = 0  # index of the first pending block (for field names)
     for j, block in enumerate(blocks):
         if block.get("type") != "tool_result":
+            if not pending:
+                start = j
             pending.append(block)
             continue
         if pending:
-            out.append(Message(role="user", content=_text_of(pending, f"{where}.content")))
+            out.append(Message(role="user", content=_text_of(pending, where, dropped, start)))
             pending = []
         if not isinstance(block.get("tool_use_id"), str):
-            raise bad_request(f"invalid request: {where}.content.{j}: tool_result needs a tool_use_id")
+            raise bad_request(f"invalid request: {where}.{j}: tool_result needs a tool_use_id", f"{where}.{j}")
         content = block.get("content", "")
-        text = _text_of(content if isinstance(content, (str, list)) else str(content), f"{where}.content.{j}")
+        text = _text_of(content if isinstance(content, (str, list)) else str(content), f"{where}.{j}.content",
+                        dropped)
         meta = {"is_error": True} if block.get("is_error") else {}
         out.append(Message(role="tool", content=text, tool_call_id=block["tool_use_id"], meta=meta))
     if pending or not out:
-        out.append(Message(role="user", content=_text_of(pending, f"{where}.content")))
+        out.append(Message(role="user", content=_text_of(pending, where, dropped, start)))
     return out
 
 
 def _convert_tool(tool: dict[str, Any], i: int) -> ToolSpec:
     name = tool.get("name")
     if not isinstance(name, str) or not name:
-        raise bad_request(f"invalid request: tools.{i}.name is required")
-    schema = tool.get("input_schema")
+        raise bad_request(f"invalid request: tools.{i}.name is required", f"tools.{i}.name")
     return ToolSpec(name=name, description=str(tool.get("description", "")),
-                    parameters=schema if isinstance(schema, dict) else {})
+                    parameters=object_schema(tool.get("input_schema"), f"tools.{i}.input_schema"))
 
 
 # -- responses ----------------------------------------------------------------------------------
@@ -212,6 +272,3 @@ def stream_events(result: CallResult) -> list[bytes]:
     events.append(event("message_stop", {"type": "message_stop"}))
     return events
 
-
-def count_tokens_body(n_tokens: int) -> dict[str, Any]:
-    return {"input_tokens": n_tokens}

@@ -1,6 +1,10 @@
 """One model call, protocol-neutral: parse -> render (exact history) -> generate -> parse reply ->
 commit to the store -> response bytes. Every outcome, failures included, is stored; the record
-is durable before the response is handed back to the HTTP layer."""
+is durable before the response is handed back to the HTTP layer.
+
+Disk bound: an error call stores at most `ERROR_REQUEST_LIMIT` bytes of its request, and each
+rollout key has a byte quota (request + response bytes of its calls); once it is spent, calls
+get a 413 `quota` error: the first one is recorded, later ones are answered without a record."""
 
 from __future__ import annotations
 
@@ -14,15 +18,16 @@ from typing import Any
 
 from harnessrl.engine.base import Engine, EngineOverloaded, Generation, PromptTooLong, SamplingParams
 from harnessrl.proxy.canonical import CallResult, ChatRequest
-from harnessrl.proxy.errors import ProxyError, bad_request, internal, overloaded, too_long
+from harnessrl.proxy.errors import ProxyError, bad_request, internal, overloaded, quota_spent
 from harnessrl.proxy.jsonutil import DecodeError, dumps, loads
-from harnessrl.proxy.protocols import Protocol
 from harnessrl.proxy.rollouts import RolloutState
+from harnessrl.proxy.wire import WireProtocol
 from harnessrl.proxy.writer import CallWriter
 from harnessrl.store import PROMPT, CallRecord
 
 log = logging.getLogger(__name__)
-_RAW_ERROR_BODY_LIMIT = 65536
+ERROR_REQUEST_LIMIT = 65536  # bytes of a failed call's request body kept in its record
+DEFAULT_ROLLOUT_QUOTA = 256 * 1024 * 1024  # bytes of request + response a rollout key may store
 # Bodies above this size are rendered in a worker thread: the tokenizer releases the GIL, so a big
 # prompt tokenises on the second core while the event loop keeps serving other rollouts.
 _THREAD_RENDER_BYTES = 16384
@@ -33,13 +38,18 @@ class Reply:
     status: int
     body: bytes
     media_type: str = "application/json"
+    error: ProxyError | None = None  # set on error replies (its headers, its in-stream form)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return self.error.headers() if self.error is not None else {}
 
 
 @dataclass
 class _Call:
     """What is known about a call so far (for its store record, success or failure)."""
 
-    protocol: Protocol
+    protocol: WireProtocol
     rollout: RolloutState
     endpoint: str
     call_id: str
@@ -54,8 +64,9 @@ class _Call:
 class CallHandler:
     def __init__(self, engine: Engine, writer: CallWriter, default_max_tokens: int = 2048,
                  stop_ids: tuple[int, ...] = (), tokenizer: Any = None, history_mode: str = "exact",
-                 served_model: str = "policy"):
+                 served_model: str = "policy", rollout_quota: int = DEFAULT_ROLLOUT_QUOTA):
         self.engine = engine
+        self.rollout_quota = rollout_quota
         self.served_model = served_model
         self.writer = writer
         self.default_max_tokens = default_max_tokens
@@ -66,7 +77,9 @@ class CallHandler:
         self._id_prefix = secrets.token_hex(6)  # call ids: random per server + a counter (no syscall per call)
         self._id_counter = itertools.count()
 
-    async def handle(self, protocol: Protocol, rollout: RolloutState, body: bytes, endpoint: str) -> Reply:
+    async def handle(self, protocol: WireProtocol, rollout: RolloutState, body: bytes, endpoint: str) -> Reply:
+        if rollout.stored_bytes >= self.rollout_quota:
+            return await self._refuse_over_quota(protocol, rollout, endpoint)
         call_id = f"{self._id_prefix}{next(self._id_counter):010x}"
         call = _Call(protocol, rollout, endpoint, call_id, rollout.take_seq(), time.time(), raw=body)
         try:
@@ -76,19 +89,31 @@ class CallHandler:
         except EngineOverloaded:
             return await self._fail(call, overloaded())
         except PromptTooLong as e:
-            return await self._fail(call, too_long(protocol.family, e.prompt_tokens, e.max_model_len))
+            return await self._fail(call, protocol.too_long(e.prompt_tokens, e.max_model_len))
         except Exception as e:  # a bug must not take the server down; the client sees a 500
             log.exception("call %s failed", call.call_id)
             return await self._fail(call, internal(f"proxy error: {type(e).__name__}: {e}"))
 
-    async def reject(self, protocol: Protocol, rollout: RolloutState, endpoint: str, err: ProxyError) -> Reply:
-        """Answer and record a call refused before its body was read (e.g. 413 too large)."""
+    async def reject(self, protocol: WireProtocol, rollout: RolloutState, endpoint: str, err: ProxyError) -> Reply:
+        """Answer and record a call refused before its body was read (413 too large, 408 timeout)."""
+        if rollout.stored_bytes >= self.rollout_quota:
+            return await self._refuse_over_quota(protocol, rollout, endpoint)
         call_id = f"{self._id_prefix}{next(self._id_counter):010x}"
         call = _Call(protocol, rollout, endpoint, call_id, rollout.take_seq(), time.time())
         call.request = {"_unparsed": "(body not read)"}
         return await self._fail(call, err)
 
-    def count_tokens(self, protocol: Protocol, rollout: RolloutState, body: bytes) -> int:
+    async def _refuse_over_quota(self, protocol: WireProtocol, rollout: RolloutState, endpoint: str) -> Reply:
+        err = quota_spent(rollout.rollout_id, self.rollout_quota)
+        rollout.refused_over_quota += 1
+        if rollout.refused_over_quota > 1:  # recorded once: a flood of refusals must not fill the disk either
+            return Reply(protocol.error_status(err), dumps(protocol.error_body(err)), error=err)
+        call = _Call(protocol, rollout, endpoint, f"{self._id_prefix}{next(self._id_counter):010x}",
+                     rollout.take_seq(), time.time())
+        call.request = {"_unparsed": "(not read: quota spent)"}
+        return await self._fail(call, err)
+
+    def count_tokens(self, protocol: WireProtocol, rollout: RolloutState, body: bytes) -> int:
         """Prompt length of a request as this rollout would render it (nothing is stored)."""
         req = protocol.parse(_load(body))
         return len(self._prepare(rollout, req).ids)
@@ -103,7 +128,7 @@ class CallHandler:
             rendered = self._prepare(call.rollout, req)
         prompt_ids = list(rendered.ids)
         call.n_prompt = len(prompt_ids)
-        params = self._sampling(req, call.n_prompt, call.protocol.family)
+        params = self._sampling(req, call.n_prompt, call.protocol)
         t_engine = time.perf_counter()
         gen: Generation = await self.engine.generate(prompt_ids, params)
         t_parse = time.perf_counter()
@@ -113,6 +138,7 @@ class CallHandler:
                             len(gen.token_ids), gen.finish_reason)
         response = call.protocol.respond(result, req)
         out = b"".join(call.protocol.stream(result, req)) if req.stream else dumps(response)
+        call.rollout.stored_bytes += len(body) + len(out)
         t_done = time.perf_counter()
         timings = {"render_s": t_engine - t_render, "engine_s": t_parse - t_engine, "respond_s": t_done - t_parse,
                    **{f"engine_{k}": v for k, v in (gen.timings or {}).items()}}
@@ -137,10 +163,10 @@ class CallHandler:
         except ValueError as e:  # TemplateError and other rendering refusals
             raise bad_request(f"cannot render the conversation: {e}") from None
 
-    def _sampling(self, req: ChatRequest, n_prompt: int, family: str) -> SamplingParams:
+    def _sampling(self, req: ChatRequest, n_prompt: int, protocol: WireProtocol) -> SamplingParams:
         max_len = self.engine.max_model_len
         if n_prompt >= max_len:
-            raise too_long(family, n_prompt, max_len)  # type: ignore[arg-type]
+            raise protocol.too_long(n_prompt, max_len)
         wanted = req.max_tokens if req.max_tokens is not None else self.default_max_tokens
         if wanted < 1:
             raise bad_request("max_tokens must be at least 1", "max_tokens")
@@ -165,6 +191,8 @@ class CallHandler:
                                 "history_mode": self.history_mode, "n_prompt": call.n_prompt}
         if req is not None:
             meta.update(model=req.model, stream=req.stream, stop=req.stop)
+            if req.dropped:
+                meta["dropped"] = req.dropped
         if params is not None:
             meta["sampling"] = {"temperature": params.temperature, "top_p": params.top_p,
                                 "max_tokens": params.max_tokens, "stop_token_ids": list(params.stop_token_ids),
@@ -173,11 +201,14 @@ class CallHandler:
         return meta
 
     async def _fail(self, call: _Call, err: ProxyError) -> Reply:
-        family = call.protocol.family
-        body = err.body(family)  # type: ignore[arg-type]
+        body = call.protocol.error_body(err)
         request = call.request
-        if request is None:
-            request = {"_unparsed": call.raw[:_RAW_ERROR_BODY_LIMIT].decode("utf-8", errors="replace")}
+        if len(call.raw) > ERROR_REQUEST_LIMIT:  # a big request that failed: keep its head and its size
+            request = {"_truncated": call.raw[:ERROR_REQUEST_LIMIT].decode("utf-8", errors="replace"),
+                       "_bytes": len(call.raw)}
+        elif request is None:
+            request = {"_unparsed": call.raw.decode("utf-8", errors="replace")}
+        call.rollout.stored_bytes += min(len(call.raw), ERROR_REQUEST_LIMIT) + 512
         req = call.req
         record = CallRecord(
             call_id=call.call_id, rollout_id=call.rollout.rollout_id, seq=call.seq, protocol=call.protocol.name,
@@ -192,7 +223,7 @@ class CallHandler:
             await self.writer.write(record)
         except Exception:  # the store is failing: still answer the client
             log.exception("could not store failed call %s", call.call_id)
-        return Reply(err.status(family), dumps(body))  # type: ignore[arg-type]
+        return Reply(call.protocol.error_status(err), dumps(body), error=err)
 
 
 def _load(body: bytes) -> Any:

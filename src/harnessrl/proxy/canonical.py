@@ -22,6 +22,7 @@ class ChatRequest:
     stop: list[str] = field(default_factory=list)
     include_usage: bool = False  # OpenAI Chat stream_options.include_usage
     extra: dict[str, Any] = field(default_factory=dict)  # protocol-specific echo fields (tool_choice, ...)
+    dropped: list[dict[str, str]] = field(default_factory=list)  # inputs the policy cannot see (wire.Dropped)
 
 
 @dataclass

@@ -3,7 +3,9 @@ call -> `chat.completion` body or `chat.completion.chunk` SSE stream (+ usage ch
 
 Handles system/developer/user/assistant/tool (and legacy function) roles, content as string or
 parts, `tool_calls` with JSON-string arguments, replayed `reasoning_content`, function and custom
-tools, `max_tokens` / `max_completion_tokens`, `stop`, `stream_options.include_usage`.
+tools, `max_tokens` / `max_completion_tokens`, `stop`, `stream_options.include_usage`. Image, audio
+and file parts become a `[<type>]` placeholder recorded in `meta["dropped"]` (wire.py's rule);
+other part types are a 400.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from harnessrl.proxy.canonical import CallResult, ChatRequest
 from harnessrl.proxy.errors import bad_request, validation_message
 from harnessrl.proxy.jsonutil import DecodeError, dumps_str, loads
 from harnessrl.proxy.sse import DONE, data
+from harnessrl.proxy.wire import Dropped, OpenAIWire, object_schema, unknown_block
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 
-PROTOCOL = "openai.chat"
-FAMILY = "openai"
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text", "refusal"})
+_PLACEHOLDER_PARTS = frozenset({"image_url", "input_image", "input_audio", "file", "input_file"})
 
 
 class _Message(BaseModel):
@@ -49,39 +52,53 @@ class _Request(BaseModel):
     parallel_tool_calls: bool | None = None
 
 
-def parse(body: Any) -> ChatRequest:
-    try:
-        req = _Request.model_validate(body)
-    except ValidationError as e:
-        raise bad_request(validation_message(e), "messages") from None
-    if req.n not in (None, 1):
-        raise bad_request("only n=1 is supported by this proxy", "n")
-    stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
-    max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-    return ChatRequest(
-        messages=[_convert_message(m, i) for i, m in enumerate(req.messages)],
-        tools=[_convert_tool(t, i) for i, t in enumerate(req.tools or [])],
-        model=req.model,
-        stream=bool(req.stream),
-        temperature=req.temperature,
-        top_p=req.top_p,
-        max_tokens=max_tokens,
-        stop=stop,
-        include_usage=bool((req.stream_options or {}).get("include_usage")),
-        extra={"tool_choice": req.tool_choice, "parallel_tool_calls": req.parallel_tool_calls},
-    )
+class OpenAIChat(OpenAIWire):
+    name = "openai.chat"
+    routes = ("/v1/chat/completions",)
+
+    def parse(self, body: Any) -> ChatRequest:
+        try:
+            req = _Request.model_validate(body)
+        except ValidationError as e:
+            raise bad_request(*validation_message(e)) from None
+        if req.n not in (None, 1):
+            raise bad_request("only n=1 is supported by this proxy", "n")
+        stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+        max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+        dropped = Dropped()
+        return ChatRequest(
+            messages=[_convert_message(m, i, dropped) for i, m in enumerate(req.messages)],
+            tools=[_convert_tool(t, i) for i, t in enumerate(req.tools or [])],
+            model=req.model,
+            stream=bool(req.stream),
+            temperature=req.temperature,
+            top_p=req.top_p,
+            max_tokens=max_tokens,
+            stop=stop,
+            include_usage=bool((req.stream_options or {}).get("include_usage")),
+            extra={"tool_choice": req.tool_choice, "parallel_tool_calls": req.parallel_tool_calls},
+            dropped=dropped.items,
+        )
+
+    def respond(self, result: CallResult, req: ChatRequest) -> dict[str, Any]:
+        return response_body(result)
+
+    def stream(self, result: CallResult, req: ChatRequest) -> list[bytes]:
+        return stream_events(result, req.include_usage)
 
 
-def _text_of(content: str | list[dict[str, Any]] | None) -> str:
+def _text_of(content: str | list[dict[str, Any]] | None, where: str, dropped: Dropped) -> str:
     if content is None or isinstance(content, str):
         return content or ""
     parts = []
-    for part in content:
+    for j, part in enumerate(content):
         kind = part.get("type")
-        if kind in ("text", "input_text", "output_text"):
-            parts.append(str(part.get("text", "")))
-        elif kind in ("image_url", "input_image", "input_audio", "file"):
-            parts.append(f"[{kind}]")
+        if kind in _TEXT_PARTS:
+            parts.append(str(part.get("text", part.get("refusal", ""))))
+        elif kind in _PLACEHOLDER_PARTS:
+            parts.append(dropped.placeholder(f"{where}.{j}", kind))
+        else:
+            raise unknown_block(f"{where}.{j}", kind)
     return "".join(parts)
 
 
@@ -95,9 +112,10 @@ def parse_arguments(raw: Any) -> Any:
         return raw
 
 
-def _convert_message(m: _Message, i: int) -> Message:
+def _convert_message(m: _Message, i: int, dropped: Dropped) -> Message:
     role = {"developer": "system", "function": "tool"}.get(m.role, m.role)
-    msg = Message(role=role, content=_text_of(m.content), name=m.name if role == "tool" else None)
+    msg = Message(role=role, content=_text_of(m.content, f"messages.{i}.content", dropped),
+                  name=m.name if role == "tool" else None)
     if role == "tool":
         msg.tool_call_id = m.tool_call_id or m.name
     if role == "assistant":
@@ -114,7 +132,7 @@ def _convert_tool_call(tc: dict[str, Any], where: str) -> ToolCall:
                         kind="custom")
     fn = tc.get("function")
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-        raise bad_request(f"invalid request: {where}.function.name is required", "messages")
+        raise bad_request(f"invalid request: {where}.function.name is required", f"{where}.function.name")
     return ToolCall(id=str(tc.get("id", "")), name=fn["name"], arguments=parse_arguments(fn.get("arguments", "{}")))
 
 
@@ -123,11 +141,11 @@ def _convert_tool(tool: dict[str, Any], i: int) -> ToolSpec:
     spec = tool.get(kind) if isinstance(tool.get(kind), dict) else tool
     name = spec.get("name")
     if not isinstance(name, str) or not name:
-        raise bad_request(f"invalid request: tools.{i}.{kind}.name is required", "tools")
-    params = spec.get("parameters")
+        raise bad_request(f"invalid request: tools.{i}.{kind}.name is required", f"tools.{i}.{kind}.name")
+    if kind == "custom":
+        return ToolSpec(name=name, description=str(spec.get("description", "")), parameters={}, kind="custom")
     return ToolSpec(name=name, description=str(spec.get("description", "")),
-                    parameters=params if isinstance(params, dict) else {},
-                    kind="custom" if kind == "custom" else "function")
+                    parameters=object_schema(spec.get("parameters"), f"tools.{i}.{kind}.parameters"))
 
 
 # -- responses ----------------------------------------------------------------------------------

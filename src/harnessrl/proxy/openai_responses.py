@@ -4,7 +4,9 @@
 Consecutive reasoning / assistant message / function_call / custom_tool_call items form one
 assistant turn. Reasoning text travels in `encrypted_content` (Codex asks for it and drops the
 plain `content` when it resends history). `previous_response_id` is refused: the proxy keeps no
-server-side conversation, clients resend the full input (Codex does).
+server-side conversation, clients resend the full input (Codex does). Image, file and audio parts
+become a `[<type>]` placeholder, other item types (hosted tool calls, references) are dropped;
+both are recorded in `meta["dropped"]` (wire.py's rule). Unknown content part types are a 400.
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harnessrl.proxy.canonical import CallResult, ChatRequest
 from harnessrl.proxy.errors import bad_request, validation_message
-from harnessrl.proxy.openai_chat import parse_arguments
 from harnessrl.proxy.jsonutil import dumps_str
+from harnessrl.proxy.openai_chat import parse_arguments
 from harnessrl.proxy.sse import event
+from harnessrl.proxy.wire import Dropped, OpenAIWire, object_schema, unknown_block
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 
-PROTOCOL = "openai.responses"
-FAMILY = "openai"
 _REASONING_PREFIX = "harnessrl:"
+_TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal"})
+_PLACEHOLDER_PARTS = frozenset({"input_image", "input_file", "input_audio"})
+_TURN_ITEMS = frozenset({"message", "reasoning", "function_call", "custom_tool_call"})
+_OUTPUT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output"})
 
 
 class _Request(BaseModel):
@@ -41,40 +46,54 @@ class _Request(BaseModel):
     previous_response_id: str | None = None
 
 
-def parse(body: Any) -> ChatRequest:
-    try:
-        req = _Request.model_validate(body)
-    except ValidationError as e:
-        raise bad_request(validation_message(e), "input") from None
-    if req.previous_response_id:
-        raise bad_request("previous_response_id is not supported: resend the full input", "previous_response_id")
-    messages = [Message(role="system", content=req.instructions)] if req.instructions else []
-    if isinstance(req.input, str):
-        messages.append(Message(role="user", content=req.input))
-    else:
-        messages.extend(_convert_items(req.input))
-    tools = [t for t in (_convert_tool(t, i) for i, t in enumerate(req.tools or [])) if t is not None]
-    return ChatRequest(
-        messages=messages, tools=tools, model=req.model, stream=bool(req.stream),
-        temperature=req.temperature, top_p=req.top_p, max_tokens=req.max_output_tokens,
-        extra={"tool_choice": req.tool_choice if req.tool_choice is not None else "auto",
-               "parallel_tool_calls": req.parallel_tool_calls if req.parallel_tool_calls is not None else True,
-               "tools": req.tools or [], "custom_tools": sorted(t.name for t in tools if t.kind == "custom")},
-    )
+class OpenAIResponses(OpenAIWire):
+    name = "openai.responses"
+    routes = ("/v1/responses",)
+
+    def parse(self, body: Any) -> ChatRequest:
+        try:
+            req = _Request.model_validate(body)
+        except ValidationError as e:
+            raise bad_request(*validation_message(e)) from None
+        if req.previous_response_id:
+            raise bad_request("previous_response_id is not supported: resend the full input", "previous_response_id")
+        dropped = Dropped()
+        messages = [Message(role="system", content=req.instructions)] if req.instructions else []
+        if isinstance(req.input, str):
+            messages.append(Message(role="user", content=req.input))
+        else:
+            messages.extend(_convert_items(req.input, dropped))
+        tools = [t for t in (_convert_tool(t, i) for i, t in enumerate(req.tools or [])) if t is not None]
+        return ChatRequest(
+            messages=messages, tools=tools, model=req.model, stream=bool(req.stream),
+            temperature=req.temperature, top_p=req.top_p, max_tokens=req.max_output_tokens,
+            extra={"tool_choice": req.tool_choice if req.tool_choice is not None else "auto",
+                   "parallel_tool_calls": req.parallel_tool_calls if req.parallel_tool_calls is not None else True,
+                   "tools": req.tools or [], "custom_tools": sorted(t.name for t in tools if t.kind == "custom")},
+            dropped=dropped.items,
+        )
+
+    def respond(self, result: CallResult, req: ChatRequest) -> dict[str, Any]:
+        return response_body(result, req)
+
+    def stream(self, result: CallResult, req: ChatRequest) -> list[bytes]:
+        return stream_events(result, req)
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: Any, where: str, dropped: Dropped | None) -> str:
     if content is None or isinstance(content, str):
         return content or ""
     if not isinstance(content, list):
         return str(content)
     parts = []
-    for part in content:
-        if isinstance(part, dict) and part.get("type") in ("input_text", "output_text", "text", "summary_text",
-                                                           "reasoning_text"):
-            parts.append(str(part.get("text", "")))
-        elif isinstance(part, dict) and part.get("type") in ("input_image", "input_file"):
-            parts.append(f"[{part['type']}]")
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in _TEXT_PARTS:
+            parts.append(str(part.get("text", part.get("refusal", ""))))
+        elif kind in _PLACEHOLDER_PARTS and dropped is not None:
+            parts.append(dropped.placeholder(f"{where}.{j}", kind))
+        elif dropped is not None:
+            raise unknown_block(f"{where}.{j}", kind)
     return "".join(parts)
 
 
@@ -86,41 +105,47 @@ def decode_reasoning(item: dict[str, Any]) -> str:
             return base64.b64decode(enc[len(_REASONING_PREFIX):]).decode()
         except ValueError:
             pass
-    return _text_of(item.get("content")) or _text_of(item.get("summary"))
+    return _text_of(item.get("content"), "", None) or _text_of(item.get("summary"), "", None)
 
 
-def _convert_items(items: list[dict[str, Any]]) -> list[Message]:
+def _convert_items(items: list[dict[str, Any]], dropped: Dropped) -> list[Message]:
     out: list[Message] = []
     turn: Message | None = None  # the assistant turn being assembled
     for i, item in enumerate(items):
         kind = item.get("type", "message")
         role = item.get("role")
+        where = f"input.{i}"
         if kind == "message" and role != "assistant":
             turn = None
             if role not in ("user", "system", "developer"):
-                raise bad_request(f"invalid request: input.{i}.role must be user, system, developer or assistant", "input")
-            out.append(Message(role="user" if role == "user" else "system", content=_text_of(item.get("content"))))
-        elif kind in ("function_call_output", "custom_tool_call_output"):
+                raise bad_request(f"invalid request: {where}.role must be user, system, developer or assistant",
+                                  f"{where}.role")
+            out.append(Message(role="user" if role == "user" else "system",
+                               content=_text_of(item.get("content"), f"{where}.content", dropped)))
+        elif kind in _OUTPUT_ITEMS:
             turn = None
             if not isinstance(item.get("call_id"), str):
-                raise bad_request(f"invalid request: input.{i}.call_id is required", "input")
-            out.append(Message(role="tool", content=_text_of(item.get("output")), tool_call_id=item["call_id"]))
-        elif kind in ("message", "reasoning", "function_call", "custom_tool_call"):
+                raise bad_request(f"invalid request: {where}.call_id is required", f"{where}.call_id")
+            out.append(Message(role="tool", content=_text_of(item.get("output"), f"{where}.output", dropped),
+                               tool_call_id=item["call_id"]))
+        elif kind in _TURN_ITEMS:
             if turn is None or (kind == "reasoning" and (turn.content or turn.tool_calls)):
                 turn = Message(role="assistant")
                 out.append(turn)
-            _add_to_turn(turn, kind, item, i)
+            _add_to_turn(turn, kind, item, where, dropped)
+        else:  # hosted tool calls, item references, ...: nothing the policy wrote or can read
+            dropped.skip(where, str(kind)[:80])
     return out
 
 
-def _add_to_turn(turn: Message, kind: str, item: dict[str, Any], i: int) -> None:
+def _add_to_turn(turn: Message, kind: str, item: dict[str, Any], where: str, dropped: Dropped) -> None:
     if kind == "reasoning":
         turn.reasoning = (turn.reasoning or "") + decode_reasoning(item)
     elif kind == "message":
-        turn.content += _text_of(item.get("content"))
+        turn.content += _text_of(item.get("content"), f"{where}.content", dropped)
     else:
         if not isinstance(item.get("name"), str) or not isinstance(item.get("call_id"), str):
-            raise bad_request(f"invalid request: input.{i} needs a string name and call_id", "input")
+            raise bad_request(f"invalid request: {where} needs a string name and call_id", where)
         if kind == "function_call":
             turn.tool_calls.append(ToolCall(id=item["call_id"], name=item["name"],
                                             arguments=parse_arguments(item.get("arguments", "{}"))))
@@ -135,10 +160,12 @@ def _convert_tool(tool: dict[str, Any], i: int) -> ToolSpec | None:
         return None  # hosted tools (web_search, ...) have no local implementation
     name = tool.get("name")
     if not isinstance(name, str) or not name:
-        raise bad_request(f"invalid request: tools.{i}.name is required", "tools")
-    params = tool.get("parameters") if kind == "function" else {"format": tool.get("format")}
-    return ToolSpec(name=name, description=str(tool.get("description", "")),
-                    parameters=params if isinstance(params, dict) else {}, kind=kind)
+        raise bad_request(f"invalid request: tools.{i}.name is required", f"tools.{i}.name")
+    if kind == "custom":
+        params = {"format": tool.get("format")}
+    else:
+        params = object_schema(tool.get("parameters"), f"tools.{i}.parameters")
+    return ToolSpec(name=name, description=str(tool.get("description", "")), parameters=params, kind=kind)
 
 
 # -- responses ----------------------------------------------------------------------------------

@@ -1,34 +1,27 @@
-"""The three wire protocols as one uniform interface for the call handler."""
+"""The wire protocols the proxy serves (see wire.py), and which one a request outside a model-call
+route (models list, admin, unknown routes, framing errors) should get its errors in."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Mapping
 
-from harnessrl.proxy import anthropic, openai_chat, openai_responses
-from harnessrl.proxy.canonical import CallResult, ChatRequest
+from harnessrl.proxy.anthropic import AnthropicMessages
+from harnessrl.proxy.openai_chat import OpenAIChat
+from harnessrl.proxy.openai_responses import OpenAIResponses
+from harnessrl.proxy.wire import WireProtocol
 
-
-@dataclass(frozen=True)
-class Protocol:
-    name: str  # stored in CallRecord.protocol
-    family: str  # error shape: "anthropic" | "openai"
-    parse: Callable[[Any], ChatRequest]
-    respond: Callable[[CallResult, ChatRequest], dict[str, Any]]
-    stream: Callable[[CallResult, ChatRequest], list[bytes]]
+ANTHROPIC = AnthropicMessages()
+OPENAI_CHAT = OpenAIChat()
+OPENAI_RESPONSES = OpenAIResponses()
+WIRE_PROTOCOLS: tuple[WireProtocol, ...] = (ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES)
 
 
-ANTHROPIC = Protocol(
-    anthropic.PROTOCOL, anthropic.FAMILY, anthropic.parse,
-    lambda result, req: anthropic.response_body(result),
-    lambda result, req: anthropic.stream_events(result),
-)
-OPENAI_CHAT = Protocol(
-    openai_chat.PROTOCOL, openai_chat.FAMILY, openai_chat.parse,
-    lambda result, req: openai_chat.response_body(result),
-    lambda result, req: openai_chat.stream_events(result, req.include_usage),
-)
-OPENAI_RESPONSES = Protocol(
-    openai_responses.PROTOCOL, openai_responses.FAMILY, openai_responses.parse,
-    openai_responses.response_body, openai_responses.stream_events,
-)
+def protocol_for(path: str, headers: Mapping[str, str] | None = None) -> WireProtocol:
+    """The protocol whose error shape a client on `path` expects: the one owning the route (or a
+    route it starts), else Anthropic when the client sent `anthropic-version`, else OpenAI Chat."""
+    for wire in WIRE_PROTOCOLS:
+        if any(route in path for route in wire.routes):
+            return wire
+    if headers is not None and "anthropic-version" in headers:
+        return ANTHROPIC
+    return OPENAI_CHAT

@@ -1,5 +1,8 @@
 """Per-rollout state behind the secret keys of `/r/<key>/v1/...`: the rollout id, its
-Conversation (exact history for that rollout) and its call sequence counter."""
+Conversation (exact history for that rollout), its call sequence counter and its store usage.
+
+Everything a key holds is freed when the key closes: the registry drops its state, and
+`on_close(rollout_id)` lets the store forget the rollout's prefix base once no key of it is open."""
 
 from __future__ import annotations
 
@@ -17,6 +20,9 @@ class RolloutState:
     rollout_id: str
     conversation: Any  # render.conversation.Conversation (or a test double with prepare/commit)
     next_seq: int = 0
+    stored_bytes: int = 0  # request + response bytes recorded under this key (the quota counts these)
+    refused_over_quota: int = 0
+    inflight: int = 0  # calls of this key being served now
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def take_seq(self) -> int:
@@ -29,9 +35,11 @@ class RolloutState:
 class RolloutRegistry:
     """Key -> RolloutState. Thread-safe: the runner registers from its own thread or over HTTP."""
 
-    def __init__(self, new_conversation: Callable[[], Any], first_seq: Callable[[str], int]):
+    def __init__(self, new_conversation: Callable[[], Any], first_seq: Callable[[str], int],
+                 on_close: Callable[[str], None] | None = None):
         self._new_conversation = new_conversation
         self._first_seq = first_seq
+        self._on_close = on_close
         self._by_key: dict[str, RolloutState] = {}
         self._lock = threading.Lock()
         self._adhoc: RolloutState | None = None
@@ -49,9 +57,16 @@ class RolloutRegistry:
         return key
 
     def close(self, key: str) -> bool:
-        """Forget a key; later calls with it get 401. False when the key was unknown."""
+        """Forget a key and free its state; later calls with it get 401. False when the key was unknown."""
         with self._lock:
-            return self._by_key.pop(key, None) is not None
+            state = self._by_key.pop(key, None)
+            last = state is not None and all(s.rollout_id != state.rollout_id for s in self._by_key.values())
+        if state is not None and last and self._on_close is not None:
+            self._on_close(state.rollout_id)
+        return state is not None
+
+    def __len__(self) -> int:
+        return len(self._by_key)
 
     def get(self, key: str) -> RolloutState | None:
         return self._by_key.get(key)

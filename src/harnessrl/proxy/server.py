@@ -23,12 +23,12 @@ from typing import Any
 
 from harnessrl.engine.base import Engine
 from harnessrl.proxy.app import AppConfig, build_app
-from harnessrl.proxy.calls import CallHandler
+from harnessrl.proxy.calls import DEFAULT_ROLLOUT_QUOTA, CallHandler
 from harnessrl.proxy.rollouts import RolloutRegistry
 from harnessrl.proxy.writer import CallWriter
 from harnessrl.store import RunStore
 
-DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # per request, every route (docs/proxy.md)
 
 
 class ProxyStartError(RuntimeError):
@@ -49,7 +49,8 @@ class ProxyServer:
                  port: int = 0, history_mode: str = "exact", *, uds: str | os.PathLike | None = None,
                  admin_token: str | None = None, served_model: str | None = None,
                  default_max_tokens: int = 2048, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-                 stream_keepalive_s: float = 5.0):
+                 stream_keepalive_s: float = 5.0, rollout_quota: int = DEFAULT_ROLLOUT_QUOTA,
+                 body_timeout_s: float = 30.0, max_inflight_per_key: int = 32, drain_s: float = 30.0):
         self.engine = engine
         self.store = store
         self.renderer = load_renderer(renderer_or_model_dir)
@@ -63,10 +64,15 @@ class ProxyServer:
         self._thread: threading.Thread | None = None
         self._server: Any = None
         self.writer: CallWriter | None = None
-        self.registry = RolloutRegistry(lambda: self.renderer.conversation(history_mode), store.next_seq)
+        self.registry = RolloutRegistry(lambda: self.renderer.conversation(history_mode), store.next_seq,
+                                        on_close=store.forget_rollout)
         self._default_max_tokens = default_max_tokens
         self._max_body_bytes = max_body_bytes
         self._keepalive_s = stream_keepalive_s  # slow streamed calls: open the stream, ping every this often
+        self._rollout_quota = rollout_quota
+        self._body_timeout_s = body_timeout_s
+        self._max_inflight_per_key = max_inflight_per_key
+        self.drain_s = drain_s  # stop(): in-flight calls get this long to finish
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -87,8 +93,9 @@ class ProxyServer:
         handler = CallHandler(self.engine, self.writer, self._default_max_tokens,
                               stop_ids=tuple(getattr(self.renderer, "stop_ids", ()) or ()),
                               tokenizer=getattr(self.renderer, "tokenizer", None), history_mode=self.history_mode,
-                              served_model=self.served_model)
-        cfg = AppConfig(self.served_model, self.admin_token, self._max_body_bytes, self.base_urls, self._keepalive_s)
+                              served_model=self.served_model, rollout_quota=self._rollout_quota)
+        cfg = AppConfig(self.served_model, self.admin_token, self._max_body_bytes, self.base_urls, self._keepalive_s,
+                        body_timeout_s=self._body_timeout_s, max_inflight_per_key=self._max_inflight_per_key)
         app = build_app(handler, self.registry, cfg)
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                 timeout_keep_alive=75, backlog=2048)

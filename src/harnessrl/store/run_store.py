@@ -119,6 +119,11 @@ class RunStore:
                 self._prefix.forget({c.rollout_id for c in calls})  # bases of a rolled-back batch
                 raise
 
+    def forget_rollout(self, rollout_id: str) -> None:
+        """Drop the in-memory prefix base of a finished rollout (a later call of it, if any, is
+        stored in full)."""
+        self._prefix.forget({rollout_id})
+
     def list_calls(self, rollout_ids: Iterable[str] | None = None, include_raw: bool = False,
                    as_arrays: bool = False) -> list[CallRecord]:
         """Calls ordered by rollout id, then seq. `include_raw` also loads request/response bodies.

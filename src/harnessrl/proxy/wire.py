@@ -1,0 +1,121 @@
+"""`WireProtocol`: everything about one HTTP API the proxy speaks, in one class.
+
+A wire protocol owns its routes, request parsing (body -> `ChatRequest`), response and SSE
+encoding (`CallResult` -> body / events), its keepalive bytes, and its error shape and statuses.
+The app (app.py) and the call handler (calls.py) are generic over it; protocols.py lists the three
+the proxy serves: Anthropic Messages, OpenAI Chat Completions and OpenAI Responses.
+
+(A "tool-call dialect" in render/ is a different thing: how the model writes tool calls in text.)
+
+Inputs a text-only policy cannot see (images, documents, audio, files) are accepted by one rule:
+each becomes a placeholder text `[<type>]` in the prompt and the stored call lists it under
+`meta["dropped"]`, so the record shows what the model really saw. Other content the protocol
+does not define is refused with a 400 that names the field.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from harnessrl.proxy.canonical import CallResult, ChatRequest
+from harnessrl.proxy.errors import STATUS, ProxyError, bad_request
+from harnessrl.proxy.jsonutil import dumps
+
+
+class WireProtocol(ABC):
+    name: ClassVar[str]  # stored in CallRecord.protocol
+    routes: ClassVar[tuple[str, ...]]  # model-call routes (under "" and "/r/{key}")
+    keepalive: ClassVar[bytes]  # what a slow stream sends while the engine works
+
+    # -- requests ------------------------------------------------------------------------------
+
+    @abstractmethod
+    def parse(self, body: Any) -> ChatRequest:
+        """A decoded JSON object -> ChatRequest (ProxyError 400 naming the field on bad input)."""
+
+    # -- answers -------------------------------------------------------------------------------
+
+    @abstractmethod
+    def respond(self, result: CallResult, req: ChatRequest) -> dict[str, Any]:
+        """The non-streamed response body (also what the store keeps as the call's response)."""
+
+    @abstractmethod
+    def stream(self, result: CallResult, req: ChatRequest) -> list[bytes]:
+        """The complete SSE event sequence of a streamed answer."""
+
+    # -- errors --------------------------------------------------------------------------------
+
+    def error_status(self, err: ProxyError) -> int:
+        return STATUS[err.kind]
+
+    @abstractmethod
+    def error_body(self, err: ProxyError) -> dict[str, Any]:
+        """`err` in this protocol's error shape."""
+
+    @abstractmethod
+    def stream_error(self, err: ProxyError) -> bytes:
+        """`err` as an in-stream SSE event (after a keepalive stream already sent its 200)."""
+
+    @abstractmethod
+    def too_long(self, prompt_tokens: int, max_model_len: int) -> ProxyError:
+        """The protocol's own "prompt too long" wording (harnesses match on it to compact history)."""
+
+
+class OpenAIWire(WireProtocol):
+    """The error shape both OpenAI APIs share: `{"error": {"message", "type", "param", "code"}}`."""
+
+    keepalive = b": keepalive\n\n"
+    _TYPE: ClassVar[dict[str, str]] = {"overloaded": "server_error", "internal": "server_error",
+                                       "rate_limited": "rate_limit_error", "quota": "insufficient_quota"}
+    _CODE: ClassVar[dict[str, str]] = {
+        "too_long": "context_length_exceeded", "auth": "invalid_api_key", "forbidden": "forbidden",
+        "not_found": "not_found", "method_not_allowed": "method_not_allowed", "timeout": "request_timeout",
+        "too_large": "request_too_large", "quota": "store_quota_exceeded", "rate_limited": "rate_limit_exceeded",
+        "overloaded": "overloaded"}
+
+    def error_body(self, err: ProxyError) -> dict[str, Any]:
+        return {"error": {"message": err.message, "type": self._TYPE.get(err.kind, "invalid_request_error"),
+                          "param": err.param, "code": self._CODE.get(err.kind)}}
+
+    def stream_error(self, err: ProxyError) -> bytes:
+        error = self.error_body(err)["error"]  # the SDKs raise on a chunk with an "error" key
+        return b"event: error\ndata: " + dumps({**error, "type": "error", "error": error}) + b"\n\n"
+
+    def too_long(self, prompt_tokens: int, max_model_len: int) -> ProxyError:
+        return ProxyError("too_long", f"This model's maximum context length is {max_model_len} tokens. However, "
+                                      f"your messages resulted in {prompt_tokens} tokens. Please reduce the length "
+                                      "of the messages.", "messages")
+
+
+# -- parsing helpers shared by the protocols ------------------------------------------------------------
+
+
+class Dropped:
+    """What a request held that the policy cannot see; stored in the call's `meta["dropped"]`."""
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, str]] = []
+
+    def placeholder(self, where: str, kind: str) -> str:
+        self.items.append({"field": where, "type": kind, "replaced_by": f"[{kind}]"})
+        return f"[{kind}]"
+
+    def skip(self, where: str, kind: str) -> None:
+        self.items.append({"field": where, "type": kind, "replaced_by": ""})
+
+
+def object_schema(schema: Any, where: str) -> dict[str, Any]:
+    """A tool's JSON schema: absent -> {}; else a JSON object whose `type`, when given, is "object"."""
+    if schema is None:
+        return {}
+    if not isinstance(schema, dict):
+        raise bad_request(f"invalid request: {where} must be a JSON schema object, got {type(schema).__name__}", where)
+    if "type" in schema and schema["type"] != "object":
+        raise bad_request(f"invalid request: {where}.type must be \"object\" (tool arguments are an object)", where)
+    return schema
+
+
+def unknown_block(where: str, kind: Any) -> ProxyError:
+    return bad_request(f"invalid request: {where}.type: unsupported content type {str(kind)[:80]!r}",
+                       f"{where}.type")
