@@ -48,7 +48,7 @@ class Trainer:
 
     def __init__(self, policy, optimizer, settings: PPOSettings, token_budget: int, backend: str = "sdpa",
                  grad_clip: float = 1.0, epochs: int = 1, reference=None, critic=None, critic_optimizer=None,
-                 use_lora_reference: bool = False):
+                 use_lora_reference: bool = False, ranks=None):
         self.policy = policy
         self.optimizer = optimizer
         self.settings = settings
@@ -60,6 +60,11 @@ class Trainer:
         self.use_lora_reference = use_lora_reference  # peft: the base with adapters off is the reference
         self.critic = critic
         self.critic_optimizer = critic_optimizer
+        # ranks (train.fsdp.Ranks): this process's share of the chunks when the policy is sharded
+        # over several processes; None = one process trains every chunk.
+        self.ranks = ranks
+        if ranks is not None and ranks.world > 1 and critic is not None:
+            raise ValueError("the PPO critic is not sharded yet: use grpo or tree_grpo with several trainer ranks")
 
     def _ref_logprobs(self, chunk: PackedChunk, tg: ChunkTargets) -> torch.Tensor | None:
         if self.reference is None and not self.use_lora_reference:
@@ -70,32 +75,48 @@ class Trainer:
                     return token_logprobs(self.policy, chunk, tg.local, tg.temperature, self.backend)[0]
             return token_logprobs(self.reference, chunk, tg.local, tg.temperature, self.backend)[0]
 
-    def _old_logprobs(self, chunks, targets) -> list[torch.Tensor] | None:
+    def _old_logprobs(self, work) -> list[torch.Tensor] | None:
         need = self.epochs > 1 or self.settings.is_mode == "mis"
         if not need:
             return None
         with torch.no_grad():
             return [token_logprobs(self.policy, c, tg.local, tg.temperature, self.backend)[0]
-                    for c, tg in zip(chunks, targets)]
+                    for c, tg, _ in work]
+
+    def _work(self, chunks: list[PackedChunk], targets: list[ChunkTargets]) -> list[tuple]:
+        """(chunk, targets, live) this process runs. One process: every chunk with targets. Several
+        ranks: a balanced share, padded with zero-weight repeats so every rank runs the same number
+        of forward/backward passes (each is a collective of the sharded model)."""
+        if self.ranks is None or self.ranks.world == 1:
+            return [(c, tg, True) for c, tg in zip(chunks, targets) if len(tg.local)]
+        from harnessrl.train.fsdp import assign_chunks
+
+        return assign_chunks(chunks, targets, self.ranks.rank, self.ranks.world)
 
     def update(self, batch: TrainBatch) -> dict[str, float]:
         """One PPO/GRPO update on a batch; returns step metrics."""
         chunks = pack_forest(batch.forest, self.token_budget)
         targets = [chunk_targets(c, batch) for c in chunks]
-        old = self._old_logprobs(chunks, targets)
-        denom = self._denominator(targets, old, batch.denom)
+        work = self._work(chunks, targets)
+        old = self._old_logprobs(work)
+        denom = self._denominator(work, old, batch.denom)
+        world = 1 if self.ranks is None else self.ranks.world
         totals: dict[str, float] = {}
+        grad_norm = torch.zeros(())
         self.policy.train()
         for _ in range(self.epochs):
-            for i, (chunk, tg) in enumerate(zip(chunks, targets)):
-                if len(tg.local) == 0:
-                    continue
+            for i, (chunk, tg, live) in enumerate(work):
                 logp, ent = token_logprobs(self.policy, chunk, tg.local, tg.temperature, self.backend,
                                            with_entropy=True)
                 old_lp = old[i] if old is not None else logp.detach()
                 parts = policy_loss(logp, old_lp, tg.engine_logp, tg.adv_pos, tg.adv_neg, tg.weight,
                                     self.settings, self._ref_logprobs(chunk, tg))
-                (parts.loss / denom).backward()
+                if world == 1:
+                    (parts.loss / denom).backward()
+                else:  # sharded gradients are averaged over ranks: scale back to a sum; padding adds 0
+                    (parts.loss * (float(world) if live else 0.0) / denom).backward()
+                if not live:
+                    continue
                 parts.stats["entropy_w"] = float((ent * tg.weight).sum())
                 parts.stats["loss"] = float(parts.loss.detach()) / denom
                 _accumulate(totals, parts.stats)
@@ -103,8 +124,10 @@ class Trainer:
                 [p for p in self.policy.parameters() if p.requires_grad], self.grad_clip)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
+        if world > 1:
+            totals = self.ranks.sum_dicts(totals)
         metrics = _finish(totals, self.epochs)
-        metrics["grad_norm"] = float(grad_norm)
+        metrics["grad_norm"] = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
         metrics["tokens_computed"] = float(sum(len(c) for c in chunks))
         metrics["unique_tree_tokens"] = float(len(batch))
         metrics["chunks"] = float(len(chunks))
@@ -112,17 +135,22 @@ class Trainer:
             metrics.update(self.update_critic(batch, chunks))
         return metrics
 
-    def _denominator(self, targets: list[ChunkTargets], old, base: float | None) -> float:
+    def _denominator(self, work: list[tuple], old, base: float | None) -> float:
         """The batch loss denominator (algo's summed tree norms, else the summed path weight of the
-        trained tokens); MIS-dropped tokens leave it in proportion to their weight."""
-        total, full = 0.0, sum(float(tg.weight.sum()) for tg in targets)
-        for i, tg in enumerate(targets):
+        trained tokens); MIS-dropped tokens leave it in proportion to their weight. Summed over ranks."""
+        total, full = 0.0, 0.0
+        for i, (_, tg, live) in enumerate(work):
+            if not live:
+                continue
+            full += float(tg.weight.sum())
             if self.settings.is_mode == "mis" and old is not None:
                 ratio = torch.exp(old[i] - tg.engine_logp)
                 keep = (ratio >= self.settings.mis_low) & (ratio <= self.settings.mis_high)
                 total += float((tg.weight * keep).sum())
             else:
                 total += float(tg.weight.sum())
+        if self.ranks is not None and self.ranks.world > 1:
+            total, full = self.ranks.sum_floats([total, full])
         if base is not None and full > 0:
             total = base * total / full
         return max(total, 1e-8)

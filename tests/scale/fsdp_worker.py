@@ -1,0 +1,107 @@
+"""One rank of the FSDP2 trainer test (launched by torchrun from test_fsdp.py); also builds the
+single-process reference. Usage: torchrun --nproc-per-node 2 fsdp_worker.py OUT_DIR CASE"""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import numpy as np
+import torch
+
+CASES = ("full", "lora", "mis_epochs")
+
+
+def tiny_llama(seed: int = 0, vocab: int = 64):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                      attn_implementation="sdpa", tie_word_embeddings=True)
+    return LlamaForCausalLM(cfg).float()
+
+
+def batch(seed: int = 3):
+    from harnessrl.train.batch import TrainBatch
+    from harnessrl.train.packing import forest_from_paths
+
+    rng = random.Random(seed)
+    paths = [[rng.randrange(64) for _ in range(rng.randint(12, 20))]]
+    for _ in range(7):
+        base = rng.choice(paths)
+        cut = rng.randint(1, len(base) - 1)
+        paths.append(base[:cut] + [rng.randrange(64) for _ in range(rng.randint(4, 14))])
+    adv = [1.0, -0.5, 0.25, -1.0, 0.75, -0.25, 0.5, -0.75]
+    forest, idx = forest_from_paths(paths)
+    n = len(forest)
+    decision = (forest.ids % 3 != 0) & (forest.parent >= 0)
+    a_pos, a_neg, w = np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(n, np.float32)
+    for ix, a in zip(idx, adv):
+        seen = ix[decision[ix]]
+        w[seen] += 1.0
+        (a_pos if a > 0 else a_neg)[seen] += a
+    eng = np.where(decision, -4.2 + 0.3 * (forest.ids % 5 - 2), 0.0).astype(np.float32)  # ~log(1/64) +- 0.6
+    return TrainBatch(forest=forest, decision=decision, temperature=np.full(n, 0.9, np.float32), engine_logp=eng,
+                      adv_pos=a_pos, adv_neg=a_neg, weight=w, tree_offsets=np.array([0, n]))
+
+
+def build(case: str, ranks=None):
+    """(trainer, trainable named params before the step) for a case; shards when ranks is given."""
+    from harnessrl.train.losses import PPOSettings
+    from harnessrl.train.trainer import Trainer
+    from harnessrl.train.weights import apply_lora
+
+    policy = tiny_llama(7)
+    if case == "lora":
+        policy = apply_lora(policy, r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "v_proj", "up_proj"])
+        torch.manual_seed(11)  # peft starts lora_B at 0: give B values so A gets a gradient too
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.data.normal_(0, 0.05)
+    if ranks is not None:
+        from harnessrl.train.fsdp import shard_model
+
+        shard_model(policy, ranks)
+    params = [p for p in policy.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(params, lr=1.0)
+    settings = PPOSettings(is_mode="mis", mis_low=0.8, mis_high=1.25) if case == "mis_epochs" else \
+        PPOSettings(is_mode="tis", is_cap=2.0)
+    epochs = 2 if case == "mis_epochs" else 1
+    trainer = Trainer(policy, opt, settings, token_budget=40, grad_clip=1e9, epochs=epochs, ranks=ranks,
+                      use_lora_reference=case == "lora")
+    return trainer
+
+
+def trainable(policy) -> dict[str, torch.Tensor]:
+    out = {}
+    for k, p in policy.named_parameters():
+        if p.requires_grad:
+            t = p.detach()
+            out[k] = (t.full_tensor() if hasattr(t, "full_tensor") else t).clone()
+    return out
+
+
+def main(out_dir: str, case: str) -> None:
+    from harnessrl.train.fsdp import ShardedTrainer, follow, init_ranks
+
+    ranks = init_ranks("gloo")
+    trainer = build(case, ranks)
+    before = trainable(trainer.policy)
+    if ranks.rank == 0:
+        st = ShardedTrainer(trainer, ranks)
+        metrics = st.update(batch())
+        weights = dict(st.named_weights())
+        st.save_policy(f"{out_dir}/policy", None)
+        st.close()
+        after = trainable(trainer.policy)  # after stop: rank 1 runs the same gathers in this order
+        torch.save({"metrics": metrics, "before": before, "after": after, "weights": weights,
+                    "world": ranks.world}, f"{out_dir}/rank0.pt")
+    else:
+        follow(trainer, ranks)
+        trainable(trainer.policy)  # the same collectives as rank 0's `after`
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
