@@ -115,3 +115,44 @@ def test_tools_key_ignores_order_and_key_order(specs):
     assert tools_key(tools) == tools_key(shuffled)
     if tools:
         assert tools_key(tools) != tools_key(tools[1:])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(assistant_msgs(), st.integers(0, 2)), min_size=1, max_size=6))
+def test_key_cache_equals_plain_keys(items):
+    """Through the per-conversation cache, every key (first sight or resend) is the plain key."""
+    from harnessrl.render.normalize import KeyCache
+
+    cache = KeyCache(max_entries=3)  # small: eviction is exercised too
+    for msg, style in items + items:
+        again = resend_like_a_harness(msg, style)
+        assert cache.message(msg) == message_key(msg)
+        assert cache.message(again) == message_key(again)
+
+
+def test_key_cache_hits_on_resent_history_and_tools():
+    from harnessrl.render.normalize import KeyCache
+
+    cache = KeyCache()
+    history = [Message("system", "Be  careful.\n" * 100), Message("user", "fix it"),
+               Message("assistant", "", tool_calls=[ToolCall("c1", "bash", {"cmd": "ls", "n": 1})])]
+    tools = [ToolSpec("bash", "Run.", {"type": "object", "properties": {"cmd": {"type": "string"}}})]
+    first = cache.messages(history), cache.tools(tools)
+    assert cache.misses == 4 and cache.hits == 0
+    resent = [Message(m.role, m.content, tool_calls=[ToolCall("x", c.name, dict(c.arguments)) for c in m.tool_calls])
+              for m in history]  # new objects, equal raw fields
+    assert (cache.messages(resent), cache.tools([ToolSpec(**vars(t)) for t in tools])) == first
+    assert cache.hits == 4
+    # {"n": 1} and {"n": True} are different raw fields and different meanings
+    other = Message("assistant", "", tool_calls=[ToolCall("c1", "bash", {"cmd": "ls", "n": True})])
+    assert cache.message(other) == message_key(other) != first[0][2]
+
+
+def test_key_cache_passes_malformed_messages_to_the_typed_error():
+    import pytest
+
+    from harnessrl.render.errors import RenderInputError
+    from harnessrl.render.normalize import KeyCache
+
+    with pytest.raises(RenderInputError):
+        KeyCache().message(Message("user", [{"type": "text"}]))  # type: ignore[arg-type]

@@ -158,3 +158,27 @@ def test_from_pretrained_on_a_dir_without_tokenizer_is_a_clear_error(tmp_path):
 
     with pytest.raises(RenderError, match="cannot load a tokenizer"):
         Renderer.from_pretrained(tmp_path)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200))
+def test_backend_encode_equals_transformers_encode(smol, smol_tokenizer, text):
+    """The Rust-backend fast path gives the transformers wrapper's ids, special tokens included."""
+    assert smol._backend is not None
+    text = text + "<|im_end|>\n" + text
+    assert smol.encode(text) == list(smol_tokenizer.encode(text, add_special_tokens=False))
+
+
+def test_slow_path_when_backend_disagrees(smol_tokenizer, monkeypatch):
+    """A backend that tokenises differently from the wrapper is not used."""
+
+    class Wrong:
+        def encode(self, text, add_special_tokens=False):
+            class E:
+                ids = [0]
+            return E()
+
+    monkeypatch.setattr("harnessrl.render.renderer._backend_tokenizer", lambda tok: Wrong())
+    r = Renderer(smol_tokenizer)
+    assert r._backend is None
+    assert r.encode("hello world") == list(smol_tokenizer.encode("hello world", add_special_tokens=False))

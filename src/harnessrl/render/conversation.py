@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from harnessrl.render.incremental import tail_text
 from harnessrl.render.messages import Message, ParsedCompletion, ToolSpec
-from harnessrl.render.normalize import MessageKey, history_matches, message_key, reply_matches, tools_key
+from harnessrl.render.normalize import KeyCache, MessageKey, history_matches, message_key, reply_matches
 from harnessrl.render.splice import closing_ids, render_spliced, splice_text, with_markers
 from harnessrl.render.turns import RenderedPrompt, Turn
 from harnessrl.store.records import PROMPT
@@ -69,6 +69,7 @@ class Conversation:
         self.turns: list[Turn] = []
         self.tokenized_total = 0
         self._encoder = renderer.chunk_encoder()
+        self._keys = KeyCache()  # resent history is normalised once per conversation
         self._replies: dict[tuple, Turn] = {}  # reply meaning (without reasoning) -> latest turn
         self._lock = threading.Lock()
 
@@ -104,10 +105,10 @@ class Conversation:
     def prepare(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> RenderedPrompt:
         """Prompt ids (and provenance) for a request; nothing is recorded until `commit`."""
         tools = list(tools or [])
-        keys = [message_key(m) for m in messages]
-        tkey = tools_key(tools)
         messages = list(messages)
         with self._lock:
+            keys = self._keys.messages(messages)
+            tkey = self._keys.tools(tools)
             parent = self.find_parent(keys, tkey)
             out = None
             if self.mode == "exact":

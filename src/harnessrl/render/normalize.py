@@ -16,6 +16,7 @@ or dropped. A message's *key* keeps only what a chat template renders, in canoni
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,3 +118,67 @@ def tools_key(tools: list[ToolSpec]) -> str:
         canon_json([t.name, t.kind, norm_text(t.description), canon_json(t.parameters or {})]) for t in tools
     )
     return "\n".join(items)
+
+
+class KeyCache:
+    """Memo of `message_key` / `tools_key` for one conversation, keyed by the raw fields they read.
+
+    Harnesses resend the whole history every call, so without it every call re-normalises every
+    earlier message (whitespace folding of a 44 KB system prompt, JSON canonicalisation of every
+    tool call). The memo key is the raw text itself (hashing is C speed) and ``repr`` of parsed
+    arguments / schemas: equal raw fields give equal keys, so a hit is always right; a harness that
+    re-serialises differently only misses and pays the normalisation again. Bounded LRU.
+    """
+
+    def __init__(self, max_entries: int = 4096):
+        self._messages: OrderedDict[tuple, MessageKey] = OrderedDict()
+        self._tools: OrderedDict[tuple, str] = OrderedDict()
+        self._max = max_entries
+        self.hits = 0
+        self.misses = 0
+
+    def message(self, msg: Message) -> MessageKey:
+        raw = _raw_message(msg)
+        if raw is None:  # unhashable / malformed: the plain path (raises RenderInputError if bad)
+            return message_key(msg)
+        return self._get(self._messages, raw, lambda: message_key(msg))
+
+    def messages(self, msgs: list[Message]) -> list[MessageKey]:
+        return [self.message(m) for m in msgs]
+
+    def tools(self, tools: list[ToolSpec]) -> str:
+        try:
+            raw = tuple((t.name, t.kind, t.description, repr(t.parameters)) for t in tools)
+            hash(raw)
+        except TypeError:
+            return tools_key(tools)
+        return self._get(self._tools, raw, lambda: tools_key(tools))
+
+    def _get(self, memo: OrderedDict, raw: tuple, compute: Any) -> Any:
+        hit = memo.get(raw)
+        if hit is not None:
+            memo.move_to_end(raw)
+            self.hits += 1
+            return hit
+        self.misses += 1
+        value = compute()
+        memo[raw] = value
+        if len(memo) > self._max:
+            memo.popitem(last=False)
+        return value
+
+
+def _raw_message(msg: Message) -> tuple | None:
+    """The fields `message_key` reads, as a hashable tuple (None when they are not plain values)."""
+    if not isinstance(msg.content, (str, type(None))) or not isinstance(msg.reasoning, (str, type(None))):
+        return None
+    calls = []
+    for c in msg.tool_calls:
+        args = c.arguments if isinstance(c.arguments, str) else (type(c.arguments).__name__, repr(c.arguments))
+        calls.append((c.name, args))
+    raw = (msg.role, msg.content, msg.reasoning, tuple(calls))
+    try:
+        hash(raw)
+    except TypeError:
+        return None
+    return raw

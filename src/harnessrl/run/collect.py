@@ -35,11 +35,14 @@ class Group:
 
 
 def read_groups(store, plans: Sequence[GroupPlan]) -> list[Group]:
-    """The recorded rollouts and calls of each planned group (calls ordered by rollout, seq)."""
+    """The recorded rollouts and calls of each planned group (calls ordered by rollout, seq).
+
+    Calls are read with ids, provenance and logprobs as numpy arrays: the tree builder works on
+    arrays, and this skips a Python int per token (the tree build is ~3x faster, benchmarks.md)."""
     out = []
     for plan in plans:
         rollouts = sorted(store.list_rollouts(group_id=plan.group_id), key=lambda r: (r.sample_idx, r.rollout_id))
-        calls = store.list_calls([r.rollout_id for r in rollouts]) if rollouts else []
+        calls = store.list_calls([r.rollout_id for r in rollouts], as_arrays=True) if rollouts else []
         out.append(Group(plan, rollouts, sorted(calls, key=lambda c: (c.rollout_id, c.seq))))
     return out
 
