@@ -307,3 +307,70 @@ def test_gateway_driver_writes_gateway_section(tmp_path):
     assert got["gateway"]["bind"] == "loopback"
     assert got["gateway"]["http"]["endpoints"]["chatCompletions"]["enabled"] is True
     assert 0 < driver.free_port() < 65536
+
+
+def test_profiles_are_picked_by_spec_and_validated():
+    from harnessrl.harness import harness_profiles
+
+    assert make_harness("claude-code").profile.name == "full"
+    assert make_harness("claude-code:small").profile.name == "small"
+    assert make_harness("codex:small").profile.name == "small"
+    assert make_harness("openclaw:gateway").mode == "gateway"
+    assert make_harness("openclaw:gateway-small").mode == "gateway"
+    assert make_harness("openclaw:small").mode == "exec" and not make_harness("openclaw:small").lean
+    assert make_harness("mini-swe-agent:small").mode == "text" and make_harness("mini-swe-agent:full").mode == "tool"
+    assert make_harness("mini-swe-agent:text").profile.name == "text"  # older spelling, same profile
+    assert harness_profiles("claude-code") == ["full", "small", "tiny"]
+    assert harness_profiles("codex")[0] == "full" and "small" in harness_profiles("openclaw")
+    assert harness_profiles("command") == []
+    with pytest.raises(HarnessConfigError, match="use one of: full, small, tiny"):
+        make_harness("claude-code:huge")
+    with pytest.raises(HarnessConfigError, match="unknown profile"):
+        make_harness("builtin:small")
+    # a command template keeps its colons: no profile is parsed out of it
+    assert make_harness("command:echo a:b {task}").template == "echo a:b {task}"
+
+
+def test_claude_code_profiles_flags():
+    full = make_harness("claude-code").build(_req()).argv
+    small = make_harness("claude-code:small").build(_req()).argv
+    tiny = make_harness("claude-code:tiny").build(_req()).argv
+    assert "--tools" not in full and "--bare" not in full
+    assert small[small.index("--tools") + 1] == "Bash" and "--bare" not in small
+    assert tiny[tiny.index("--tools") + 1] == "Bash" and "--bare" in tiny
+    assert "Bash tool" in tiny[tiny.index("--system-prompt") + 1]
+    assert small[small.index("-p") + 1] == "Write 'hi' into a.txt"  # the task is still the prompt
+
+
+def test_codex_small_profile_config():
+    launch = make_harness("codex:small").build(_req())
+    home = launch.env["CODEX_HOME"]
+    cfg = tomllib.loads(launch.files[f"{home}/config.toml"])
+    assert cfg["web_search"] == "disabled" and cfg["include_apply_patch_tool"] is False
+    assert cfg["features"]["multi_agent"] is False and cfg["features"]["image_generation"] is False
+    assert cfg["skills"]["include_instructions"] is False
+    assert cfg["tools"]["experimental_request_user_input"]["enabled"] is False
+    assert cfg["model_instructions_file"] == f"{home}/instructions.md"
+    assert "exec_command" in launch.files[f"{home}/instructions.md"]
+    assert cfg["model_providers"]["harnessrl"]["wire_api"] == "responses"  # provider untouched
+    full = tomllib.loads(make_harness("codex").build(_req()).files[f"{home}/config.toml"])
+    assert "features" not in full and "web_search" not in full and "model_instructions_file" not in full
+
+
+def test_openclaw_profiles_config():
+    def cfg_of(spec):
+        launch = make_harness(spec).build(_req())
+        return launch, json.loads(next(v for k, v in launch.files.items() if k.endswith("openclaw.json")))
+
+    launch, full = cfg_of("openclaw")
+    assert full["tools"] == {"profile": "coding", "deny": ["web_search", "memory_search"]}
+    assert "--local-model-lean" not in launch.argv
+    launch, small = cfg_of("openclaw:small")
+    assert small["tools"]["allow"] == ["exec"] and small["tools"]["toolSearch"] is False
+    assert small["agents"]["defaults"]["skipBootstrap"] is True
+    assert small["agents"]["defaults"]["contextInjection"] == "never"
+    assert small["agents"]["defaults"]["workspace"] == "/workspace"  # merged, not replaced
+    assert small["models"] == full["models"]
+    assert "--local-model-lean" in cfg_of("openclaw:lean")[0].argv
+    launch, gw = cfg_of("openclaw:gateway-small")
+    assert gw["tools"] == small["tools"] and any("openclaw_gateway.py" in a for a in launch.argv)

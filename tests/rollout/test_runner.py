@@ -105,3 +105,36 @@ def test_timeout_and_verifier_error(proxy, store, tasks):
     rec = run_rollout(_job(garbage, 1), BuiltinAdapter(), link, store, RunOptions(sandbox_cfg=LOCAL, max_turns=3))
     assert (rec.status, rec.reward) == ("verifier_error", None)
     assert rec.call_count == 2 and "not a JSON object" in rec.error
+
+
+def test_prompt_too_long_is_a_context_exceeded_rollout(renderer, store, tasks):
+    """The proxy refuses a prompt longer than the model's context with its typed "too long" error;
+    the harness gives up and the rollout says so (context_exceeded), with the proxy's message."""
+    from harnessrl.proxy.server import ProxyServer
+
+    from .solver import solver_engine
+
+    engine = solver_engine(renderer, tasks, lambda t: True)
+    engine.max_model_len = 64  # every prompt of the builtin agent is longer
+    server = ProxyServer(engine, store, renderer).start()
+    try:
+        rec = run_rollout(_job(tasks[1]), BuiltinAdapter(), LocalProxy(server), store,
+                          RunOptions(sandbox_cfg=LOCAL, max_turns=3, start_retries=2))
+    finally:
+        server.stop()
+    assert (rec.status, rec.reward) == ("context_exceeded", None)
+    assert "context exceeded" in rec.error and "64" in rec.error
+    assert rec.meta["attempts"] == 1  # a refused call is a call: never retried as a start failure
+    calls = store.list_calls([rec.rollout_id])
+    assert calls and all(c.status == "error" and c.meta["error_kind"] == "too_long" for c in calls)
+    assert store.get_rollout(rec.rollout_id).status == "context_exceeded"
+
+
+def test_every_rollout_records_its_harness_profile(proxy, store, tasks):
+    records = run_groups(tasks[:1], ["builtin", "mini-swe-agent:tool", "command:true"], 1, proxy=proxy,
+                         store=store, sandbox_cfg=LOCAL, max_turns=1, harness_timeout_s=60, progress=False)
+    by_spec = {r.harness: r for r in store.list_rollouts()}
+    assert by_spec["builtin"].profile == "full"
+    assert by_spec["mini-swe-agent:tool"].profile == "tool"
+    assert by_spec["mini-swe-agent:tool"].meta["harness_profile"]["settings"] == {"mode": "tool"}
+    assert by_spec["command:true"].profile == "" and len(records) == 3

@@ -373,3 +373,27 @@ def test_connections_of_finished_threads_are_closed(tmp_path):
     store.count_calls()  # a new connection prunes those of ended threads
     assert len(store._conns) <= 2  # noqa: SLF001
     assert len(store.list_steps()) == 50
+
+
+def test_rollout_profile_round_trip_and_old_rollouts_open(tmp_path):
+    from harnessrl.store.records import RolloutRecord
+    from harnessrl.store.schema import SCHEMA
+
+    store = RunStore(tmp_path / "new")
+    rec = RolloutRecord("r1", "t", "claude-code:small", "g", "context_exceeded", None, profile="small")
+    store.put_rollout(rec)
+    assert store.get_rollout("r1") == rec
+    # a run dir written before profiles existed (no profile column): it opens, rollouts read back with ""
+    old = "\n".join(line for line in SCHEMA.splitlines() if not line.strip().startswith("profile"))
+    old = old.replace("meta TEXT,\n);", "meta TEXT\n);")
+    path = tmp_path / "old"
+    path.mkdir()
+    conn = sqlite3.connect(path / "harnessrl.sqlite")
+    conn.executescript(old)
+    conn.execute("INSERT INTO rollouts (rollout_id, task_id, harness, group_id, status, reward, step, sample_idx, "
+                 "category, split, call_count, error) VALUES ('o', 't', 'builtin', 'g', 'ok', 1.0, 0, 0, 'c', "
+                 "'test', 2, '')")
+    conn.commit()
+    conn.close()
+    got = RunStore(path).get_rollout("o")
+    assert (got.harness, got.status, got.reward, got.profile) == ("builtin", "ok", 1.0, "")

@@ -11,6 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from harnessrl.engine.base import Engine
 
 
+FALLBACK_MAX_MODEL_LEN = 4096  # when a model's config names no window
+
+
 class EngineConfig(BaseModel):
     """How to build an engine. Fields a backend does not use are ignored by it."""
 
@@ -21,7 +24,9 @@ class EngineConfig(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto: float32 for hf, bfloat16 for vllm"
     )
-    max_model_len: int = Field(4096, ge=16)
+    max_model_len: int | None = Field(
+        None, ge=16, description="context limit; None: the model's own window (max_position_embeddings)"
+    )
     max_batch: int = Field(64, ge=1, description="rows decoding together (hf) / max_num_seqs (vllm)")
     max_pending: int = Field(1024, ge=1, description="waiting requests before EngineOverloaded")
     kv_cache_gib: float = Field(1.0, gt=0, description="vllm on CPU: VLLM_CPU_KVCACHE_SPACE")
@@ -71,13 +76,14 @@ def _make_hf(cfg: EngineConfig) -> Engine:
 
 
 def _make_vllm(cfg: EngineConfig) -> Engine:
-    from harnessrl.engine.model import resolve_model
+    from harnessrl.engine.model import model_context_window, resolve_model
     from harnessrl.engine.vllm_engine import VLLMEngine
 
+    model_dir = resolve_model(cfg.model)
     return VLLMEngine(
-        str(resolve_model(cfg.model)),
+        str(model_dir),
         dtype=_dtype(cfg, "bfloat16"),
-        max_model_len=cfg.max_model_len,
+        max_model_len=cfg.max_model_len or model_context_window(model_dir) or FALLBACK_MAX_MODEL_LEN,
         max_num_seqs=cfg.max_batch,
         max_pending=cfg.max_pending,
         kv_cache_gib=cfg.kv_cache_gib,
@@ -106,4 +112,7 @@ def _make_scripted(cfg: EngineConfig) -> Engine:
 
     if cfg.script is None:
         raise ValueError("engine type scripted needs script (a list of token id lists or a callable)")
-    return ScriptedEngine(cfg.script, max_model_len=cfg.max_model_len, eos_ids=cfg.eos_ids)
+    from harnessrl.engine.model import model_context_window
+
+    window = cfg.max_model_len or model_context_window(cfg.model) or 8192
+    return ScriptedEngine(cfg.script, max_model_len=window, eos_ids=cfg.eos_ids)

@@ -59,6 +59,18 @@ def resolve_model(name_or_path: str | os.PathLike | None = None) -> Path:
     return _from_hf_cache(str(name_or_path))
 
 
+def model_context_window(model_dir: str | os.PathLike | None) -> int | None:
+    """The model's own context window (`max_position_embeddings` of its config.json), or None."""
+    if model_dir is None:
+        return None
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    value = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
 def _from_hf_cache(repo_id: str) -> Path:
     if repo_id.count("/") != 1 or repo_id.startswith(("/", ".", "~")):
         raise ModelNotFound(

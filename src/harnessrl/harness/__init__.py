@@ -1,8 +1,10 @@
 """Harness adapters: drive real, unmodified agent harnesses against the proxy inside a sandbox.
 
-`make_harness(spec)` builds one adapter from a spec string:
-  builtin | mini-swe-agent[:text|:tool] | claude-code | codex | openclaw[:lean|:gateway] | command:<template>
-Adapters only write config files, set env vars and pass CLI flags (black box).
+`make_harness(spec)` builds one adapter from a spec string `<harness>[:<profile>]`:
+  builtin | mini-swe-agent[:text|:tool] | claude-code[:full|:small|:tiny] | codex[:full|:small]
+  | openclaw[:full|:small|:lean|:gateway|:gateway-small] | command:<template>
+A profile picks the harness's tool set and prompt (flags and config files only: black box);
+see profiles.py and each adapter's PROFILES.
 """
 
 from __future__ import annotations
@@ -12,39 +14,59 @@ from typing import Any
 
 from harnessrl.harness.base import HarnessAdapter, HarnessConfigError, HarnessResult
 
-__all__ = ["HARNESS_SPECS", "HarnessAdapter", "HarnessConfigError", "HarnessResult", "make_harness"]
+__all__ = ["HARNESS_SPECS", "HarnessAdapter", "HarnessConfigError", "HarnessResult", "make_harness",
+           "harness_profiles"]
 
-HARNESS_SPECS = ("builtin", "mini-swe-agent", "claude-code", "codex", "openclaw", "command:<template>")
+HARNESS_SPECS = ("builtin", "mini-swe-agent[:profile]", "claude-code[:profile]", "codex[:profile]",
+                 "openclaw[:profile]", "command:<template>")
+
+
+def _adapter_class(name: str) -> Any:
+    if name == "builtin":
+        from harnessrl.harness.builtin import BuiltinAdapter
+
+        return BuiltinAdapter
+    if name == "mini-swe-agent":
+        from harnessrl.harness.mini_swe_agent import MiniSweAgentAdapter
+
+        return MiniSweAgentAdapter
+    if name == "claude-code":
+        from harnessrl.harness.claude_code import ClaudeCodeAdapter
+
+        return ClaudeCodeAdapter
+    if name == "codex":
+        from harnessrl.harness.codex import CodexAdapter
+
+        return CodexAdapter
+    if name == "openclaw":
+        from harnessrl.harness.openclaw import OpenClawAdapter
+
+        return OpenClawAdapter
+    return None
+
+
+def harness_profiles(name: str) -> list[str]:
+    """The profile names a harness accepts (canonical names first, default first); [] if it has none."""
+    cls = _adapter_class(name)
+    table = getattr(cls, "profiles", None) or {}
+    names = list(dict.fromkeys(p.name for p in table.values()))
+    default = getattr(cls, "default_profile", None)
+    return sorted(names, key=lambda n: n != default)
 
 
 def make_harness(spec: str, cache: Path | None = None, **options: Any) -> HarnessAdapter:
-    """Build the adapter named by `spec`; `options` go to its constructor (e.g. mode="tool")."""
+    """Build the adapter named by `spec` (`<harness>[:<profile>]`, or `command:<template>`);
+    `options` go to its constructor (e.g. extra_args=...)."""
     name, _, arg = spec.strip().partition(":")
     if name == "command":
         from harnessrl.harness.command import CommandAdapter
 
         return CommandAdapter(arg, **options)
-    if name == "builtin" and not arg:
-        from harnessrl.harness.builtin import BuiltinAdapter
-
-        return BuiltinAdapter(**options)
-    if name == "mini-swe-agent":
-        from harnessrl.harness.mini_swe_agent import MiniSweAgentAdapter
-
-        mode = options.pop("mode", "text")
-        return MiniSweAgentAdapter(mode=arg or mode, **options)
-    if name == "claude-code" and not arg:
-        from harnessrl.harness.claude_code import ClaudeCodeAdapter
-
-        return ClaudeCodeAdapter(cache=cache, **options)
-    if name == "codex" and not arg:
-        from harnessrl.harness.codex import CodexAdapter
-
-        return CodexAdapter(cache=cache, **options)
-    if name == "openclaw" and arg in ("", "lean", "exec", "gateway"):
-        from harnessrl.harness.openclaw import OpenClawAdapter
-
-        lean = bool(options.pop("lean", False)) or arg == "lean"
-        mode = "gateway" if arg == "gateway" else options.pop("mode", "exec")
-        return OpenClawAdapter(cache=cache, lean=lean, mode=mode, **options)
-    raise HarnessConfigError(f"unknown harness {spec!r}; use one of: {', '.join(HARNESS_SPECS)}")
+    cls = _adapter_class(name)
+    if cls is None:
+        raise HarnessConfigError(f"unknown harness {spec!r}; use one of: {', '.join(HARNESS_SPECS)}")
+    if arg:
+        options["profile"] = arg
+    if name in ("claude-code", "codex", "openclaw"):
+        options["cache"] = cache
+    return cls(**options)

@@ -25,14 +25,20 @@ from harnessrl.harness.base import (
     quiet_env,
     result_from,
 )
+from harnessrl.harness.profiles import Profile, profile_table, resolve
 
 AGENT_SCRIPT = Path(__file__).with_name("builtin_agent.py")
+PROFILES = profile_table(Profile("full", "the reference agent (text mode, one fenced shell block per reply)"))
 
 
 class BuiltinAdapter(LaunchedAdapter):
     name = "builtin"
+    profiles = PROFILES
+    default_profile = "full"
 
-    def __init__(self, script: Path | None = None, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, script: Path | None = None, extra_args: tuple[str, ...] = (),
+                 profile: str | None = None) -> None:
+        self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
         self.script = Path(script) if script else AGENT_SCRIPT
         self.extra_args = tuple(extra_args)
 

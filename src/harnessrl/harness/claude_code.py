@@ -3,6 +3,10 @@
 Points it at the proxy's Anthropic Messages route with ANTHROPIC_BASE_URL; the quiet env (no
 telemetry, no non-essential traffic, no auto-updater) makes headless mode talk only to the proxy.
 `IS_SANDBOX=1` lets `--dangerously-skip-permissions` run as uid 0.
+
+Profiles (flags only): `full` = as shipped (12 tools, ~12.4k-token first prompt); `small` =
+`--tools Bash` (Claude Code's own system prompt, one tool); `tiny` = `--tools Bash --bare
+--system-prompt <one line>` (no hooks/CLAUDE.md discovery, a one-line system prompt).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harnessrl.harness import install
+from harnessrl.harness.profiles import Profile, profile_table, resolve
 from harnessrl.harness.base import (
     CachedInstallAdapter,
     HarnessResult,
@@ -33,11 +38,25 @@ QUIET = {
 }
 
 
+TINY_SYSTEM_PROMPT = ("You are a coding agent working in the current directory of a Linux machine: "
+                      "run shell commands with the Bash tool, then reply with a short summary.")
+
+PROFILES = profile_table(
+    Profile("full", "Claude Code as shipped: its default tools and system prompt", {"args": []}),
+    Profile("small", "only the Bash tool, Claude Code's own system prompt", {"args": ["--tools", "Bash"]}),
+    Profile("tiny", "only the Bash tool, --bare, a one-line system prompt",
+            {"args": ["--tools", "Bash", "--bare", "--system-prompt", TINY_SYSTEM_PROMPT]}),
+)
+
+
 class ClaudeCodeAdapter(CachedInstallAdapter):
     name = "claude-code"
+    profiles = PROFILES
+    default_profile = "full"
 
-    def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = (), profile: str | None = None) -> None:
         self.cache = cache
+        self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
         self.extra_args = tuple(extra_args)
 
     def build(self, req: RunRequest) -> LaunchSpec:
@@ -56,7 +75,7 @@ class ClaudeCodeAdapter(CachedInstallAdapter):
         }
         argv = [str(exe), "-p", req.instruction, "--output-format", "stream-json", "--verbose",
                 "--dangerously-skip-permissions", "--model", req.model, "--max-turns", str(req.max_turns),
-                *self.extra_args]
+                *self.profile.settings["args"], *self.extra_args]
         return LaunchSpec(argv=argv, env=env, cwd=req.workdir, run_id=req.dirs.run_id,
                           dirs=[*req.dirs.all(), f"{req.dirs.home}/.claude"])
 

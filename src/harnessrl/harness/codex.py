@@ -4,6 +4,10 @@ A custom model provider in `$CODEX_HOME/config.toml` points at the proxy's `/v1/
 (`wire_api = "responses"`; this version refuses "chat"). CODEX_HOME lies in the run's private
 dir, outside TMPDIR (codex refuses to put helper binaries under the temp dir). Codex's own
 sandbox cannot nest in ours, hence `--dangerously-bypass-approvals-and-sandbox`.
+
+Profiles (config.toml only): `full` = Codex as shipped; `small` = web search, multi-agent, image,
+plugin/app/skill and other optional tools off, apply_patch off, and a short instructions file in
+place of the built-in ~17k-character one.
 """
 
 from __future__ import annotations
@@ -23,9 +27,28 @@ from harnessrl.harness.base import (
     quiet_env,
     result_from,
 )
+from harnessrl.harness.profiles import Profile, profile_table, resolve
 
 PROVIDER = "harnessrl"
 KEY_VAR = "HARNESSRL_API_KEY"
+
+
+SMALL_INSTRUCTIONS = ("You are a coding agent working in the current directory of a Linux machine. Run shell "
+                      "commands with the exec_command tool to do the task, then reply with a short summary.\n")
+INSTRUCTIONS_FILE = "@CODEX_HOME@/instructions.md"
+SMALL_FEATURES = {f: False for f in (
+    "multi_agent", "image_generation", "apps", "plugins", "goals", "tool_suggest", "skill_search", "sleep_tool",
+    "browser_use", "computer_use", "in_app_browser", "hooks", "shell_snapshot", "view_image")}
+PROFILES = profile_table(
+    Profile("full", "Codex as shipped (its tools and instructions)", {"top": {}, "tables": {}, "instructions": None}),
+    Profile("small", "only the shell tools, a short instructions file, no web search/apply_patch/multi-agent",
+            {"top": {"web_search": "disabled", "include_apply_patch_tool": False,
+                     "model_instructions_file": INSTRUCTIONS_FILE},
+             "tables": {"features": SMALL_FEATURES, "skills": {"include_instructions": False},
+                        "tools.experimental_request_user_input": {"enabled": False},
+                        "tools.update_plan": {"enabled": False}},
+             "instructions": SMALL_INSTRUCTIONS}),
+)
 
 
 def toml_str(value: str) -> str:
@@ -33,14 +56,28 @@ def toml_str(value: str) -> str:
     return json.dumps(value)
 
 
-def config_toml(*, model: str, base_url: str, turn_timeout_s: float) -> str:
+def toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return toml_str(str(value))
+
+
+def config_toml(*, model: str, base_url: str, turn_timeout_s: float, top: dict | None = None,
+                tables: dict[str, dict] | None = None) -> str:
+    """The config: provider + quiet settings, then `top` (root keys) and `tables` (name -> keys)."""
     idle_ms = int(max(turn_timeout_s, 1.0) * 1000)
+    extra_tables: list[str] = []
+    for name, keys in (tables or {}).items():
+        extra_tables += ["", f"[{name}]", *(f"{k} = {toml_value(v)}" for k, v in keys.items())]
     return "\n".join([
         f"model = {toml_str(model)}",
         f"model_provider = {toml_str(PROVIDER)}",
         'approval_policy = "never"',
         'sandbox_mode = "danger-full-access"',
         "check_for_update_on_startup = false",
+        *(f"{k} = {toml_value(v)}" for k, v in (top or {}).items()),
         "",
         f"[model_providers.{PROVIDER}]",
         f"name = {toml_str(PROVIDER)}",
@@ -56,14 +93,18 @@ def config_toml(*, model: str, base_url: str, turn_timeout_s: float) -> str:
         "",
         "[feedback]",
         "enabled = false",
+        *extra_tables,
         "",
     ])
 
 
 class CodexAdapter(CachedInstallAdapter):
     name = "codex"
+    profiles = PROFILES
+    default_profile = "full"
 
-    def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = (), profile: str | None = None) -> None:
+        self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
         self.cache = cache
         self.extra_args = tuple(extra_args)
 
@@ -79,10 +120,16 @@ class CodexAdapter(CachedInstallAdapter):
         if req.workdir:
             argv += ["--cd", req.workdir]
         argv += ["--", req.instruction]
+        settings = self.profile.settings
+        top = {k: (v.replace("@CODEX_HOME@", codex_home) if isinstance(v, str) else v)
+               for k, v in settings["top"].items()}
         config = config_toml(model=req.model, base_url=openai_base(req.proxy_base),
-                             turn_timeout_s=req.timeout_s)
+                             turn_timeout_s=req.timeout_s, top=top, tables=settings["tables"])
+        files = {f"{codex_home}/config.toml": config}
+        if settings["instructions"] is not None:
+            files[INSTRUCTIONS_FILE.replace("@CODEX_HOME@", codex_home)] = settings["instructions"]
         return LaunchSpec(argv=argv, env=env, cwd=req.workdir, run_id=req.dirs.run_id,
-                          dirs=[*req.dirs.all(), codex_home], files={f"{codex_home}/config.toml": config})
+                          dirs=[*req.dirs.all(), codex_home], files=files)
 
     def parse(self, req: RunRequest, outcome: LaunchOutcome) -> HarnessResult:
         events = json_lines(outcome.stdout)

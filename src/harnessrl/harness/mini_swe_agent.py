@@ -4,6 +4,8 @@ Two modes: "text" (default; `--model-class litellm_textbased` with harnessrl's s
 `mini_text.yaml`: one fenced shell block per reply, which a small model can hit) and "tool"
 (mini's default `mini.yaml`: a native `bash` tool call). Cost tracking is switched off (it
 crashes on unknown models) and the global config dir is private.
+
+Profiles: `text` (default; alias `small`) and `tool` (alias `full`: mini-swe-agent as shipped).
 """
 
 from __future__ import annotations
@@ -25,19 +27,31 @@ from harnessrl.harness.base import (
     quiet_env,
     result_from,
 )
+from harnessrl.harness.profiles import Profile, profile_table, resolve
 
 MODES = ("text", "tool")
 TEXT_CONFIG = Path(__file__).with_name("mini_text.yaml")
+PROFILES = profile_table(
+    Profile("text", "text mode: litellm_textbased + harnessrl's short mini_text.yaml (one fenced block per reply)",
+            {"mode": "text"}, aliases=("small",)),
+    Profile("tool", "mini-swe-agent as shipped: mini.yaml, one native `bash` tool", {"mode": "tool"},
+            aliases=("full",)),
+)
 
 
 class MiniSweAgentAdapter(LaunchedAdapter):
     name = "mini-swe-agent"
+    profiles = PROFILES
+    default_profile = "text"
 
-    def __init__(self, mode: str = "text", config: Path | None = None, command_timeout_s: int = 60,
-                 max_tokens: int | None = None, temperature: float | None = None) -> None:
-        if mode not in MODES:
+    def __init__(self, mode: str | None = None, config: Path | None = None, command_timeout_s: int = 60,
+                 max_tokens: int | None = None, temperature: float | None = None, profile: str | None = None) -> None:
+        if mode is not None and mode not in MODES:
             raise HarnessConfigError(f"mini-swe-agent mode must be one of {MODES}, got {mode!r}")
-        self.mode = mode
+        if profile is None and mode is not None:  # the older `mode=` option names the profile
+            profile = mode
+        self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
+        self.mode = self.profile.settings["mode"]
         self.config = Path(config) if config else None
         self.command_timeout_s = command_timeout_s
         self.max_tokens = max_tokens  # per model call (mini sends none by default)

@@ -12,6 +12,11 @@ primary model; update checks, catalog refresh and telemetry are off. OpenClaw wr
 paths under /tmp (logs, state locks), so each rollout needs a private /tmp (the sandbox gives
 one). Every turn is bounded by `maxTokens` and the whole rollout by `--timeout` and the
 launcher's kill. Exit codes: 0 ok, 1 error, 2 timeout.
+
+Profiles (config and flags only): `full` (exec mode, the `coding` tool profile minus web/memory
+search), `lean` (full + `--local-model-lean`), `gateway` (gateway mode, full tools), `small` (exec
+mode; only the `exec` tool, no tool search, no skills, no bootstrap files injected) and
+`gateway-small` (gateway mode with the small config).
 """
 
 from __future__ import annotations
@@ -33,11 +38,39 @@ from harnessrl.harness.base import (
     quiet_env,
     result_from,
 )
+from harnessrl.harness.profiles import Profile, profile_table, resolve
 
 PROVIDER = "harnessrl"
 EXEC_TIMEOUT_EXIT = 2
 MODES = ("exec", "gateway")
 GATEWAY_DRIVER = Path(__file__).with_name("openclaw_gateway.py")
+
+FULL_TOOLS = {"tools": {"profile": "coding", "deny": ["web_search", "memory_search"]}}
+# only the shell tool; no deferred tool search (tool_search/tool_describe/tool_call), no skills list,
+# no workspace bootstrap files (AGENTS.md, SOUL.md, ...) created or injected
+SMALL_CONFIG = {
+    "tools": {"profile": "coding", "allow": ["exec"], "toolSearch": False},
+    "agents": {"defaults": {"skipBootstrap": True, "contextInjection": "never", "skills": []}},
+}
+PROFILES = profile_table(
+    Profile("full", "exec mode, the coding tool profile minus web/memory search",
+            {"mode": "exec", "lean": False, "config": FULL_TOOLS}, aliases=("exec",)),
+    Profile("lean", "full + --local-model-lean", {"mode": "exec", "lean": True, "config": FULL_TOOLS}),
+    Profile("gateway", "gateway mode (openclaw gateway + one chat turn), full tools",
+            {"mode": "gateway", "lean": False, "config": FULL_TOOLS}),
+    Profile("small", "exec mode, only the exec tool, no tool search, skills or bootstrap files",
+            {"mode": "exec", "lean": False, "config": SMALL_CONFIG}),
+    Profile("gateway-small", "gateway mode with the small config",
+            {"mode": "gateway", "lean": False, "config": SMALL_CONFIG}),
+)
+
+
+def merge(base: dict, extra: dict) -> dict:
+    """`base` updated by `extra`, nested dicts merged key by key (lists and scalars replaced)."""
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def openclaw_config(*, model: str, base_url: str, api_key: str, workspace: str, timeout_s: float,
@@ -64,22 +97,24 @@ def openclaw_config(*, model: str, base_url: str, api_key: str, workspace: str, 
             "workspace": workspace,
             "timeoutSeconds": max(1, int(timeout_s)),
         }},
-        "tools": {"profile": "coding", "deny": ["web_search", "memory_search"]},
     }
 
 
 class OpenClawAdapter(CachedInstallAdapter):
     name = "openclaw"
+    profiles = PROFILES
+    default_profile = "full"
 
     def __init__(self, cache: Path | None = None, context_window: int = 32768, max_tokens: int = 1024,
-                 lean: bool = False, mode: str = "exec") -> None:
-        if mode not in MODES:
+                 lean: bool | None = None, mode: str | None = None, profile: str | None = None) -> None:
+        if mode is not None and mode not in MODES:
             raise HarnessConfigError(f"openclaw mode must be one of {MODES}, got {mode!r}")
-        self.mode = mode
+        self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
+        self.mode = mode or self.profile.settings["mode"]
         self.cache = cache
         self.context_window = context_window
         self.max_tokens = max_tokens
-        self.lean = lean
+        self.lean = self.profile.settings["lean"] if lean is None else bool(lean)
 
     def build(self, req: RunRequest) -> LaunchSpec:
         home = req.dirs.home
@@ -91,6 +126,7 @@ class OpenClawAdapter(CachedInstallAdapter):
         cfg = openclaw_config(model=req.model, base_url=openai_base(req.proxy_base), api_key=req.api_key,
                               workspace=workspace, timeout_s=inner_timeout,
                               context_window=self.context_window, max_tokens=self.max_tokens)
+        cfg = merge(cfg, self.profile.settings["config"])
         exe = str(install.bin_path(self.name, self.cache))
         files = {cfg_path: json.dumps(cfg, indent=2), task_path: req.instruction}
         if self.mode == "gateway":

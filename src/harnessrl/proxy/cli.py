@@ -38,7 +38,7 @@ def serve(
     history: str = typer.Option("exact", "--history", help="exact (reuse sampled ids) | rerender (plain template)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Listen address (keep it on loopback)."),
     uds: Optional[Path] = typer.Option(None, "--uds", help="Also listen on this Unix socket path."),
-    max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="Context limit (default: the engine's)."),
+    max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="Context limit (default: the model's own window, 8192 for SmolLM2)."),
     max_tokens: int = typer.Option(2048, "--max-tokens", help="Completion limit when a request sets none."),
 ) -> None:
     """Serve a policy over the OpenAI Chat, Anthropic Messages and OpenAI Responses APIs, recording every call."""

@@ -67,7 +67,7 @@ def _execute(tasks: str, harness: list[str], n: int, concurrency: int, run_dir: 
 
 def rollout(
     tasks: str = typer.Option("builtin:train", "--tasks", "-t", help=TASKS_HELP),
-    harness: List[str] = typer.Option(["builtin"], "--harness", "-H", help="Harness spec; repeat to mix (one per group)."),
+    harness: List[str] = typer.Option(["builtin"], "--harness", "-H", help="Harness spec <name>[:<profile>] (e.g. claude-code:small); repeat to mix (one per group)."),
     n: int = typer.Option(4, "-n", "--samples", help="Rollouts per (task, harness) group."),
     concurrency: int = typer.Option(4, "--concurrency", "-c", help="Rollouts running at once."),
     run_dir: Path = typer.Option(Path("runs/rollout"), "--run-dir", "-d", help="Run directory (store)."),
@@ -94,7 +94,7 @@ def rollout(
 
 def evaluate(
     tasks: str = typer.Option("builtin:test", "--tasks", "-t", help=TASKS_HELP),
-    harness: List[str] = typer.Option(["builtin"], "--harness", "-H", help="Harness spec; repeat to compare."),
+    harness: List[str] = typer.Option(["builtin"], "--harness", "-H", help="Harness spec <name>[:<profile>] (e.g. codex:small); repeat to compare."),
     n: int = typer.Option(4, "-n", "--samples", help="Rollouts per (task, harness)."),
     k: List[int] = typer.Option([], "--k", help="Report pass@k for these k (default 1 and n)."),
     concurrency: int = typer.Option(4, "--concurrency", "-c", help="Rollouts running at once."),

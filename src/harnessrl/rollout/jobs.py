@@ -11,6 +11,9 @@ harness run under a time limit -> verifier (only after a clean harness exit) -> 
 Start failures (the sandbox cannot be created, or the harness fails before making any model call)
 are retried up to `start_retries` times, then recorded as sandbox_error / harness_error. A retry
 never mixes two attempts' calls in one rollout: only attempts that made no call are retried.
+A rollout whose last model call was refused as too long for the model's context (the proxy's typed
+"prompt too long" error) is recorded as `context_exceeded`, however the harness exited (no reward).
+Every record carries the harness profile it ran with (`profile`, and its settings in meta).
 """
 
 from __future__ import annotations
@@ -112,9 +115,12 @@ def _adapters(specs: set[str], options: dict[str, dict[str, Any]]) -> dict[str, 
 def run_rollout(job: RolloutJob, adapter: Any, link: Any, store: Any, opts: RunOptions) -> RolloutRecord:
     """One rollout, start to record; never raises (every failure becomes a status)."""
     t0 = time.monotonic()
+    profile = getattr(adapter, "profile", None)
     base = RolloutRecord(rollout_id=job.rollout_id, task_id=job.task.id, harness=job.harness_spec,
                          group_id=job.group_id, status="sandbox_error", reward=None, step=opts.step,
-                         sample_idx=job.sample_idx, category=job.task.category, split=job.task.split)
+                         sample_idx=job.sample_idx, category=job.task.category, split=job.task.split,
+                         profile=getattr(profile, "name", ""),
+                         meta={"harness_profile": profile.describe()} if hasattr(profile, "describe") else {})
     try:
         key = link.register(job.rollout_id)
     except Exception as e:  # noqa: BLE001 - recorded, the run goes on
@@ -171,6 +177,11 @@ def _one_attempt(job: RolloutJob, adapter: Any, link: Any, key: str, store: Any,
         durations["harness_s"] = time.monotonic() - t1
         meta = {"harness_meta": result.meta, "exit_code": result.exit_code,
                 "final_message": (result.final_message or "")[:FINAL_MESSAGE_CHARS]}
+        meta = {**base.meta, **meta}
+        too_long = context_refusal(store, job.rollout_id)
+        if too_long:  # whatever the harness's exit: its last request got no reply
+            error = f"{too_long} (harness: {result.status}{': ' + result.error[:300] if result.error else ''})"
+            return replace(base, status="context_exceeded", error=error, durations=durations, meta=meta)
         if result.status != "ok":
             error = result.error or (result.stderr_tail or "")[-1000:]
             return replace(base, status=result.status, error=error, durations=durations, meta=meta)
@@ -180,6 +191,22 @@ def _one_attempt(job: RolloutJob, adapter: Any, link: Any, key: str, store: Any,
         durations["verifier_s"] = verdict.duration_s
     return replace(base, status=verdict.status, reward=verdict.reward, checks=verdict.checks,
                    error=verdict.error, durations=durations, meta=meta)
+
+
+def context_refusal(store: Any, rollout_id: str) -> str:
+    """The proxy's "prompt too long" message when the rollout's LAST call was refused for not fitting
+    the model's context, else "". (A harness that compacted and went on has a later, ok call.)"""
+    try:
+        calls = store.list_calls([rollout_id])
+    except Exception:  # noqa: BLE001 - a status detail only
+        return ""
+    if not calls:
+        return ""
+    last = max(calls, key=lambda c: c.seq)
+    meta = last.meta or {}
+    if last.status == "error" and meta.get("error_kind") == "too_long":
+        return f"context exceeded: {meta.get('error') or 'prompt too long'}"
+    return ""
 
 
 def _transcript(store: Any, rollout_id: str) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from harnessrl.rollout.proxy_link import LocalProxy, RemoteProxy
 
 @contextlib.contextmanager
 def proxy_session(run_dir: Path, *, engine: str = "hf", model: str | None = None, proxy_url: str | None = None,
-                  admin_token: str | None = None, max_model_len: int = 4096,
+                  admin_token: str | None = None, max_model_len: int | None = None,
                   max_tokens: int = 512) -> Iterator[tuple[Any, Any]]:
     """Yields (proxy link, RunStore). Starts engine + proxy in-process unless `proxy_url` is given."""
     from harnessrl.store import RunStore

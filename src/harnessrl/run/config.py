@@ -35,7 +35,7 @@ class ModelConfig(_Strict):
 
 class EngineSection(_Strict):
     type: Literal["auto", "hf", "vllm"] = "auto"  # auto: vllm when importable, else hf
-    max_model_len: int = Field(4096, ge=256)
+    max_model_len: int | None = Field(None, ge=256)  # None: the model's own window (8192 for SmolLM2)
     kv_cache_gib: float = Field(1.0, gt=0)
     max_concurrency: int = Field(16, ge=1)
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
@@ -62,7 +62,7 @@ class FiltersSection(_Strict):
     """Tree filters (tree.filters.FilterConfig): what is excluded from the loss."""
 
     truncated: Literal["call", "rollout", "keep"] = "call"  # completions cut by max_tokens
-    exclude_statuses: list[str] = ["harness_error", "timeout", "sandbox_error", "verifier_error"]
+    exclude_statuses: list[str] = ["harness_error", "timeout", "sandbox_error", "verifier_error", "context_exceeded"]
     duplicate_branches: bool = True
     max_path_tokens: int | None = Field(None, gt=0)
 

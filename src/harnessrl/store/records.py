@@ -9,7 +9,9 @@ from typing import Any
 # token was sampled by policy version v in an earlier call and reused verbatim (exact history).
 PROMPT = -1
 
-ROLLOUT_STATUSES = ("ok", "harness_error", "timeout", "verifier_error", "sandbox_error")
+# context_exceeded: the rollout ended because a request did not fit the model's context (the proxy
+# answered its typed "prompt too long" error and the harness could not go on)
+ROLLOUT_STATUSES = ("ok", "harness_error", "timeout", "verifier_error", "sandbox_error", "context_exceeded")
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class CallRecord:
 class RolloutRecord:
     rollout_id: str
     task_id: str
-    harness: str
+    harness: str  # the harness spec as given, e.g. "claude-code:small"
     group_id: str  # all rollouts of one task in one step share a group (one prefix tree)
     status: str  # one of ROLLOUT_STATUSES
     reward: float | None  # None unless status == "ok"
@@ -51,3 +53,4 @@ class RolloutRecord:
     durations: dict[str, float] = field(default_factory=dict)  # sandbox_s, harness_s, verifier_s, total_s
     error: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    profile: str = ""  # the harness profile it ran with ("" = none, e.g. runs written before profiles)

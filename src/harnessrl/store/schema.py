@@ -19,12 +19,13 @@ from harnessrl.store.prefix import Delta, expand
 from harnessrl.store.records import CallRecord, RolloutRecord
 
 DB_NAME = "harnessrl.sqlite"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # columns added since schema 1 (added by ALTER TABLE when an older database is opened)
 MIGRATIONS = (
     ("calls", "base_call", "TEXT"),
     ("calls", "base_len", "INTEGER NOT NULL DEFAULT 0"),
     ("calls", "prov_from_base", "INTEGER NOT NULL DEFAULT 0"),
+    ("rollouts", "profile", "TEXT NOT NULL DEFAULT ''"),  # schema 3: the harness profile
 )
 
 SCHEMA = """
@@ -73,7 +74,8 @@ CREATE TABLE IF NOT EXISTS rollouts (
     error TEXT NOT NULL,
     checks TEXT,
     durations TEXT,
-    meta TEXT
+    meta TEXT,
+    profile TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS rollouts_by_step ON rollouts (step, group_id);
 CREATE TABLE IF NOT EXISTS steps (
@@ -96,7 +98,7 @@ INSERT_CALL = f"INSERT INTO calls ({', '.join(CALL_COLUMNS)}) VALUES ({', '.join
 
 ROLLOUT_COLUMNS = (
     "rollout_id", "task_id", "harness", "group_id", "status", "reward", "step", "sample_idx",
-    "category", "split", "call_count", "error", "checks", "durations", "meta",
+    "category", "split", "call_count", "error", "checks", "durations", "meta", "profile",
 )
 UPSERT_ROLLOUT = (
     f"INSERT OR REPLACE INTO rollouts ({', '.join(ROLLOUT_COLUMNS)}) "
@@ -153,6 +155,7 @@ def rollout_to_row(r: RolloutRecord) -> tuple[Any, ...]:
     return (
         r.rollout_id, r.task_id, r.harness, r.group_id, r.status, r.reward, r.step, r.sample_idx,
         r.category, r.split, r.call_count, r.error, to_json(r.checks), to_json(r.durations), to_json(r.meta),
+        r.profile,
     )
 
 
@@ -173,6 +176,7 @@ def row_to_rollout(row: sqlite3.Row) -> RolloutRecord:
         durations=from_json(row["durations"]) or {},
         error=row["error"],
         meta=from_json(row["meta"]) or {},
+        profile=row["profile"] if "profile" in row.keys() else "",
     )
 
 

@@ -4,7 +4,7 @@ Rollout filters (a filtered rollout stays visible in views but contributes no de
 no reward to group statistics; it is excluded from the loss, never scored 0):
 
 - ``abnormal_rollouts``: status in ``exclude_statuses`` (harness_error, timeout, sandbox_error,
-  verifier_error by default).
+  verifier_error, context_exceeded by default).
 - ``no_reward``: status ok but no reward recorded.
 - ``too_long_rollouts``: some call sequence (= some path) longer than ``max_path_tokens``.
 - ``truncated_rollouts``: with ``truncated="rollout"``, a rollout with any finish=length call.
@@ -30,7 +30,7 @@ import numpy as np
 
 from harnessrl.store.records import CallRecord, RolloutRecord
 
-ABNORMAL_STATUSES = ("harness_error", "timeout", "sandbox_error", "verifier_error")
+ABNORMAL_STATUSES = ("harness_error", "timeout", "sandbox_error", "verifier_error", "context_exceeded")
 
 
 @dataclass(frozen=True)

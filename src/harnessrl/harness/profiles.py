@@ -1,0 +1,70 @@
+"""Named harness profiles: which tool set and prompt a harness runs with, as flags and config only.
+
+A spec is `<harness>[:<profile>]` (e.g. `claude-code:small`); `command:<template>` takes no profile
+(its colon belongs to the template). Every adapter ships `full` (the harness as shipped, its
+default unless noted) and `small` (a tool set and prompt that fit an 8k context); some add more
+(`tiny`, OpenClaw's `lean` and `gateway`, mini-swe-agent's `text`/`tool` modes). The resolved
+profile (name + the settings it applies) is stored with every rollout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harnessrl.harness.base import HarnessConfigError
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One named way to run a harness. `settings` are adapter-specific knobs (flags, config keys);
+    `aliases` are other names accepted for it (kept for older specs such as `mini-swe-agent:text`)."""
+
+    name: str
+    summary: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+
+    def describe(self) -> dict[str, Any]:
+        """What is stored with a rollout."""
+        return {"name": self.name, "summary": self.summary, "settings": self.settings}
+
+
+def profile_table(*profiles: Profile) -> dict[str, Profile]:
+    """Name -> Profile, aliases included (each name or alias must be unique)."""
+    table: dict[str, Profile] = {}
+    for p in profiles:
+        for key in (p.name, *p.aliases):
+            if key in table:
+                raise ValueError(f"duplicate profile name {key!r}")
+            table[key] = p
+    return table
+
+
+def resolve(harness: str, table: dict[str, Profile], name: str | None, default: str) -> Profile:
+    """The profile `name` (or the default) of `harness`, or a HarnessConfigError listing the choices."""
+    key = name or default
+    if key not in table:
+        names = sorted({p.name for p in table.values()})
+        raise HarnessConfigError(f"unknown profile {key!r} for harness {harness!r}; use one of: {', '.join(names)} "
+                                 f"(e.g. --harness {harness}:{names[0]})")
+    return table[key]
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    """`claude-code:small` -> ("claude-code", "small"); `claude-code` -> ("claude-code", "");
+    `command:<template>` -> ("command", "<template>") (the rest is the template, colons and all)."""
+    name, _, arg = spec.strip().partition(":")
+    return name, arg
+
+
+def spec_profile(spec: str) -> str:
+    """The canonical profile name a spec runs with ("" for `command:` and unknown harnesses)."""
+    from harnessrl.harness import make_harness
+
+    try:
+        adapter = make_harness(spec)
+    except HarnessConfigError:
+        return ""
+    profile = getattr(adapter, "profile", None)
+    return profile.name if isinstance(profile, Profile) else ""
