@@ -38,7 +38,7 @@ def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
 
 def _execute(tasks: str, harness: list[str], n: int, concurrency: int, run_dir: Path, model: Optional[str],
              engine: str, sandbox: str, proxy: Optional[str], admin_token: Optional[str], max_turns: int,
-             timeout: float, step: int, progress: bool = True) -> tuple[list[Any], list[Any]]:
+             timeout: float, step: int, split: str, progress: bool = True) -> tuple[list[Any], list[Any]]:
     from harnessrl.engine.model import ModelNotFound
     from harnessrl.harness import HarnessConfigError
     from harnessrl.proxy.server import ProxyStartError
@@ -58,7 +58,8 @@ def _execute(tasks: str, harness: list[str], n: int, concurrency: int, run_dir: 
         with proxy_session(run_dir, engine=engine, model=model, proxy_url=proxy, admin_token=admin_token) as (link, store):
             records = run_groups(task_list, harness or ["builtin"], n, proxy=link, store=store,
                                  sandbox_cfg=SandboxConfig(type=sandbox), concurrency=concurrency, step=step,
-                                 max_turns=max_turns, harness_timeout_s=timeout, progress=progress)
+                                 max_turns=max_turns, harness_timeout_s=timeout, split=split,
+                                 progress=progress)
     except (TaskError, HarnessConfigError, ValueError, ModelNotFound, ProxyStartError, ProxyLinkError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(code=2) from None
@@ -84,7 +85,7 @@ def rollout(
     from rich.console import Console
 
     _, records = _execute(tasks, harness, n, concurrency, run_dir, model, engine, sandbox, proxy, admin_token,
-                          max_turns, timeout, step)
+                          max_turns, timeout, step, split="rollout")
     counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -117,7 +118,7 @@ def evaluate(
         raise typer.BadParameter(f"every --k must be between 1 and -n ({n})")
     with _stdout_to_stderr(json_out):
         task_list, records = _execute(tasks, harness, n, concurrency, run_dir, model, engine, sandbox, proxy,
-                                      admin_token, max_turns, timeout, step=0)
+                                      admin_token, max_turns, timeout, step=0, split="eval")
         summary = summarize(records, {t.id: t for t in task_list}, ks)
         print_summary(summary, stderr=json_out)
     if json_out:

@@ -1,7 +1,8 @@
-"""The rollout runner: groups of n rollouts per (task, harness), K at a time, each in a fresh sandbox
+"""The job runner: every rollout of a list of group plans, K at a time, each in a fresh sandbox
 with its own proxy key, scored by the task's verifier and written to the run store.
 
-The trainer calls `run_groups` once per step:
+`harnessrl rollout` / `harnessrl eval` call `run_groups` (plan every task x harness, then run);
+the training loop's collector calls `run_plans` with the plans of a step:
 
     records = run_groups(tasks, ["builtin"], n=8, proxy=server, store=store,
                          sandbox_cfg=SandboxConfig(type="bwrap"), concurrency=4, step=step)
@@ -20,23 +21,27 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
+from harnessrl.rollout.plan import GroupPlan, RolloutJob, next_attempt, plan_cross
 from harnessrl.rollout.proxy_link import as_proxy_link
 from harnessrl.store.records import RolloutRecord
 from harnessrl.tasks.model import Task
 from harnessrl.tasks.validate import open_task_sandbox
 from harnessrl.tasks.verifier import run_verifier
 
+__all__ = ["RolloutJob", "RunOptions", "make_adapters", "run_groups", "run_plans", "run_rollout"]
+
 FINAL_MESSAGE_CHARS = 2000
+
+OnDone = Callable[[RolloutRecord], None]  # called once per finished rollout
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    """Per-rollout limits and identity shared by every rollout of one `run_groups` call."""
+    """Per-rollout limits and identity shared by the rollouts of one run (`step` is the plan's)."""
 
     sandbox_cfg: Any = None  # harnessrl.sandbox.SandboxConfig; None = the default (bwrap)
     model: str = ""  # model name the harness sends ("" = the proxy's served name)
@@ -48,36 +53,13 @@ class RunOptions:
     harness_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec -> make_harness kwargs
 
 
-@dataclass(frozen=True)
-class RolloutJob:
-    task: Task
-    harness_spec: str
-    group_id: str
-    sample_idx: int
-
-    @property
-    def rollout_id(self) -> str:
-        return f"{self.group_id}:{self.sample_idx}"
-
-
-def plan_groups(tasks: list[Task], harness_specs: list[str], n: int, step: int = 0) -> list[RolloutJob]:
-    """Jobs for tasks x harnesses, n samples each; one group = one (task, harness) pair."""
-    if n < 1:
-        raise ValueError(f"n (samples per group) must be >= 1, got {n}")
-    jobs = []
-    for task in tasks:
-        for spec in harness_specs:
-            group_id = f"s{step}:{task.id}:{spec}:{uuid.uuid4().hex[:6]}"
-            jobs += [RolloutJob(task, spec, group_id, i) for i in range(n)]
-    return jobs
-
-
 def run_groups(tasks: list[Task], harness_specs: list[str], n: int, *, proxy: Any, store: Any,
                sandbox_cfg: Any = None, concurrency: int = 4, step: int = 0, model: str = "",
                max_turns: int = 8, harness_timeout_s: float = 600.0, start_retries: int = 2,
-               harness_options: dict[str, dict[str, Any]] | None = None,
+               harness_options: dict[str, dict[str, Any]] | None = None, split: str = "rollout",
                progress: bool = True) -> list[RolloutRecord]:
-    """Run every group and return its RolloutRecords (also written to `store`), in job order.
+    """Plan every task x harness (n rollouts each, ids from `plan_cross` under the store's next
+    attempt), run them and return their RolloutRecords (also written to `store`), in plan order.
 
     proxy: a started harnessrl.proxy.ProxyServer or a rollout.proxy_link.RemoteProxy.
     store: a harnessrl.store.RunStore (records are put as they finish).
@@ -85,28 +67,36 @@ def run_groups(tasks: list[Task], harness_specs: list[str], n: int, *, proxy: An
     opts = RunOptions(sandbox_cfg=sandbox_cfg, model=model, max_turns=max_turns,
                       harness_timeout_s=harness_timeout_s, start_retries=start_retries, step=step,
                       harness_options=harness_options or {})
-    jobs = plan_groups(tasks, harness_specs, n, step)
-    return run_jobs(jobs, proxy=proxy, store=store, opts=opts, concurrency=concurrency, progress=progress)
+    plans = plan_cross(tasks, harness_specs, n, step=step, attempt=next_attempt(store), split=split)
+    with _progress(sum(p.n for p in plans), progress) as on_done:
+        return run_plans(plans, proxy=proxy, store=store, opts=opts, concurrency=concurrency, on_done=on_done)
 
 
-def run_jobs(jobs: list[RolloutJob], *, proxy: Any, store: Any, opts: RunOptions, concurrency: int = 4,
-             progress: bool = True) -> list[RolloutRecord]:
+def run_plans(plans: Sequence[GroupPlan], *, proxy: Any, store: Any, opts: RunOptions,
+              adapters: dict[str, Any] | None = None, concurrency: int = 4,
+              on_done: OnDone | None = None) -> list[RolloutRecord]:
+    """Every rollout of the plans (plan order, then sample order); each rollout is stored with its
+    plan's step. `adapters` (spec -> harness adapter) are made from `opts.harness_options` if absent."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     link = as_proxy_link(proxy)
-    adapters = _adapters({j.harness_spec for j in jobs}, opts.harness_options)
+    adapters = adapters if adapters is not None else make_adapters({p.harness for p in plans},
+                                                                    opts.harness_options)
+    work = [(job, replace(opts, step=p.step)) for p in plans for job in p.jobs()]
     results: dict[int, RolloutRecord] = {}
-    with _progress(len(jobs), progress) as advance, ThreadPoolExecutor(max_workers=concurrency) as pool:
-        futures = {pool.submit(run_rollout, job, adapters[job.harness_spec], link, store, opts): i
-                   for i, job in enumerate(jobs)}
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        futures = {pool.submit(run_rollout, job, adapters[job.harness_spec], link, store, o): i
+                   for i, (job, o) in enumerate(work)}
         for fut in as_completed(futures):
             record = fut.result()
             results[futures[fut]] = record
-            advance(record)
-    return [results[i] for i in range(len(jobs))]
+            if on_done is not None:
+                on_done(record)
+    return [results[i] for i in range(len(work))]
 
 
-def _adapters(specs: set[str], options: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def make_adapters(specs: set[str], options: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One harness adapter per spec (`options`: spec -> make_harness kwargs)."""
     from harnessrl.harness import make_harness
 
     return {spec: make_harness(spec, **options.get(spec, {})) for spec in specs}
@@ -242,7 +232,7 @@ class _progress:
         self.total, self.enabled = total, enabled
         self.done = self.ok = 0
 
-    def __enter__(self) -> Callable[[RolloutRecord], None]:
+    def __enter__(self) -> OnDone:
         if not self.enabled:
             return lambda record: None
         from rich.console import Console

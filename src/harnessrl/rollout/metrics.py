@@ -10,10 +10,13 @@ Aggregates are means over (task, harness) groups, so every task weighs the same.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from harnessrl.store.records import RolloutRecord
 from harnessrl.tasks.model import Task
+
+if TYPE_CHECKING:
+    from harnessrl.rollout.groups import PlannedGroup
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -32,6 +35,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def rollout_passed(record: RolloutRecord, task: Task | None) -> bool:
+    """The one pass rule: status "ok", a reward, and the task's own threshold (>= 1.0 without a task)."""
     if record.status != "ok" or record.reward is None:
         return False
     if task is None:
@@ -91,3 +95,35 @@ def _by(groups: dict[tuple[str, str], dict[str, Any]], label: Any) -> dict[str, 
     for key, stats in groups.items():
         buckets[label(key)].append(stats)
     return {name: _aggregate(stats) for name, stats in sorted(buckets.items())}
+
+
+def harness_summary(groups: Sequence[PlannedGroup]) -> dict[str, dict[str, float]]:
+    """Per harness over the rollouts of planned groups (a training step): mean reward (ok rollouts),
+    pass rate (all rollouts, `rollout_passed`), rollout count, failure count, calls per rollout."""
+    acc: dict[str, dict[str, list[float]]] = {}
+    for g in groups:
+        for r in g.rollouts:
+            a = acc.setdefault(r.harness, {"reward": [], "passed": [], "failed": [], "calls": []})
+            ok = r.status == "ok" and r.reward is not None
+            if ok:
+                a["reward"].append(float(r.reward))  # type: ignore[arg-type]
+            a["passed"].append(float(rollout_passed(r, g.plan.task)))
+            a["failed"].append(float(not ok))
+            a["calls"].append(float(r.call_count))
+    out: dict[str, dict[str, float]] = {"reward": {}, "pass_rate": {}, "rollouts": {}, "failed": {},
+                                        "calls_per_rollout": {}}
+    for h, a in acc.items():
+        out["reward"][h] = _mean(a["reward"]) or 0.0
+        out["pass_rate"][h] = _mean(a["passed"]) or 0.0
+        out["rollouts"][h] = float(len(a["passed"]))
+        out["failed"][h] = float(sum(a["failed"]))
+        out["calls_per_rollout"][h] = _mean(a["calls"]) or 0.0
+    return out
+
+
+def pass_at_1(groups: Sequence[PlannedGroup]) -> dict[str, float]:
+    """Held-out pass@1 per harness: `summarize`'s per-harness pass@1 (what `harnessrl eval` reports)
+    over the groups' rollouts; an abnormal rollout counts as a fail."""
+    records = [r for g in groups for r in g.rollouts]
+    tasks = {g.plan.task.id: g.plan.task for g in groups}
+    return {h: s.get("pass@1") or 0.0 for h, s in summarize(records, tasks)["per_harness"].items()}

@@ -1,12 +1,39 @@
-"""Which tasks and harnesses a step runs: deterministic in (seed, step), so a resumed step replays
-the same plan. Each group is one task run n times by one harness; harnesses share the groups of a
-step in proportion to their weights (largest remainder), so a batch mixes them."""
+"""Group plans: which tasks and harnesses run, as groups of n rollouts, under which ids.
+
+One group is one task run n times by one harness. Every way of running rollouts plans its groups
+here, so `harnessrl rollout`, `harnessrl eval` and the training loop name groups the same way:
+
+    train   s{step}-a{attempt}-g{index}                    plan_step: tasks and harnesses drawn per step
+    other   {split}-s{step}-a{attempt}-{harness}-{index}   plan_cross / plan_eval: every task x harness
+
+Ids are a pure function of the plan's inputs (no random part), so planning twice gives the same ids.
+The attempt (how many times a process has started on this run directory, `next_attempt`) is part
+of the id: the rollouts of an interrupted attempt are never read back into a redo of the same step.
+The train plan is deterministic in (seed, step), so a redone step runs the same tasks and harnesses;
+harnesses share the groups of a step in proportion to their weights (largest remainder).
+"""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 from typing import Any, Sequence
+
+ATTEMPT_KEY = "attempt"  # run-store meta: the number of the latest attempt on the run directory
+
+
+@dataclass(frozen=True)
+class RolloutJob:
+    """One rollout of a group: the unit the job runner executes."""
+
+    task: Any  # harnessrl.tasks.model.Task
+    harness_spec: str
+    group_id: str
+    sample_idx: int
+
+    @property
+    def rollout_id(self) -> str:
+        return f"{self.group_id}:{self.sample_idx}"
 
 
 @dataclass(frozen=True)
@@ -17,6 +44,16 @@ class GroupPlan:
     n: int
     split: str
     step: int
+
+    def jobs(self) -> list[RolloutJob]:
+        return [RolloutJob(self.task, self.harness, self.group_id, i) for i in range(self.n)]
+
+
+def next_attempt(store: Any) -> int:
+    """Count one more attempt on the run store and return its number (1 for a fresh directory)."""
+    attempt = int(store.get_meta(ATTEMPT_KEY, 0)) + 1
+    store.set_meta(ATTEMPT_KEY, attempt)
+    return attempt
 
 
 def harness_counts(weights: dict[str, float], n_groups: int) -> dict[str, int]:
@@ -46,9 +83,17 @@ def plan_step(step: int, attempt: int, tasks: Sequence[Any], weights: dict[str, 
             for i, (t, h) in enumerate(zip(picks, harnesses))]
 
 
+def plan_cross(tasks: Sequence[Any], harnesses: Sequence[str], n: int, *, step: int, attempt: int,
+               split: str) -> list[GroupPlan]:
+    """Every task with every harness, n rollouts each (harness by harness, tasks in the given order)."""
+    if n < 1:
+        raise ValueError(f"n (samples per group) must be >= 1, got {n}")
+    return [GroupPlan(f"{split}-s{step}-a{attempt}-{h}-{i}", t, h, n, split, step)
+            for h in harnesses for i, t in enumerate(tasks)]
+
+
 def plan_eval(step: int, attempt: int, tasks: Sequence[Any], harnesses: Sequence[str], size: int,
               samples: int = 1) -> list[GroupPlan]:
-    """Held-out pass@1: the first `size` eval tasks (a fixed set), `samples` times per harness."""
-    chosen = list(tasks)[:size]
-    return [GroupPlan(f"eval-s{step}-a{attempt}-{h}-{i}", t, h, samples, "eval", step)
-            for h in harnesses for i, t in enumerate(chosen)]
+    """Held-out pass@1: the first `size` eval tasks (a fixed set), `samples` times per harness.
+    `harnessrl eval` plans with this too, so its groups are the in-training eval's groups."""
+    return plan_cross(list(tasks)[:size], harnesses, samples, step=step, attempt=attempt, split="eval")

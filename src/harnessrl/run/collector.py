@@ -1,24 +1,26 @@
-"""The real rollout side of the loop: the task suite and the runner behind the proxy.
+"""The real rollout side of the loop: the task suite and the job runner behind the proxy.
 
-`RunnerCollector` starts one in-process ProxyServer over the run's engine and store, and runs each
-planned rollout with `harnessrl.rollout.jobs.run_rollout` (fresh sandbox, the harness as a black
-box, the verifier) in a thread pool; group ids come from the loop's plan.
+`RunnerCollector` starts one in-process ProxyServer over the run's engine and store, and runs the
+loop's group plans with `harnessrl.rollout.jobs.run_plans` (fresh sandbox, the harness as a black
+box, the verifier; the same runner as `harnessrl rollout` / `harnessrl eval`).
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Sequence
 
+from harnessrl.rollout.jobs import RunOptions, make_adapters, run_plans
 from harnessrl.rollout.plan import GroupPlan
+from harnessrl.rollout.proxy_link import LocalProxy
+from harnessrl.run.collect import Progress
+from harnessrl.run.errors import TrainError
 
 
 def default_tasks(cfg) -> tuple[list, list]:
     """(train, eval) tasks: `tasks.suite` is "builtin" or a task directory; families filter them."""
     from harnessrl.tasks.loader import load_tasks
     from harnessrl.tasks.model import TaskError
-    from harnessrl.run.loop import TrainError
 
     t = cfg.tasks
     try:
@@ -74,7 +76,6 @@ class RunnerCollector:
     def _check(self, name: str) -> None:
         """Fail at start, with the fix, when a harness is unknown or not installed."""
         from harnessrl.harness import HarnessConfigError
-        from harnessrl.run.loop import TrainError
 
         try:
             adapter = self._adapter(name)
@@ -85,31 +86,19 @@ class RunnerCollector:
             raise TrainError(f"harness {name!r} cannot run: {problem} (try `harnessrl harness install {name}`)")
 
     def _adapter(self, name: str) -> Any:
-        from harnessrl.harness import make_harness
-
         if name not in self._adapters:
             opts = next((dict(h.options) for h in self.cfg.harnesses if h.name == name), {})
-            self._adapters[name] = make_harness(name, **opts)
+            self._adapters.update(make_adapters({name}, {name: opts}))
         return self._adapters[name]
 
-    def run(self, plans: Sequence[GroupPlan], progress=None) -> None:
-        from harnessrl.rollout.proxy_link import LocalProxy
-        from harnessrl.rollout.jobs import RolloutJob, RunOptions, run_rollout
-
+    def run(self, plans: Sequence[GroupPlan], progress: Progress | None = None) -> None:
         loop = self.cfg.loop
-        link = LocalProxy(self.proxy)
-        jobs = [(RolloutJob(p.task, p.harness, p.group_id, i), p.step) for p in plans for i in range(p.n)]
-        with ThreadPoolExecutor(max_workers=loop.concurrency) as pool:
-            futures = []
-            for job, step in jobs:
-                opts = RunOptions(sandbox_cfg=self.sandbox_cfg, max_turns=loop.max_turns,
-                                  harness_timeout_s=loop.rollout_timeout_s, step=step)
-                futures.append(pool.submit(run_rollout, job, self._adapter(job.harness_spec), link, self.store,
-                                           opts))
-            for fut in as_completed(futures):
-                fut.result()
-                if progress:
-                    progress(1)
+        for name in {p.harness for p in plans}:
+            self._adapter(name)
+        opts = RunOptions(sandbox_cfg=self.sandbox_cfg, max_turns=loop.max_turns,
+                          harness_timeout_s=loop.rollout_timeout_s)
+        run_plans(plans, proxy=LocalProxy(self.proxy), store=self.store, opts=opts, adapters=self._adapters,
+                  concurrency=loop.concurrency, on_done=(lambda _: progress(1)) if progress else None)
 
     def close(self) -> None:
         self.proxy.stop()

@@ -29,13 +29,15 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harnessrl.run.collect import Collector, Group, harness_summary, pass_at_1, read_groups
+from harnessrl.rollout.groups import PlannedGroup, read_groups
+from harnessrl.rollout.metrics import harness_summary, pass_at_1
+from harnessrl.rollout.plan import GroupPlan, next_attempt, plan_eval, plan_step
+from harnessrl.run.collect import Collector
+from harnessrl.run.collector import default_collector, default_tasks
 from harnessrl.run.config import RunConfig
-from harnessrl.rollout.plan import GroupPlan, plan_eval, plan_step
+from harnessrl.run.errors import TrainError
 
-
-class TrainError(RuntimeError):
-    """The run cannot start or continue; the message says why and what to do."""
+__all__ = ["RunParts", "RunResult", "TrainError", "run_training"]
 
 
 @dataclass
@@ -82,8 +84,6 @@ def run_training(cfg: RunConfig, resume: bool = False, console: Console | None =
                  collector_factory: CollectorFactory | None = None,
                  tasks_loader: TasksLoader | None = None) -> RunResult:
     """Run (or resume) the configured training; returns where the report and plots are."""
-    from harnessrl.run.collector import default_collector, default_tasks
-
     console = console or Console()
     parts = open_run(cfg, resume, console, collector_factory or default_collector, tasks_loader or default_tasks)
     try:
@@ -122,8 +122,7 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
         last = ckpt[0] if ckpt else 0  # steps after the last checkpoint are redone (checkpoint_every > 1)
         for s in [s for s in steps if s > last]:
             store.put_step(s, {"redone": True})  # overwritten when redone
-    attempt = int(store.get_meta("attempt", 0)) + 1
-    store.set_meta("attempt", attempt)
+    attempt = next_attempt(store)
     store.set_meta("config", cfg.model_dump(mode="json"))
     seed_everything(cfg.loop.seed + 7919 * (attempt - 1))
     try:
@@ -181,7 +180,7 @@ def close_run(parts: RunParts) -> None:
             pass
 
 
-def collect(parts: RunParts, plans: list[GroupPlan], progress: Progress, label: str) -> list[Group]:
+def collect(parts: RunParts, plans: list[GroupPlan], progress: Progress, label: str) -> list[PlannedGroup]:
     total = sum(p.n for p in plans)
     task = progress.add_task(label, total=total)
     parts.collector.run(plans, lambda n: progress.advance(task, n))
@@ -237,7 +236,7 @@ def train_step(parts: RunParts, step: int, progress: Progress) -> dict[str, Any]
     return rec
 
 
-def trees_and_advantages(parts: RunParts, groups: list[Group]) -> tuple[list, list]:
+def trees_and_advantages(parts: RunParts, groups: list[PlannedGroup]) -> tuple[list, list]:
     """One prefix tree per group with recorded calls, and its advantages; trees that train no
     token (all filtered, or no decision tokens) are dropped."""
     from harnessrl.algo import gae, grpo, tree_grpo, whiten

@@ -1,0 +1,67 @@
+"""Reading groups of rollouts back from a run store: by plan (the training loop trains exactly what
+was recorded) or by the group ids found in the store (`harnessrl tree`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harnessrl.rollout.plan import GroupPlan
+from harnessrl.store.records import CallRecord, RolloutRecord
+
+
+@dataclass
+class PlannedGroup:
+    """A planned group as recorded: its rollouts (by sample index) and their calls (by rollout, seq)."""
+
+    plan: GroupPlan
+    rollouts: list[RolloutRecord]
+    calls: list[CallRecord]
+
+
+@dataclass(frozen=True)
+class StoredGroup:
+    """The rollouts that share one group id in a store (plan unknown)."""
+
+    group_id: str
+    task_id: str
+    rollouts: list[RolloutRecord]
+
+
+def _by_sample(rollouts: Sequence[RolloutRecord]) -> list[RolloutRecord]:
+    return sorted(rollouts, key=lambda r: (r.sample_idx, r.rollout_id))
+
+
+def group_calls(store: Any, rollouts: Sequence[RolloutRecord], as_arrays: bool = False) -> list[CallRecord]:
+    """The calls of the rollouts, ordered by rollout id, then seq."""
+    if not rollouts:
+        return []
+    calls = store.list_calls([r.rollout_id for r in rollouts], as_arrays=as_arrays)
+    return sorted(calls, key=lambda c: (c.rollout_id, c.seq))
+
+
+def read_groups(store: Any, plans: Sequence[GroupPlan]) -> list[PlannedGroup]:
+    """The recorded rollouts and calls of each planned group.
+
+    Calls are read with ids, provenance and logprobs as numpy arrays: the tree builder works on
+    arrays, and this skips a Python int per token (the tree build is ~3x faster, benchmarks.md)."""
+    out = []
+    for plan in plans:
+        rollouts = _by_sample(store.list_rollouts(group_id=plan.group_id))
+        out.append(PlannedGroup(plan, rollouts, group_calls(store, rollouts, as_arrays=True)))
+    return out
+
+
+def group_rollouts(rollouts: Sequence[RolloutRecord], task: str | None = None,
+                   group: str | None = None) -> list[StoredGroup]:
+    """Rollouts grouped by group_id (first-seen order), optionally only one task / group."""
+    groups: dict[str, list[RolloutRecord]] = {}
+    for r in rollouts:
+        if (task is None or r.task_id == task) and (group is None or r.group_id == group):
+            groups.setdefault(r.group_id, []).append(r)
+    out = []
+    for gid, members in groups.items():
+        members = _by_sample(members)
+        out.append(StoredGroup(group_id=gid, task_id=members[0].task_id, rollouts=members))
+    return out
