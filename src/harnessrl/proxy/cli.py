@@ -40,6 +40,11 @@ def serve(
     uds: Optional[Path] = typer.Option(None, "--uds", help="Also listen on this Unix socket path."),
     max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="Context limit (default: the model's own window, 8192 for SmolLM2)."),
     max_tokens: int = typer.Option(2048, "--max-tokens", help="Completion limit when a request sets none."),
+    tool_format: Optional[str] = typer.Option(
+        None, "--tool-format",
+        help="How the model writes tool calls: hermes | smollm2 | bash (one fenced ```bash block runs the "
+             "harness's shell tool; for small models). Default: the chat template's own. Use the run's "
+             "render.tool_format so serve = train."),
 ) -> None:
     """Serve a policy over the OpenAI Chat, Anthropic Messages and OpenAI Responses APIs, recording every call."""
     from rich.console import Console
@@ -49,6 +54,10 @@ def serve(
         raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}")
     if history not in ("exact", "rerender"):
         raise typer.BadParameter("--history must be exact or rerender")
+    from harnessrl.render.tool_formats import TOOL_FORMATS
+
+    if tool_format is not None and tool_format not in TOOL_FORMATS:
+        raise typer.BadParameter(f"--tool-format must be one of {', '.join(TOOL_FORMATS)}")
     from harnessrl.engine.model import ModelNotFound, resolve_model, smollm2_tokenizer_dir
     from harnessrl.proxy.server import ProxyServer, ProxyStartError
     from harnessrl.store import RunStore
@@ -59,12 +68,13 @@ def serve(
         with console.status(f"loading {model or 'the default model'} ({engine} engine)"):
             # the scripted engine needs only the default tokenizer, not the weights
             model_dir = smollm2_tokenizer_dir() if engine == "scripted" and model is None else resolve_model(model)
-            renderer = Renderer.from_pretrained(model_dir)
+            renderer = Renderer.from_pretrained(model_dir, tool_format=tool_format)
             eng = build_engine(engine, model_dir, max_model_len, renderer)
     except ModelNotFound as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=2) from None
     store = RunStore(run_dir)
+    store.set_meta("render", {"tool_format": renderer.info.tool_format, "history": history})
     server = ProxyServer(eng, store, renderer, host=host, port=port, history_mode=history, uds=uds,
                          default_max_tokens=max_tokens, served_model=Path(model_dir).name)
     try:

@@ -42,11 +42,22 @@ def _cut(r: "Renderer", head: list[Message], reply: Message, tail: list[Message]
     return whole[at + len(r.eot_text) :]
 
 
+def _stub_tools(r: "Renderer", tools: list[ToolSpec]) -> list[ToolSpec]:
+    """Tools for the stub rendering: none, or one that renders the tail as ``tools`` do. The "bash"
+    format renders calls and results by the shell tool it finds, so that tool stands in itself."""
+    if not tools:
+        return []
+    shell = r.info.shell_tool(tools)
+    return [shell.spec] if shell is not None else [_STUB_TOOL]
+
+
 def stub_tail_text(r: "Renderer", *, system_first: bool, reply: Message, tail: list[Message],
-                   has_tools: bool) -> str | None:
-    """Tail text rendered behind a stub prefix (None when the template does not allow the cut)."""
+                   has_tools: bool, tools: list[ToolSpec] | None = None) -> str | None:
+    """Tail text rendered behind a stub prefix (None when the template does not allow the cut).
+    ``tools``: the request's tools (when given they decide the stub tool; else ``has_tools``)."""
     head = ([Message("system", _STUB)] if system_first else []) + [Message("user", _STUB)]
-    return _cut(r, head, reply, tail, [_STUB_TOOL] if has_tools else [])
+    stub = _stub_tools(r, tools) if tools is not None else ([_STUB_TOOL] if has_tools else [])
+    return _cut(r, head, reply, tail, stub)
 
 
 def full_tail_text(r: "Renderer", *, history: list[Message], reply: Message, tail: list[Message],
@@ -61,7 +72,8 @@ def tail_text(r: "Renderer", *, history: list[Message], reply: Message, tail: li
     system_first = bool(history) and history[0].role == "system"
     if r.incremental_ok:
         try:
-            fast = stub_tail_text(r, system_first=system_first, reply=reply, tail=tail, has_tools=bool(tools))
+            fast = stub_tail_text(r, system_first=system_first, reply=reply, tail=tail, has_tools=bool(tools),
+                                  tools=tools)
         except TemplateError:  # the template refuses the stub shape: the full rendering decides
             fast = None
         if fast is not None and not r.verify_incremental:
@@ -76,6 +88,7 @@ def _probe_cases() -> list[tuple[list[Message], Message, list[Message], list[Too
     tools = [ToolSpec("read", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}}),
              ToolSpec("run", "Run a command.", {"type": "object", "properties": {"cmd": {"type": "string"}}})]
     call = [ToolCall("c1", "read", {"path": "a"}), ToolCall("c2", "run", {"cmd": "ls"})]
+    tail_call = Message("assistant", "again", tool_calls=[ToolCall("c3", "run", {"cmd": "ls -a"})])
     sys_user = [Message("system", "You are a careful agent."), Message("user", "Fix the bug in a.py")]
     plain = Message("assistant", "Looking.")
     calling = Message("assistant", "", tool_calls=call)
@@ -87,6 +100,7 @@ def _probe_cases() -> list[tuple[list[Message], Message, list[Message], list[Too
             cases.append((history, plain, [], toolset))
             cases.append((history, calling, results, toolset))
             cases.append((history, calling, results + [Message("user", "thanks")], toolset))
+            cases.append((history, calling, results + [tail_call, results[1]], toolset))
     return cases
 
 
@@ -95,7 +109,8 @@ def incremental_is_exact(r: "Renderer") -> bool:
     try:
         for history, reply, tail, tools in _probe_cases():
             system_first = history[0].role == "system"
-            fast = stub_tail_text(r, system_first=system_first, reply=reply, tail=tail, has_tools=bool(tools))
+            fast = stub_tail_text(r, system_first=system_first, reply=reply, tail=tail, has_tools=bool(tools),
+                                  tools=tools)
             slow = full_tail_text(r, history=history, reply=reply, tail=tail, tools=tools)
             if fast is None or fast != slow:
                 return False

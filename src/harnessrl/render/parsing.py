@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from harnessrl.render.messages import ParsedCompletion, ToolCall, ToolSpec
+from harnessrl.render.shell_dialect import ShellTool, extract_commands
 from harnessrl.render.tool_formats import RawCall, extract_tool_calls
 
 THINK_OPEN = "<think>"
@@ -58,14 +59,21 @@ def parse_text(
     tools: list[ToolSpec] | None = None,
     id_seed: str = "",
     think_opened: bool = False,
+    shell: ShellTool | None = None,
 ) -> ParsedCompletion:
     """Parse decoded reply text (without the stop token).
 
     ``stopped``: the reply ended with a stop token (else it hit the length limit).
+    ``shell``: the "bash" format's shell tool: the reply's ```bash blocks become one call of it
+    (after any ``<tool_call>`` tags); a last block left open counts only when ``stopped``.
     Finish reason: "length" when not stopped, else "tool_calls" when calls were parsed, else "stop".
     """
     reasoning, rest = split_reasoning(text, opened=think_opened)
     content, raw_calls = extract_tool_calls(rest)
+    if shell is not None:
+        content, command = extract_commands(content, allow_open=stopped)
+        if command is not None:
+            raw_calls.append(RawCall(shell.name, shell.arguments(command)))
     kinds = {t.name: t.kind for t in (tools or [])}
     calls = [_finish_call(rc, id_seed, i, kinds) for i, rc in enumerate(raw_calls)]
     if not stopped:

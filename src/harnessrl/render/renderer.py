@@ -143,7 +143,7 @@ class Renderer:
         if ids and ids[-1] in self.stop_ids:
             ids = ids[:-1]
         return parse_text(self.decode(ids), stopped=stopped, tools=tools, id_seed=id_seed,
-                          think_opened=self.think_opened)
+                          think_opened=self.think_opened, shell=self.info.shell_tool(tools))
 
     # ---- conversations ------------------------------------------------------------------
     def conversation(self, mode: str = "exact") -> Conversation:

@@ -14,6 +14,7 @@ from typing import Any
 
 from harnessrl.render.errors import TemplateError
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
+from harnessrl.render import shell_dialect
 from harnessrl.render.tool_formats import TOOL_FORMATS, render_calls, render_result, system_block, tool_schema
 
 __all__ = ["TemplateError", "TemplateInfo", "detect", "to_template"]
@@ -22,9 +23,14 @@ __all__ = ["TemplateError", "TemplateInfo", "detect", "to_template"]
 @dataclass(frozen=True)
 class TemplateInfo:
     native_tools: bool  # the template renders tools / tool_calls / tool messages itself
-    tool_format: str  # "hermes" | "smollm2": convention injected into plain templates
+    tool_format: str  # "hermes" | "smollm2" | "bash": convention injected into plain templates
     reasoning_key: str | None  # message field the template reads thinking from ("reasoning_content")
     thinks: bool  # the template knows <think> blocks
+    fallback_format: str = "hermes"  # the template's own convention: used by "bash" when no shell tool is offered
+
+    def shell_tool(self, tools: list[ToolSpec] | None) -> shell_dialect.ShellTool | None:
+        """The shell tool the "bash" format drives for these tools (None: another format, or none found)."""
+        return shell_dialect.find_shell_tool(tools) if self.tool_format == "bash" else None
 
 
 def detect(source: str, tool_format: str | None = None) -> TemplateInfo:
@@ -32,10 +38,12 @@ def detect(source: str, tool_format: str | None = None) -> TemplateInfo:
     if tool_format is not None and tool_format not in TOOL_FORMATS:
         raise TemplateError(f"unknown tool format {tool_format!r}; choose one of {', '.join(TOOL_FORMATS)}")
     native = "tools" in source and "tool_call" in source
-    fmt = tool_format or ("smollm2" if "<tool_call>[" in source else "hermes")
+    default = "smollm2" if "<tool_call>[" in source else "hermes"
+    fmt = tool_format or default
     reasoning_key = "reasoning_content" if "reasoning_content" in source else None
     thinks = "<think>" in source or reasoning_key is not None
-    return TemplateInfo(native_tools=native, tool_format=fmt, reasoning_key=reasoning_key, thinks=thinks)
+    return TemplateInfo(native_tools=native, tool_format=fmt, reasoning_key=reasoning_key, thinks=thinks,
+                        fallback_format=default)
 
 
 def _custom_args(call: ToolCall) -> Any:
@@ -72,26 +80,35 @@ def _native_message(msg: Message, info: TemplateInfo) -> dict[str, Any]:
     return {"role": msg.role, "content": content}
 
 
-def _injected_messages(messages: list[Message], tools: list[ToolSpec], info: TemplateInfo) -> list[dict[str, Any]]:
+def _injected_messages(messages: list[Message], tools: list[ToolSpec], info: TemplateInfo,
+                       shell: shell_dialect.ShellTool | None = None) -> list[dict[str, Any]]:
+    """Messages with the tool convention written into the text (``shell``: the "bash" format)."""
+    fmt = info.fallback_format if info.tool_format == "bash" else info.tool_format
     out: list[dict[str, Any]] = []
     for msg in messages:
         content = msg.content or ""
         if msg.role == "tool":
-            block = render_result(content)
+            block = shell_dialect.render_result(content) if shell else render_result(content)
             if out and out[-1].get("_tool_run"):
                 out[-1]["content"] += "\n" + block
             else:
                 out.append({"role": "user", "content": block, "_tool_run": True})
             continue
         if msg.role == "assistant":
-            calls = render_calls([ToolCall(c.id, c.name, _custom_args(c), c.kind) for c in msg.tool_calls],
-                                 info.tool_format)
-            if calls:
-                content = f"{content}\n{calls}" if content else calls
+            texts = []
+            for c in msg.tool_calls:
+                command = shell.command_of(c) if shell else None
+                if command is not None:
+                    texts.append(shell_dialect.render_command(command))
+                else:
+                    texts.append(render_calls([ToolCall(c.id, c.name, _custom_args(c), c.kind)], fmt))
+            if fmt == "smollm2" and not shell and len(texts) > 1:  # all calls in one tag
+                texts = [render_calls([ToolCall(c.id, c.name, _custom_args(c), c.kind) for c in msg.tool_calls], fmt)]
+            content = shell_dialect.render_reply(content, texts)
             content, _ = _with_reasoning(content, msg.reasoning, info)
         out.append({"role": msg.role, "content": content})
     if tools:
-        block = system_block(tools, info.tool_format)
+        block = shell_dialect.INSTRUCTION if shell else system_block(tools, fmt)
         if out and out[0]["role"] == "system":
             out[0]["content"] = f"{out[0]['content']}\n\n{block}" if out[0]["content"] else block
         else:
@@ -105,6 +122,9 @@ def to_template(
     messages: list[Message], tools: list[ToolSpec], info: TemplateInfo
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     """(template messages, template tools or None) for ``apply_chat_template``."""
+    shell = info.shell_tool(tools)
+    if shell is not None:  # the "bash" format, whatever the template's own tool support
+        return _injected_messages(messages, tools, info, shell), None
     if info.native_tools:
         return [_native_message(m, info) for m in messages], ([tool_schema(t) for t in tools] or None)
     return _injected_messages(messages, tools, info), None

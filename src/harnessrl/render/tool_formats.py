@@ -1,6 +1,6 @@
 """Tool-call text conventions: how tool definitions, calls and results look inside a prompt.
 
-Two families are supported:
+Three conventions:
 
 - ``hermes`` (Hermes / Qwen): tool definitions as JSON lines inside ``<tools></tools>`` in the
   system prompt; each call as one JSON object ``{"name": ..., "arguments": {...}}`` inside its
@@ -8,7 +8,10 @@ Two families are supported:
 - ``smollm2`` (the SmolLM2-1.7B-Instruct convention): the same ``<tools>`` block, but all calls of
   a reply as ONE JSON list inside a single ``<tool_call>[...]</tool_call>`` tag.
 
-Parsing accepts both shapes whatever the configured format, several tags (parallel calls), and
+- ``bash`` (shell_dialect.py): the model runs the harness's shell tool by writing one fenced
+  ```bash block; the other two stay the fallback for calls of other tools.
+
+Parsing accepts both JSON shapes whatever the configured format, several tags (parallel calls), and
 malformed JSON (left in the text, never raised).
 """
 
@@ -21,7 +24,7 @@ from typing import Any
 
 from harnessrl.render.messages import ToolCall, ToolSpec
 
-TOOL_FORMATS = ("hermes", "smollm2")
+TOOL_FORMATS = ("hermes", "smollm2", "bash")
 
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _TAG_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)

@@ -16,6 +16,8 @@ from typing import Any, Iterator, List, Optional
 import typer
 
 TASKS_HELP = "builtin:train|test|all|<category>, a task directory, or a directory of task directories."
+TOOL_FORMAT_HELP = ("hermes | smollm2 | bash: how the model writes tool calls (in-process proxy; default: the chat "
+                    "template's own). Use the training run's render.tool_format.")
 
 
 @contextlib.contextmanager
@@ -38,7 +40,8 @@ def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
 
 def _execute(tasks: str, harness: list[str], n: int, concurrency: int, run_dir: Path, model: Optional[str],
              engine: str, sandbox: str, proxy: Optional[str], admin_token: Optional[str], max_turns: int,
-             timeout: float, step: int, split: str, progress: bool = True) -> tuple[list[Any], list[Any]]:
+             timeout: float, step: int, split: str, progress: bool = True,
+             tool_format: Optional[str] = None) -> tuple[list[Any], list[Any]]:
     from harnessrl.engine.model import ModelNotFound
     from harnessrl.harness import HarnessConfigError
     from harnessrl.proxy.server import ProxyStartError
@@ -53,9 +56,14 @@ def _execute(tasks: str, harness: list[str], n: int, concurrency: int, run_dir: 
         raise typer.BadParameter("--engine must be hf or vllm")
     if sandbox not in ("bwrap", "local"):
         raise typer.BadParameter("--sandbox must be bwrap or local")
+    from harnessrl.render.tool_formats import TOOL_FORMATS
+
+    if tool_format is not None and tool_format not in TOOL_FORMATS:
+        raise typer.BadParameter(f"--tool-format must be one of {', '.join(TOOL_FORMATS)}")
     try:
         task_list = load_tasks(tasks)
-        with proxy_session(run_dir, engine=engine, model=model, proxy_url=proxy, admin_token=admin_token) as (link, store):
+        with proxy_session(run_dir, engine=engine, model=model, proxy_url=proxy, admin_token=admin_token,
+                           tool_format=tool_format) as (link, store):
             records = run_groups(task_list, harness or ["builtin"], n, proxy=link, store=store,
                                  sandbox_cfg=SandboxConfig(type=sandbox), concurrency=concurrency, step=step,
                                  max_turns=max_turns, harness_timeout_s=timeout, split=split,
@@ -80,12 +88,13 @@ def rollout(
     max_turns: int = typer.Option(8, "--max-turns", help="Model calls per rollout (harnesses that support it)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds per harness run."),
     step: int = typer.Option(0, "--step", help="Step number stored with the rollouts."),
+    tool_format: Optional[str] = typer.Option(None, "--tool-format", help=TOOL_FORMAT_HELP),
 ) -> None:
     """Run groups of rollouts (task x harness x n) in sandboxes through the proxy; store them."""
     from rich.console import Console
 
     _, records = _execute(tasks, harness, n, concurrency, run_dir, model, engine, sandbox, proxy, admin_token,
-                          max_turns, timeout, step, split="rollout")
+                          max_turns, timeout, step, split="rollout", tool_format=tool_format)
     counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -108,6 +117,7 @@ def evaluate(
     max_turns: int = typer.Option(8, "--max-turns", help="Model calls per rollout."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds per harness run."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object on stdout (all else to stderr)."),
+    tool_format: Optional[str] = typer.Option(None, "--tool-format", help=TOOL_FORMAT_HELP),
 ) -> None:
     """pass@1 and unbiased pass@k per task, category and harness."""
     from harnessrl.rollout.metrics import summarize
@@ -118,7 +128,7 @@ def evaluate(
         raise typer.BadParameter(f"every --k must be between 1 and -n ({n})")
     with _stdout_to_stderr(json_out):
         task_list, records = _execute(tasks, harness, n, concurrency, run_dir, model, engine, sandbox, proxy,
-                                      admin_token, max_turns, timeout, step=0, split="eval")
+                                      admin_token, max_turns, timeout, step=0, split="eval", tool_format=tool_format)
         summary = summarize(records, {t.id: t for t in task_list}, ks)
         print_summary(summary, stderr=json_out)
     if json_out:

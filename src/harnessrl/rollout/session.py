@@ -13,8 +13,9 @@ from harnessrl.rollout.proxy_link import LocalProxy, RemoteProxy
 @contextlib.contextmanager
 def proxy_session(run_dir: Path, *, engine: str = "hf", model: str | None = None, proxy_url: str | None = None,
                   admin_token: str | None = None, max_model_len: int | None = None,
-                  max_tokens: int = 512) -> Iterator[tuple[Any, Any]]:
-    """Yields (proxy link, RunStore). Starts engine + proxy in-process unless `proxy_url` is given."""
+                  max_tokens: int = 512, tool_format: str | None = None) -> Iterator[tuple[Any, Any]]:
+    """Yields (proxy link, RunStore). Starts engine + proxy in-process unless `proxy_url` is given.
+    ``tool_format``: the in-process renderer's tool format (a running proxy keeps its own)."""
     from harnessrl.store import RunStore
 
     store = RunStore(run_dir)
@@ -26,12 +27,14 @@ def proxy_session(run_dir: Path, *, engine: str = "hf", model: str | None = None
             return
         from harnessrl.engine import EngineConfig, make_engine, resolve_model
         from harnessrl.proxy.server import ProxyServer
+        from harnessrl.render.renderer import Renderer
 
         model_dir = resolve_model(model)
+        renderer = Renderer.from_pretrained(model_dir, tool_format=tool_format)
         eng = make_engine(EngineConfig(type=engine, model=str(model_dir), max_model_len=max_model_len))
         server = None
         try:
-            server = ProxyServer(eng, store, model_dir, default_max_tokens=max_tokens).start()
+            server = ProxyServer(eng, store, renderer, default_max_tokens=max_tokens).start()
             yield LocalProxy(server), store
         finally:
             if server is not None:

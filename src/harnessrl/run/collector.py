@@ -59,10 +59,12 @@ class RunnerCollector:
 
     def __init__(self, cfg, engine: Any, store: Any, model_dir: Path):
         from harnessrl.proxy.server import ProxyServer
+        from harnessrl.render.renderer import Renderer
         from harnessrl.sandbox.base import SandboxConfig
 
         self.cfg, self.store = cfg, store
-        self.proxy = ProxyServer(engine, store, str(model_dir),
+        renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format)
+        self.proxy = ProxyServer(engine, store, renderer,
                                  default_max_tokens=cfg.loop.max_tokens).start()
         self.sandbox_cfg = SandboxConfig(type=cfg.sandbox.type)
         self._adapters: dict[str, Any] = {}

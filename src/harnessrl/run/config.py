@@ -41,6 +41,14 @@ class EngineSection(_Strict):
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
 
 
+class RenderSection(_Strict):
+    """How prompts are rendered (the same for `harnessrl serve --tool-format`: train = serve)."""
+
+    # null: the chat template's own convention (hermes / smollm2). "bash": the model runs the
+    # harness's shell tool by writing one fenced ```bash block (docs/render.md) — fits small models.
+    tool_format: Literal["hermes", "smollm2", "bash"] | None = None
+
+
 class SandboxSection(_Strict):
     type: Literal["bwrap", "local"] = "bwrap"
 
@@ -122,6 +130,7 @@ class OutputConfig(_Strict):
 class RunConfig(_Strict):
     model: ModelConfig = ModelConfig()
     engine: EngineSection = EngineSection()
+    render: RenderSection = RenderSection()
     sandbox: SandboxSection = SandboxSection()
     harnesses: list[HarnessEntry] = [HarnessEntry(name="builtin")]
     tasks: TasksSection = TasksSection()

@@ -1,0 +1,225 @@
+"""The ``bash`` tool format: the model runs a command by writing one fenced ```bash block.
+
+Small models (SmolLM2-135M) rarely write valid tool-call JSON but often write a fenced shell block
+(../shared/docs/MACHINE.md). In this format:
+
+- The harness's *shell tool* is found from the request's tool schemas (`find_shell_tool`): a
+  function tool with a required string property such as ``command`` / ``cmd`` (or an argv array,
+  Codex's older ``shell{command: [...]}``). Tool names only break ties. The harness's name is
+  never used.
+- The system prompt gets a short instruction (`INSTRUCTION`) instead of the JSON tool list. The
+  harness's other tools are not shown to the model.
+- A reply's ```bash / ```sh / ```shell blocks become ONE call of the shell tool. Several blocks
+  are run as one script, in order, joined by newlines. A last block left open counts when the
+  reply stopped on its own (not when it was cut by the length limit). The text outside the
+  blocks is the reply's content.
+- Arguments fit the tool's schema: ``{prop: cmd}`` for a string property, ``{prop: ["bash",
+  "-lc", cmd]}`` for an argv array, plus the ``default`` of any other required property.
+- In history a shell call renders back as the same block (content, newline, block); any other
+  call renders in the template's fallback convention (Hermes ``<tool_call>`` JSON), which the
+  parser also reads. Every tool result renders as a fenced output block in a user turn
+  (`render_result`), whatever its tool: the rendering of the tail never depends on the tool list.
+- A request whose tools hold no shell tool uses the template's default format for everything
+  (the JSON tool list, ``<tool_call>`` parsing); a request without tools is plain chat.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from harnessrl.render.messages import ToolCall, ToolSpec
+
+INSTRUCTION = (
+    "You can run bash commands in the current directory. To run a command, reply with one "
+    "```bash code block:\n```bash\nls -la\n```\n"
+    "The command's output comes back in the next message. Run one command per reply. "
+    "When the task is done, reply without a code block."
+)
+
+_NAMES = ("command", "cmd", "script")  # property names that hold the command, best first
+_TOOL_HINTS = ("bash", "shell", "exec_command", "exec", "run_shell", "terminal", "run", "execute")
+_LANGS = ("bash", "sh", "shell")
+_ARGV_SHELLS = ("bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/usr/bin/bash", "/bin/zsh")
+# ```bash at a line start, optional spaces, a newline, the body, then a closing ``` on its own line
+_BLOCK_RE = re.compile(r"(?m)^[ \t]*```[ \t]*(bash|sh|shell)[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.DOTALL | re.IGNORECASE)
+_OPEN_RE = re.compile(r"(?m)^[ \t]*```[ \t]*(bash|sh|shell)[ \t]*\n", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ShellTool:
+    """The harness's shell tool and how a command goes into its arguments."""
+
+    name: str
+    prop: str  # the property that holds the command
+    argv: bool  # True: the property is an array of strings (argv); False: a string
+    defaults: tuple[tuple[str, Any], ...] = ()  # other required properties with a schema default
+    spec: ToolSpec | None = field(default=None, compare=False, repr=False)  # the tool as the request gave it
+
+    def arguments(self, command: str) -> dict[str, Any]:
+        value: Any = ["bash", "-lc", command] if self.argv else command
+        return {**dict(self.defaults), self.prop: value}
+
+    def command_of(self, call: ToolCall) -> str | None:
+        """The command a call of this tool runs, or None when the call is not of this tool."""
+        args = call.arguments
+        if isinstance(args, str):  # arguments still as JSON text
+            try:
+                args = json.loads(args)
+            except ValueError:
+                return None
+        if call.name != self.name or not isinstance(args, dict):
+            return None
+        return command_text(args.get(self.prop))
+
+
+def command_text(value: Any) -> str | None:
+    """A command from a string or an argv list (``["bash", "-lc", X]`` -> X; other argv: shell-quoted)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        if len(value) == 3 and value[0] in _ARGV_SHELLS and value[1] in ("-c", "-lc", "-l -c"):
+            return value[2]
+        return shlex.join(value)
+    return None
+
+
+def _prop_kind(schema: Any) -> str | None:
+    """"string" | "argv" | None for one property schema."""
+    if not isinstance(schema, dict):
+        return None
+    types = schema.get("type")
+    types = types if isinstance(types, list) else [types]
+    if "string" in types:
+        return "string"
+    if "array" in types:
+        items = schema.get("items")
+        if isinstance(items, dict) and items.get("type") == "string":
+            return "argv"
+    return None
+
+
+def _candidate(tool: ToolSpec) -> tuple[tuple[int, ...], ShellTool] | None:
+    """(score, shell tool) when ``tool`` can run a command, else None. Higher score wins."""
+    if tool.kind != "function" or not isinstance(tool.parameters, dict):
+        return None
+    props = tool.parameters.get("properties")
+    if not isinstance(props, dict):
+        return None
+    required = tool.parameters.get("required")
+    required = [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+    for rank, prop in enumerate(_NAMES):
+        kind = _prop_kind(props.get(prop))
+        if kind is None:
+            continue
+        others = [r for r in required if r != prop]
+        defaults = []
+        for r in others:
+            spec = props.get(r)
+            if not isinstance(spec, dict) or "default" not in spec:
+                return None  # a required property we could not fill: the call would be refused
+            defaults.append((r, spec["default"]))
+        name = tool.name.lower()
+        hint = next((len(_TOOL_HINTS) - i for i, h in enumerate(_TOOL_HINTS) if name == h), 0)
+        partial = int(any(h in name for h in ("bash", "shell", "exec", "command")))
+        score = (int(prop in required), int(kind == "string"), -rank, hint, partial, -len(others))
+        return score, ShellTool(tool.name, prop, kind == "argv", tuple(defaults), tool)
+    return None
+
+
+def find_shell_tool(tools: list[ToolSpec] | None) -> ShellTool | None:
+    """The request's shell tool, recognised from the schemas (see the module docstring), or None."""
+    best: tuple[tuple[int, ...], ShellTool] | None = None
+    for tool in tools or []:
+        found = _candidate(tool)
+        if found is not None and (best is None or found[0] > best[0]):
+            best = found
+    return best[1] if best else None
+
+
+# ---- rendering ------------------------------------------------------------------------------
+def _fence(body: str, lang: str = "") -> str:
+    """A fenced block whose fence is longer than any backtick run inside ``body``."""
+    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{body}\n{fence}"
+
+
+def render_command(command: str) -> str:
+    """A shell call as the model writes it."""
+    return f"```bash\n{command}\n```"
+
+
+def render_reply(content: str, calls_text: list[str]) -> str:
+    """An assistant turn: content, then each call's text, one per line."""
+    return "\n".join([p for p in [content] if p] + calls_text)
+
+
+_CODEX_EXIT = re.compile(r"^(?:Process exited with code|Exit code:?)\s*(-?\d+)\s*$", re.MULTILINE)
+
+
+def result_parts(content: str) -> tuple[int | None, str]:
+    """(exit code or None, output) of a tool result in the shapes harnesses send.
+
+    Codex: ``... Process exited with code N ... Output:\\n<output>`` (or ``Exit code: N``); Codex's
+    older JSON ``{"output", "metadata": {"exit_code"}}``; mini-swe-agent's JSON ``{"returncode",
+    "output"}``; Claude Code's ``Exit code N\\n<output>`` for a failed command; anything else: the text.
+    """
+    text = content or ""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            obj = json.loads(stripped)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("output"), str):
+            code = obj.get("returncode")
+            meta = obj.get("metadata")
+            if code is None and isinstance(meta, dict):
+                code = meta.get("exit_code")
+            return (code if isinstance(code, int) else None), obj["output"]
+    head, sep, rest = text.partition("Output:\n")
+    if sep and "\n" in head:
+        m = _CODEX_EXIT.search(head)
+        if m:
+            return int(m.group(1)), rest
+    m = re.match(r"Exit code (-?\d+)\n", text)
+    if m:
+        return int(m.group(1)), text[m.end():]
+    return None, text
+
+
+def render_result(content: str) -> str:
+    """One tool result as the model reads it: the output in a fenced block (exit code when known)."""
+    code, output = result_parts(content)
+    output = output.strip("\n")
+    label = "Output" if code is None else f"Exit code {code}. Output"
+    return f"{label}:\n{_fence(output)}"
+
+
+# ---- parsing --------------------------------------------------------------------------------
+def extract_commands(text: str, *, allow_open: bool) -> tuple[str, str | None]:
+    """(text without the shell blocks, the command or None). Blocks are joined by newlines."""
+    bodies: list[str] = []
+    kept: list[str] = []
+    pos = 0
+    for m in _BLOCK_RE.finditer(text):
+        body = m.group(2)
+        kept.append(text[pos : m.start()])
+        bodies.append(body[:-1] if body.endswith("\n") else body)
+        pos = m.end()
+    rest = text[pos:]
+    if allow_open:
+        opened = _OPEN_RE.search(rest)
+        if opened is not None and opened.end() < len(rest) and rest[opened.end():].strip():
+            bodies.append(rest[opened.end():].rstrip("\n"))
+            rest = rest[: opened.start()]
+    kept.append(rest)
+    bodies = [b for b in bodies if b.strip()]
+    if not bodies:
+        return text, None
+    content = "\n".join(p.strip("\n") for p in kept if p.strip())
+    return content, "\n".join(bodies)
