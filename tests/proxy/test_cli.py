@@ -46,6 +46,8 @@ def test_calls_errors(tmp_path):
 def test_serve_rejects_bad_options():
     r = CliRunner().invoke(app, ["serve", "--engine", "tpu"])
     assert r.exit_code != 0 and "--engine" in r.output
+    r = CliRunner().invoke(app, ["serve", "--engine", "scripted", "--tool-format", "zsh"])
+    assert r.exit_code != 0 and "--tool-format" in r.output and "bash" in r.output
 
 
 def test_serve_prints_urls_serves_and_stops_on_ctrl_c(tmp_path):
@@ -60,7 +62,8 @@ def test_serve_prints_urls_serves_and_stops_on_ctrl_c(tmp_path):
 
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harnessrl.cli", "serve", "--engine", "scripted", "--port", "0", "--run-dir", str(run_dir)],
+        [sys.executable, "-m", "harnessrl.cli", "serve", "--engine", "scripted", "--port", "0", "--run-dir", str(run_dir),
+         "--tool-format", "bash"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"})
     try:
         urls, deadline = {}, time.monotonic() + 120
@@ -85,3 +88,7 @@ def test_serve_prints_urls_serves_and_stops_on_ctrl_c(tmp_path):
     assert proc.returncode == 0
     out = CliRunner().invoke(app, ["calls", str(run_dir), "--json"])
     assert [(c["seq"], c["protocol"]) for c in json.loads(out.stdout)] == [(0, "openai.chat"), (1, "anthropic.messages")]
+    from harnessrl.store import RunStore
+
+    with RunStore(run_dir) as store:  # the run records how it rendered (train = serve)
+        assert store.get_meta("render") == {"tool_format": "bash", "history": "exact"}

@@ -41,6 +41,10 @@ def test_overrides_dotted_lists_and_yaml_values():
         load_config(None, ["harnesses=[{name: a}, {name: a}]"])
     with pytest.raises(ConfigError, match="does not exist"):
         load_config("/nonexistent.yaml")
+    assert load_config(None).render.tool_format is None  # the chat template's own convention
+    assert load_config(None, ["render.tool_format=bash"]).render.tool_format == "bash"
+    with pytest.raises(ConfigError, match="render.tool_format"):
+        load_config(None, ["render.tool_format=zsh"])
 
 
 def test_train_cli_config_error_is_a_message_not_a_traceback(tmp_path):
