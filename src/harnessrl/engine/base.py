@@ -37,6 +37,7 @@ class SamplingParams:
     max_tokens: int = 512
     stop_token_ids: tuple[int, ...] = ()
     seed: int | None = None
+    route_key: str | None = None  # replica affinity (the proxy sets the rollout id); not a sampling knob
 
 
 @dataclass(frozen=True)

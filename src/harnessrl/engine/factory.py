@@ -35,6 +35,10 @@ class EngineConfig(BaseModel):
     served_model_name: str | None = Field(
         None, description="vllm_server: model name; default: ask /v1/models"
     )
+    replicas: int = Field(1, ge=1, description="engine replicas behind one Engine (rollout-key affinity)")
+    base_urls: list[str] | None = Field(
+        None, description="vllm_server / sglang_server with replicas: one URL per replica"
+    )
     seed: int = 0
     num_threads: int | None = Field(None, ge=1, description="hf: torch threads of the decode thread")
     request_timeout_s: float = Field(600.0, gt=0)
@@ -51,6 +55,8 @@ def make_engine(cfg: EngineConfig | dict[str, Any]) -> Engine:
     """Build the engine described by cfg (a dict is validated into EngineConfig first)."""
     if isinstance(cfg, dict):
         cfg = EngineConfig.model_validate(cfg)
+    if cfg.replicas > 1 or cfg.base_urls:
+        return _make_replicated(cfg)
     builders: dict[str, Callable[[EngineConfig], Engine]] = {
         "hf": _make_hf,
         "vllm": _make_vllm,
@@ -116,3 +122,25 @@ def _make_scripted(cfg: EngineConfig) -> Engine:
 
     window = cfg.max_model_len or model_context_window(cfg.model) or 8192
     return ScriptedEngine(cfg.script, max_model_len=window, eos_ids=cfg.eos_ids)
+
+
+def _make_replicated(cfg: EngineConfig) -> Engine:
+    """`replicas` engines of one type behind a ReplicatedEngine. Server backends take one URL per
+    replica from base_urls; in-process backends get seeds seed, seed+1, ... (distinct samples)."""
+    from harnessrl.engine.replicas import ReplicatedEngine
+
+    urls = cfg.base_urls or []
+    if urls and len(urls) != cfg.replicas and cfg.replicas != 1:
+        raise ValueError(f"engine replicas={cfg.replicas} but {len(urls)} base_urls were given")
+    n = len(urls) or cfg.replicas
+    one = {"replicas": 1, "base_urls": None}
+    parts = []
+    try:
+        for i in range(n):
+            extra = {"base_url": urls[i]} if urls else {"seed": cfg.seed + i}
+            parts.append(make_engine(cfg.model_copy(update={**one, **extra})))
+    except BaseException:
+        for e in parts:
+            e.close()
+        raise
+    return ReplicatedEngine(parts)

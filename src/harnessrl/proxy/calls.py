@@ -13,7 +13,7 @@ import itertools
 import logging
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harnessrl.engine.base import Engine, EngineOverloaded, Generation, PromptTooLong, SamplingParams
@@ -128,7 +128,7 @@ class CallHandler:
             rendered = self._prepare(call.rollout, req)
         prompt_ids = list(rendered.ids)
         call.n_prompt = len(prompt_ids)
-        params = self._sampling(req, call.n_prompt, call.protocol)
+        params = replace(self._sampling(req, call.n_prompt, call.protocol), route_key=call.rollout.rollout_id)
         t_engine = time.perf_counter()
         gen: Generation = await self.engine.generate(prompt_ids, params)
         t_parse = time.perf_counter()

@@ -39,6 +39,7 @@ class EngineSection(_Strict):
     kv_cache_gib: float = Field(1.0, gt=0)
     max_concurrency: int = Field(16, ge=1)
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    replicas: int = Field(1, ge=1)  # engine data parallelism: replicas behind the proxy, rollout-key affinity
 
 
 class RenderSection(_Strict):
@@ -119,6 +120,25 @@ class LoopConfig(_Strict):
     seed: int = 0
 
 
+class RaySection(_Strict):
+    """Where the run's actors go when cluster.backend is ray (see docs/scale.md)."""
+
+    address: str = "local"  # local: start a cluster in this process; auto: join `ray start`; or host:port
+    num_cpus: int | None = Field(None, ge=1)  # local cluster only: logical CPUs (default: the machine's)
+    rollout_workers: int = Field(2, ge=1)  # actors with a proxy + sandboxes each, spread over nodes
+    worker_cpus: float = Field(1.0, gt=0)
+    engine_cpus: float = Field(1.0, gt=0)
+    engine_gpus: float = Field(0.0, ge=0)  # per engine replica (engine.replicas of them)
+    trainer_cpus: float = Field(1.0, gt=0)
+    trainer_gpus: float = Field(0.0, ge=0)
+    shard_dir: str | None = None  # where each worker keeps its store shard on its node (default run_dir/shards)
+
+
+class ClusterSection(_Strict):
+    backend: Literal["local", "ray"] = "local"  # local: one process (the default, `make demo`)
+    ray: RaySection = RaySection()
+
+
 class OutputConfig(_Strict):
     run_dir: str = "runs/latest"  # "{time}" is replaced by the start time (YYYYmmdd-HHMMSS)
     tensorboard: bool = True
@@ -139,6 +159,7 @@ class RunConfig(_Strict):
     optimizer: OptimizerConfig = OptimizerConfig()
     loop: LoopConfig = LoopConfig()
     output: OutputConfig = OutputConfig()
+    cluster: ClusterSection = ClusterSection()
 
     @field_validator("harnesses")
     @classmethod
@@ -152,6 +173,8 @@ class RunConfig(_Strict):
     def _check_clip(self) -> RunConfig:
         if self.algorithm.mis_low >= self.algorithm.mis_high:
             raise ValueError("algorithm.mis_low must be below algorithm.mis_high")
+        if self.cluster.backend == "ray" and self.algorithm.name == "ppo":
+            raise ValueError("cluster.backend=ray trains grpo or tree_grpo (the PPO critic is not a Ray actor yet)")
         return self
 
 

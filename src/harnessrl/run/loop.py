@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -65,6 +65,7 @@ class RunParts:
     attempt: int
     log: Any
     start_step: int
+    closers: list = field(default_factory=list)  # e.g. the Ray trainer actor and cluster (cluster.backend=ray)
 
 
 CollectorFactory = Callable[[RunConfig, Any, Any, Path], Collector]
@@ -134,13 +135,21 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
     console.print(f"[bold]harnessrl train[/bold] run_dir={run_dir} model={model_dir.name} "
                   f"algorithm={cfg.algorithm.name} engine={engine_type(cfg)} attempt={attempt}"
                   + (f" resuming after step {last}" if last else ""))
-    trainer = build_trainer(cfg, load_policy(cfg, weights_dir), model_dir)
-    if ckpt:
-        restore_trainer(trainer, load_trainer_state(ckpt[1]))
     e = cfg.engine
-    engine = make_engine(EngineConfig(type=engine_type(cfg), model=str(weights_dir), dtype=e.dtype,
-                                      max_model_len=e.max_model_len, max_batch=e.max_concurrency,
-                                      kv_cache_gib=e.kv_cache_gib, seed=cfg.loop.seed + attempt))
+    engine_cfg = EngineConfig(type=engine_type(cfg), model=str(weights_dir), dtype=e.dtype,
+                              max_model_len=e.max_model_len, max_batch=e.max_concurrency,
+                              kv_cache_gib=e.kv_cache_gib, seed=cfg.loop.seed + attempt, replicas=e.replicas)
+    closers: list = []
+    if cfg.cluster.backend == "ray":  # trainer and engine replicas as Ray actors (cluster/)
+        from harnessrl.cluster.ray_run import start_ray_parts
+
+        trainer, engine, closers = start_ray_parts(cfg, engine_cfg, weights_dir, model_dir,
+                                                   ckpt[1] if ckpt else None, cfg.loop.seed + 7919 * (attempt - 1))
+    else:
+        trainer = build_trainer(cfg, load_policy(cfg, weights_dir), model_dir)
+        if ckpt:
+            restore_trainer(trainer, load_trainer_state(ckpt[1]))
+        engine = make_engine(engine_cfg)
     if last > 0:
         sync_weights(trainer, engine, last)
     log = MetricsLog(run_dir, cfg.output.tensorboard)
@@ -150,11 +159,11 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
         eval_tasks = pinned_eval_tasks(store, eval_tasks, cfg.loop.eval_size, console)
         collector = collector_factory(cfg, engine, store, run_dir)
     except BaseException:
-        for close in (engine.close, log.close, store.close):
+        for close in (engine.close, log.close, store.close, *closers):
             close()
         raise
     return RunParts(cfg, run_dir, store, trainer, engine, collector, train_tasks, eval_tasks, model_dir,
-                    attempt, log, last + 1)
+                    attempt, log, last + 1, closers)
 
 
 def pinned_eval_tasks(store, eval_tasks: list, size: int, console: Console) -> list:
@@ -173,7 +182,7 @@ def pinned_eval_tasks(store, eval_tasks: list, size: int, console: Console) -> l
 
 
 def close_run(parts: RunParts) -> None:
-    for close in (parts.collector.close, parts.engine.close, parts.log.close, parts.store.close):
+    for close in (parts.collector.close, parts.engine.close, parts.log.close, parts.store.close, *parts.closers):
         try:
             close()
         except Exception:  # noqa: BLE001 - best effort on the way out; the run's state is on disk
@@ -301,6 +310,9 @@ def tree_totals(trees: list) -> dict[str, float]:
 
 def sync_weights(trainer, engine, version: int) -> None:
     """Push the policy's weights (HF names, LoRA merged) into the engine as `version`."""
+    if hasattr(trainer, "push_weights"):  # a remote trainer sends them to the replicas itself
+        trainer.push_weights(engine, version)
+        return
     engine.update_weights(list(trainer.named_weights()), version)
 
 
@@ -308,6 +320,8 @@ def save_step_checkpoint(parts: RunParts, step: int) -> Path:
     from harnessrl.train.checkpoint import save_checkpoint
     from harnessrl.run.setup import trainer_state
 
+    if hasattr(parts.trainer, "save_checkpoint"):  # a remote trainer writes its own checkpoint
+        return parts.trainer.save_checkpoint(parts.run_dir, step, parts.model_dir, parts.cfg.output.keep_checkpoints)
     return save_checkpoint(parts.run_dir, step, parts.trainer.policy, trainer_state(parts.trainer),
                            parts.model_dir, keep=parts.cfg.output.keep_checkpoints)
 
