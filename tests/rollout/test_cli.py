@@ -34,10 +34,39 @@ def test_eval_json_attached_to_a_proxy(renderer, store, tmp_path):
     assert per_task[tasks[1].id]["pass@1"] == 0.0 and per_task[tasks[1].id]["statuses"] == {"ok": 2}
     assert summary["per_harness"]["builtin"]["n_rollouts"] == 2 * len(per_task)
     assert "per category" in out.stderr  # the table went to stderr
+    lo, hi = summary["per_harness"]["builtin"]["pass@1_ci95"]
+    assert lo <= summary["per_harness"]["builtin"]["pass@1"] <= hi and "bootstrap" in summary["ci_method"]
+
+
+def test_eval_several_sets_with_limit(renderer, store, tmp_path):
+    """--tasks repeated: one summary per set, and a harness x set table; --limit caps each set."""
+    sets = {"builtin:write_word:paraphrase": load_tasks("builtin:write_word:paraphrase")[:2],
+            "builtin:unseen": load_tasks("builtin:unseen")}
+    everything = [t for ts in sets.values() for t in ts]
+    server = ProxyServer(solver_engine(renderer, everything, lambda t: t.split == "paraphrase"), store,
+                         renderer).start()
+    try:
+        out = subprocess.run(CLI + ["eval", *[a for s in sets for a in ("--tasks", s)], "--limit", "2", "-n", "1",
+                                    "--sandbox", "local", "--proxy", f"http://127.0.0.1:{server.port}",
+                                    "--admin-token", server.admin_token, "--run-dir", str(tmp_path / "eval"),
+                                    "--max-turns", "3", "--json"], capture_output=True, text=True, timeout=600)
+    finally:
+        server.stop()
+    assert out.returncode == 0, out.stderr[-2000:]
+    summary = json.loads(out.stdout)
+    assert set(summary["sets"]) == set(sets)
+    para, unseen = summary["sets"]["builtin:write_word:paraphrase"], summary["sets"]["builtin:unseen"]
+    assert para["n_tasks"] == 2 and para["pass@1"] == 1.0
+    assert unseen["n_tasks"] == 2 and unseen["pass@1"] == 0.0
+    assert len({t.split("-")[0] for t in unseen["per_task"]}) == 2  # --limit takes one family at a time
+    assert summary["per_harness"]["builtin"]["builtin:unseen"]["pass@1_ci95"] == [0.0, 0.0]
+    assert "per harness and task set" in out.stderr
+    bad = subprocess.run(CLI + ["eval", "--tasks", "builtin:nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown category or family" in bad.stderr
 
 
 def test_tasks_validate_exit_codes(tmp_path):
-    ok = subprocess.run(CLI + ["tasks", "validate", "builtin:csv_header:test", "--sandbox", "local"],
+    ok = subprocess.run(CLI + ["tasks", "validate", "builtin:csv_header:unseen", "--sandbox", "local"],
                         capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert re.search(r"(\d+)/\1 tasks valid", ok.stdout), ok.stdout

@@ -50,10 +50,11 @@ def _loop_eval_plans(tmp_path, tasks: list, n: int) -> list:
     cfg = load_config(None, [f"loop.eval_size={len(tasks)}", f"loop.eval_samples={n}",
                              "harnesses=[{name: builtin}, {name: mini-swe-agent}]"])
     with RunStore(tmp_path / "train") as store:
-        parts = SimpleNamespace(cfg=cfg, attempt=next_attempt(store), eval_tasks=tasks, collector=Recorder(),
-                                store=store)
+        parts = SimpleNamespace(cfg=cfg, attempt=next_attempt(store), eval_sets={"test": tasks},
+                                collector=Recorder(), store=store)
         with Progress(disable=True) as progress:
-            assert loop.evaluate(parts, 0, progress) == {}  # nothing was recorded
+            ev = loop.evaluate(parts, 0, progress)
+            assert ev["eval"] == {} and ev["eval_sets"] == {"test": {}}  # nothing was recorded
     return seen
 
 

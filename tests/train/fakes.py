@@ -28,6 +28,12 @@ def fake_tasks(cfg):
     return train, test
 
 
+def fake_task_sets(cfg):
+    """Two eval sets, as `tasks.eval_sets=[test, unseen]` gives."""
+    train, test = fake_tasks(cfg)
+    return train, {"test": test, "unseen": [FakeTask(f"u{i}", tuple(range(80 + i, 95 + i)), "unseen") for i in range(2)]}
+
+
 def reward_of(ids: list[int]) -> float:
     """1 when the first sampled token has an even id (a policy can learn it per task prompt)."""
     return float(bool(ids) and ids[0] % 2 == 0)

@@ -20,7 +20,7 @@ from harnessrl.run.config import load_config
 from harnessrl.run.loop import TrainError, _progress, open_run, run_training, train_step
 from harnessrl.train.packing import forest_from_paths, pack_forest, token_logprobs
 
-from .fakes import fake_collector_factory, fake_tasks
+from .fakes import fake_collector_factory, fake_task_sets, fake_tasks
 
 HERE = Path(__file__).parent
 
@@ -71,7 +71,7 @@ def asyncio_run(coro):
 def test_full_run_writes_metrics_report_and_refuses_to_overwrite(tiny_dir, tmp_path):
     cfg = load_config(None, overrides(tiny_dir, tmp_path / "run", steps=2))
     res = run_training(cfg, console=Console(quiet=True), collector_factory=fake_collector_factory(),
-                       tasks_loader=fake_tasks)
+                       tasks_loader=fake_task_sets)
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [0, 1, 2]
     for key in ("loss", "kl", "entropy", "clip_frac", "is_weight", "abs_logp_gap", "tokens_trained",
@@ -80,7 +80,15 @@ def test_full_run_writes_metrics_report_and_refuses_to_overwrite(tiny_dir, tmp_p
     assert set(lines[1]["time"]) >= {"rollout", "tree", "train", "sync"}
     assert set(lines[0]["eval"]) == set(lines[2]["eval"]) == {"builtin", "mini-swe-agent"}
     assert "| builtin |" in res.report.read_text()
-    assert (res.plots_dir / "reward.png").is_file()
+    for rec in (lines[0], lines[2]):  # every eval set, every harness: pass@1 with n and a 95% interval
+        assert set(rec["eval_sets"]) == {"test", "unseen"}
+        for name, size in (("test", 2), ("unseen", 2)):
+            agg = rec["eval_sets"][name]["builtin"]
+            assert agg["n_tasks"] == size and agg["n_rollouts"] == size
+            assert agg["pass@1_ci95"][0] <= agg["pass@1"] <= agg["pass@1_ci95"][1]
+        assert rec["eval"] == {h: a["pass@1"] for h, a in rec["eval_sets"]["test"].items()}
+    assert "| unseen | mini-swe-agent |" in res.report.read_text()
+    assert (res.plots_dir / "reward.png").is_file() and (res.plots_dir / "eval_sets.png").is_file()
     from transformers import AutoModelForCausalLM
 
     AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "checkpoints" / "step_000002" / "policy")

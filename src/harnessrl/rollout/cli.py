@@ -15,7 +15,8 @@ from typing import Any, Iterator, List, Optional
 
 import typer
 
-TASKS_HELP = "builtin:train|test|all|<category>, a task directory, or a directory of task directories."
+TASKS_HELP = ("builtin:train|test|paraphrase|unseen|all|<category>|<family>[:<split>], a task directory, or a "
+              "directory of task directories.")
 TOOL_FORMAT_HELP = ("hermes | smollm2 | bash: how the model writes tool calls (in-process proxy; default: the chat "
                     "template's own). Use the training run's render.tool_format.")
 
@@ -38,7 +39,7 @@ def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
         os.close(saved)
 
 
-def _execute(tasks: str, harness: list[str], n: int, concurrency: int, run_dir: Path, model: Optional[str],
+def _execute(tasks: str | list[Any], harness: list[str], n: int, concurrency: int, run_dir: Path, model: Optional[str],
              engine: str, sandbox: str, proxy: Optional[str], admin_token: Optional[str], max_turns: int,
              timeout: float, step: int, split: str, progress: bool = True,
              tool_format: Optional[str] = None) -> tuple[list[Any], list[Any]]:
@@ -61,7 +62,7 @@ def _execute(tasks: str, harness: list[str], n: int, concurrency: int, run_dir: 
     if tool_format is not None and tool_format not in TOOL_FORMATS:
         raise typer.BadParameter(f"--tool-format must be one of {', '.join(TOOL_FORMATS)}")
     try:
-        task_list = load_tasks(tasks)
+        task_list = load_tasks(tasks) if isinstance(tasks, str) else tasks
         with proxy_session(run_dir, engine=engine, model=model, proxy_url=proxy, admin_token=admin_token,
                            tool_format=tool_format) as (link, store):
             records = run_groups(task_list, harness or ["builtin"], n, proxy=link, store=store,
@@ -72,6 +73,24 @@ def _execute(tasks: str, harness: list[str], n: int, concurrency: int, run_dir: 
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(code=2) from None
     return task_list, records
+
+
+def load_sets(specs: list[str], limit: Optional[int]) -> tuple[dict[str, list[Any]], list[Any]]:
+    """({spec: its tasks}, every task once): with `limit`, the first `limit` tasks of each set taken
+    one family at a time. Exits with code 2 and the loader's message on a bad spec."""
+    from harnessrl.tasks.loader import interleave_families, load_tasks
+    from harnessrl.tasks.model import TaskError
+
+    sets: dict[str, list[Any]] = {}
+    try:
+        for spec in dict.fromkeys(specs):
+            tasks = load_tasks(spec)
+            sets[spec] = interleave_families(tasks)[:limit] if limit else tasks
+    except TaskError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(code=2) from None
+    union = list({t.id: t for ts in sets.values() for t in ts}.values())
+    return sets, union
 
 
 def rollout(
@@ -103,7 +122,9 @@ def rollout(
 
 
 def evaluate(
-    tasks: str = typer.Option("builtin:test", "--tasks", "-t", help=TASKS_HELP),
+    tasks: List[str] = typer.Option(["builtin:test"], "--tasks", "-t",
+                                    help=TASKS_HELP + " Repeat to report several sets side by side (e.g. "
+                                         "builtin:test, builtin:paraphrase, builtin:unseen)."),
     harness: List[str] = typer.Option(["builtin"], "--harness", "-H", help="Harness spec <name>[:<profile>] (e.g. codex:small); repeat to compare."),
     n: int = typer.Option(4, "-n", "--samples", help="Rollouts per (task, harness)."),
     k: List[int] = typer.Option([], "--k", help="Report pass@k for these k (default 1 and n)."),
@@ -116,21 +137,30 @@ def evaluate(
     admin_token: Optional[str] = typer.Option(None, "--admin-token", help="The running proxy's admin token."),
     max_turns: int = typer.Option(8, "--max-turns", help="Model calls per rollout."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds per harness run."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1,
+                                        help="At most this many tasks per --tasks set, one family at a time."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object on stdout (all else to stderr)."),
     tool_format: Optional[str] = typer.Option(None, "--tool-format", help=TOOL_FORMAT_HELP),
 ) -> None:
-    """pass@1 and unbiased pass@k per task, category and harness."""
-    from harnessrl.rollout.metrics import summarize
-    from harnessrl.rollout.report import print_summary
+    """pass@1 (with a 95% bootstrap interval over tasks) and unbiased pass@k per task, category, family
+    and harness; with several --tasks, one summary per set and a harness x set table."""
+    from harnessrl.rollout.metrics import summarize, summarize_sets
+    from harnessrl.rollout.report import print_sets, print_summary
 
     ks = sorted(set(k) | {1, n}) if not k else sorted(set(k) | {1})
     if any(x < 1 or x > n for x in ks):
         raise typer.BadParameter(f"every --k must be between 1 and -n ({n})")
+    sets, union = load_sets(tasks, limit)
     with _stdout_to_stderr(json_out):
-        task_list, records = _execute(tasks, harness, n, concurrency, run_dir, model, engine, sandbox, proxy,
-                                      admin_token, max_turns, timeout, step=0, split="eval", tool_format=tool_format)
-        summary = summarize(records, {t.id: t for t in task_list}, ks)
-        print_summary(summary, stderr=json_out)
+        task_list, records = _execute(union, harness, n, concurrency, run_dir, model, engine, sandbox, proxy,
+                                      admin_token, max_turns, timeout, step=0, split="eval",
+                                      tool_format=tool_format)
+        if len(sets) == 1:
+            summary = summarize(records, {t.id: t for t in task_list}, ks)
+            print_summary(summary, stderr=json_out)
+        else:
+            summary = summarize_sets(records, sets, ks)
+            print_sets(summary, stderr=json_out)
     if json_out:
         typer.echo(json.dumps(summary))
 

@@ -5,10 +5,18 @@ A rollout passes when its status is "ok" and its reward meets the task's pass ru
 built-in suite, > 0.5 for ClawGym). Rollouts that ended in an error count as not passed (the agent
 did not deliver a verified result); `mean_reward` averages the rollouts that have a reward.
 Aggregates are means over (task, harness) groups, so every task weighs the same.
+
+Every aggregate carries a 95% interval for pass@1, `pass@1_ci95`: a percentile bootstrap over
+tasks (the (task, harness) groups are resampled with replacement, 2000 times, fixed seed), which
+keeps the samples of one task together: they are not independent draws. `pass@1_wilson95` is
+the Wilson score interval over rollouts, which treats every rollout as independent (narrower when
+tasks differ in difficulty); it is given for comparison.
 """
 
 from __future__ import annotations
 
+import math
+import random
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -32,6 +40,35 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     for i in range(n - c + 1, n + 1):
         prob_all_fail *= 1.0 - k / i
     return 1.0 - prob_all_fail
+
+
+CI_METHOD = "percentile bootstrap over tasks (2000 resamples, seed 0)"
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def wilson_interval(c: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval for c successes in n independent trials (95% by default)."""
+    if not 0 <= c <= n or n < 1:
+        raise ValueError(f"need 0 <= c <= n and n >= 1, got c={c} n={n}")
+    p = c / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def bootstrap_interval(values: list[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
+                       seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of `values` (deterministic for a given seed)."""
+    if not values:
+        raise ValueError("bootstrap_interval needs at least one value")
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
+    tail = (1 - level) / 2
+    lo = means[int(math.floor(tail * (resamples - 1)))]
+    hi = means[int(math.ceil((1 - tail) * (resamples - 1)))]
+    return lo, hi
 
 
 def rollout_passed(record: RolloutRecord, task: Task | None) -> bool:
@@ -65,6 +102,10 @@ def _aggregate(groups: list[dict[str, Any]]) -> dict[str, Any]:
     out["mean_reward"] = _mean([g["mean_reward"] for g in groups if g["mean_reward"] is not None])
     out["n_tasks"] = len(groups)
     out["n_rollouts"] = sum(g["n"] for g in groups)
+    out["passed"] = sum(g["passed"] for g in groups)
+    if groups:
+        out["pass@1_ci95"] = list(bootstrap_interval([g["pass@1"] for g in groups]))
+        out["pass@1_wilson95"] = list(wilson_interval(out["passed"], out["n_rollouts"]))
     out["statuses"] = dict(sum((Counter(g["statuses"]) for g in groups), Counter()))
     return out
 
@@ -83,11 +124,32 @@ def summarize(records: list[RolloutRecord], tasks: dict[str, Task] | None = None
         rs = [r for (t, _), g in by_group.items() if t == task_id for r in g]
         per_task[task_id] = {**_group_stats(rs, tasks.get(task_id), ks), "category": rs[0].category}
     per_category = _by(groups, lambda key: by_group[key][0].category)
+    per_family = _by(groups, lambda key: _family(tasks.get(key[0]), key[0]))
     per_harness = _by(groups, lambda key: key[1])
     overall = _aggregate(list(groups.values()))
     return {**{k: v for k, v in overall.items() if k.startswith("pass@")}, "mean_reward": overall["mean_reward"],
-            "n_tasks": len(per_task), "n_rollouts": overall["n_rollouts"], "statuses": overall["statuses"],
-            "per_task": per_task, "per_category": per_category, "per_harness": per_harness}
+            "n_tasks": len(per_task), "n_rollouts": overall["n_rollouts"], "passed": overall["passed"],
+            "statuses": overall["statuses"], "ci_method": CI_METHOD,
+            "per_task": per_task, "per_category": per_category, "per_family": per_family, "per_harness": per_harness}
+
+
+def summarize_sets(records: list[RolloutRecord], sets: dict[str, list[Task]],
+                   ks: Iterable[int] = (1,)) -> dict[str, Any]:
+    """One summary per named task set (e.g. test / paraphrase / unseen), each over the records of
+    its own tasks, and `per_harness`: harness -> set -> that harness's aggregate in the set."""
+    ks = tuple(ks)
+    out: dict[str, Any] = {"sets": {}, "per_harness": {}, "ci_method": CI_METHOD}
+    for name, tasks in sets.items():
+        ids = {t.id for t in tasks}
+        summary = summarize([r for r in records if r.task_id in ids], {t.id: t for t in tasks}, ks)
+        out["sets"][name] = summary
+        for harness, agg in summary["per_harness"].items():
+            out["per_harness"].setdefault(harness, {})[name] = agg
+    return out
+
+
+def _family(task: Task | None, task_id: str) -> str:
+    return getattr(task, "family", "") or getattr(task, "category", "") or task_id
 
 
 def _by(groups: dict[tuple[str, str], dict[str, Any]], label: Any) -> dict[str, Any]:

@@ -16,7 +16,8 @@ harnesses share the groups of a step in proportion to their weights (largest rem
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 ATTEMPT_KEY = "attempt"  # run-store meta: the number of the latest attempt on the run directory
@@ -93,7 +94,12 @@ def plan_cross(tasks: Sequence[Any], harnesses: Sequence[str], n: int, *, step: 
 
 
 def plan_eval(step: int, attempt: int, tasks: Sequence[Any], harnesses: Sequence[str], size: int,
-              samples: int = 1) -> list[GroupPlan]:
+              samples: int = 1, label: str = "") -> list[GroupPlan]:
     """Held-out pass@1: the first `size` eval tasks (a fixed set), `samples` times per harness.
-    `harnessrl eval` plans with this too, so its groups are the in-training eval's groups."""
-    return plan_cross(list(tasks)[:size], harnesses, samples, step=step, attempt=attempt, split="eval")
+    `harnessrl eval` plans with this too, so its groups are the in-training eval's groups. `label`
+    names an eval set in the group ids (eval-<label>-s...) when several sets run at one step."""
+    plans = plan_cross(list(tasks)[:size], harnesses, samples, step=step, attempt=attempt, split="eval")
+    if not label:
+        return plans
+    tag = re.sub(r"[^A-Za-z0-9_]+", "_", label)
+    return [replace(p, group_id=f"eval-{tag}-{p.group_id[len('eval-'):]}") for p in plans]

@@ -17,41 +17,39 @@ from harnessrl.run.collect import Progress
 from harnessrl.run.errors import TrainError
 
 
-def default_tasks(cfg) -> tuple[list, list]:
-    """(train, eval) tasks: `tasks.suite` is "builtin" or a task directory; families filter them."""
-    from harnessrl.tasks.loader import load_tasks
+def default_tasks(cfg) -> tuple[list, dict[str, list]]:
+    """(train tasks, {eval set name: tasks}): `tasks.suite` is "builtin" or a task directory;
+    `tasks.families` filters the train split and every eval set but `unseen` (see TasksSection)."""
+    from harnessrl.tasks.loader import interleave_families, load_tasks
     from harnessrl.tasks.model import TaskError
 
     t = cfg.tasks
+    keep = set(t.families or ())
+
+    def kept(tasks: list, name: str) -> list:
+        if not keep or name in ("unseen", "builtin:unseen"):
+            return tasks
+        return [x for x in tasks if x.family in keep or x.category in keep]
+
     try:
         if t.suite == "builtin":
-            train, test = load_tasks(f"builtin:{t.train_split}"), load_tasks(f"builtin:{t.eval_split}")
+            def load(name: str) -> list:
+                return load_tasks(name if name.startswith("builtin:") else f"builtin:{name}")
         else:
             everything = load_tasks(t.suite)
-            train = [x for x in everything if x.split == t.train_split]
-            test = [x for x in everything if x.split == t.eval_split]
+
+            def load(name: str) -> list:
+                return [x for x in everything if x.split == name]
+        train = kept(load(t.train_split), t.train_split)
+        evals = {name: interleave_families(kept(load(name), name)) for name in t.eval_set_names()}
     except TaskError as err:
         raise TrainError(f"tasks: {err}") from err
-    if t.families:
-        keep = set(t.families)
-        train = [x for x in train if x.family in keep or x.category in keep]
-        test = [x for x in test if x.family in keep or x.category in keep]
     if not train:
         raise TrainError(f"no training tasks for tasks={t.model_dump()}; check tasks.families / tasks.suite")
-    return train, _interleave_families(test)
-
-
-def _interleave_families(tasks: list) -> list:
-    """Eval order that takes one task per family in turn, so the first k cover many families."""
-    by_family: dict[str, list] = {}
-    for t in tasks:
-        by_family.setdefault(t.family or t.category, []).append(t)
-    out, queues = [], list(by_family.values())
-    while any(queues):
-        for q in queues:
-            if q:
-                out.append(q.pop(0))
-    return out
+    overlap = {x.id for x in train} & {x.id for ts in evals.values() for x in ts}
+    if overlap:
+        raise TrainError(f"eval sets share tasks with the train split: {sorted(overlap)[:5]}")
+    return train, evals
 
 
 class RunnerCollector:

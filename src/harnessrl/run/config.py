@@ -61,10 +61,29 @@ class HarnessEntry(_Strict):
 
 
 class TasksSection(_Strict):
+    """What is trained on and what is evaluated. `eval_sets` names the held-out sets evaluated before,
+    during and after training (default: [eval_split]); each entry is a split of the suite (builtin:
+    test = held-out tasks of the trained families, paraphrase = the same jobs in new wording and new
+    names and values, unseen = families never trained on) or, for the builtin suite, a full selector
+    (`builtin:...`). `families` (families or categories) filters the train split and every eval set
+    but `unseen`, whose families are by definition not the trained ones. The first set is the run's
+    headline ("eval" in the metrics); every set is reported with n and a 95% interval."""
+
     suite: str = "builtin"  # "builtin" or a path to a task directory
-    families: list[str] | None = None  # restrict to these categories
+    families: list[str] | None = None  # restrict to these families or categories
     train_split: str = "train"
     eval_split: str = "test"
+    eval_sets: list[str] | None = None  # e.g. [test, paraphrase, unseen]; None = [eval_split]
+
+    @field_validator("eval_sets")
+    @classmethod
+    def _distinct_sets(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and (not v or len(set(v)) != len(v)):
+            raise ValueError(f"eval_sets must be a non-empty list of distinct names, got {v}")
+        return v
+
+    def eval_set_names(self) -> list[str]:
+        return list(self.eval_sets) if self.eval_sets else [self.eval_split]
 
 
 class FiltersSection(_Strict):

@@ -8,7 +8,7 @@
         advs     = grpo | tree_grpo | gae(critic)       # per-token contributions (algo/)
         trainer.update(concat_batch(trees, advs))       # tree-packed PPO/GRPO
         engine.update_weights(weights, version=step)    # weight sync; new calls record the version
-        every k steps: held-out pass@1 per harness
+        every k steps: held-out pass@1 per harness, for each eval set (test / paraphrase / unseen)
         checkpoint (atomic), then store.put_step(step, metrics)   # the resume point
 
 Resume: the last step recorded in the store has a complete checkpoint (written first); a resumed
@@ -60,7 +60,7 @@ class RunParts:
     engine: Any
     collector: Collector
     train_tasks: list
-    eval_tasks: list
+    eval_sets: dict[str, list]  # eval set name -> its pinned tasks (the first is the headline set)
     model_dir: Path
     attempt: int
     log: Any
@@ -69,7 +69,7 @@ class RunParts:
 
 
 CollectorFactory = Callable[[RunConfig, Any, Any, Path], Collector]
-TasksLoader = Callable[[RunConfig], tuple[list, list]]
+TasksLoader = Callable[[RunConfig], tuple[list, "list | dict[str, list]"]]  # (train, eval tasks or sets)
 
 
 @contextmanager
@@ -155,24 +155,28 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
     log = MetricsLog(run_dir, cfg.output.tensorboard)
     log.rewrite([(s, m) for s, m in store.list_steps() if s <= last])
     try:
-        train_tasks, eval_tasks = tasks_loader(cfg)
-        eval_tasks = pinned_eval_tasks(store, eval_tasks, cfg.loop.eval_size, console)
+        train_tasks, evals = tasks_loader(cfg)
+        if not isinstance(evals, dict):
+            evals = {cfg.tasks.eval_set_names()[0]: evals}
+        eval_sets = {name: pinned_eval_tasks(store, tasks, cfg.loop.eval_size, console,
+                                             key="eval_task_ids" if i == 0 else f"eval_task_ids:{name}")
+                     for i, (name, tasks) in enumerate(evals.items())}
         collector = collector_factory(cfg, engine, store, run_dir)
     except BaseException:
         for close in (engine.close, log.close, store.close, *closers):
             close()
         raise
-    return RunParts(cfg, run_dir, store, trainer, engine, collector, train_tasks, eval_tasks, model_dir,
+    return RunParts(cfg, run_dir, store, trainer, engine, collector, train_tasks, eval_sets, model_dir,
                     attempt, log, last + 1, closers)
 
 
-def pinned_eval_tasks(store, eval_tasks: list, size: int, console: Console) -> list:
-    """The held-out set is fixed at the first start of a run (task ids in the store) so that
-    before/after evals compare the same tasks, even when the suite changes before a resume."""
+def pinned_eval_tasks(store, eval_tasks: list, size: int, console: Console, key: str = "eval_task_ids") -> list:
+    """A held-out set is fixed at the first start of a run (task ids in the store, under `key`) so
+    that before/after evals compare the same tasks, even when the suite changes before a resume."""
     by_id = {t.id: t for t in eval_tasks}
-    pinned = store.get_meta("eval_task_ids")
+    pinned = store.get_meta(key)
     if pinned is None:
-        store.set_meta("eval_task_ids", [t.id for t in eval_tasks[:size]])
+        store.set_meta(key, [t.id for t in eval_tasks[:size]])
         return eval_tasks
     missing = [i for i in pinned if i not in by_id]
     if missing:
@@ -197,21 +201,44 @@ def collect(parts: RunParts, plans: list[GroupPlan], progress: Progress, label: 
     return read_groups(parts.store, plans)
 
 
-def evaluate(parts: RunParts, step: int, progress: Progress) -> dict[str, float]:
-    """Held-out pass@1 per harness on a fixed set of eval tasks."""
+def evaluate(parts: RunParts, step: int, progress: Progress) -> dict[str, Any]:
+    """Every eval set on its fixed tasks, all harnesses: {"eval": headline set's pass@1 per harness,
+    "eval_sets": {set: {harness: pass@1, pass@k, n, 95% interval}}} (empty when eval is off)."""
+    from harnessrl.rollout.metrics import summarize
+
     cfg = parts.cfg
-    if cfg.loop.eval_size == 0 or not parts.eval_tasks:
+    sets = {name: tasks for name, tasks in parts.eval_sets.items() if tasks}
+    if cfg.loop.eval_size == 0 or not sets:
         return {}
-    plans = plan_eval(step, parts.attempt, parts.eval_tasks, [h.name for h in cfg.harnesses], cfg.loop.eval_size,
-                      cfg.loop.eval_samples)
-    return pass_at_1(collect(parts, plans, progress, f"eval step {step}"))
+    harnesses = [h.name for h in cfg.harnesses]
+    plans = {name: plan_eval(step, parts.attempt, tasks, harnesses, cfg.loop.eval_size, cfg.loop.eval_samples,
+                             label="" if i == 0 else name)
+             for i, (name, tasks) in enumerate(sets.items())}
+    groups = collect(parts, [p for ps in plans.values() for p in ps], progress, f"eval step {step}")
+    by_id = {g.plan.group_id: g for g in groups}
+    out: dict[str, Any] = {"eval": {}, "eval_sets": {}}
+    ks = sorted({1, cfg.loop.eval_samples})
+    for i, (name, ps) in enumerate(plans.items()):
+        set_groups = [by_id[p.group_id] for p in ps]
+        if i == 0:
+            out["eval"] = pass_at_1(set_groups)
+        records = [r for g in set_groups for r in g.rollouts]
+        summary = summarize(records, {p.task.id: p.task for p in ps}, ks)
+        out["eval_sets"][name] = {h: _compact(a) for h, a in summary["per_harness"].items()}
+    return out
+
+
+def _compact(agg: dict[str, Any]) -> dict[str, Any]:
+    keys = [k for k in agg if k.startswith("pass@")] + ["n_tasks", "n_rollouts", "passed"]
+    return {k: agg[k] for k in keys if k in agg}
 
 
 def baseline_record(parts: RunParts, progress: Progress) -> dict[str, Any]:
     times: dict[str, float] = {}
     with timed(times, "eval"):
         ev = evaluate(parts, 0, progress)
-    return {"eval": ev, "policy_version": int(parts.engine.policy_version), "time": times}
+    return {"eval": ev.get("eval", {}), **({"eval_sets": ev["eval_sets"]} if ev else {}),
+            "policy_version": int(parts.engine.policy_version), "time": times}
 
 
 def train_step(parts: RunParts, step: int, progress: Progress) -> dict[str, Any]:
@@ -237,7 +264,7 @@ def train_step(parts: RunParts, step: int, progress: Progress) -> dict[str, Any]
     rec["policy_version"] = int(parts.engine.policy_version)
     if _is_eval_step(cfg, step):
         with timed(times, "eval"):
-            rec["eval"] = evaluate(parts, step, progress)
+            rec.update(evaluate(parts, step, progress))
     with timed(times, "checkpoint"):
         if step % cfg.output.checkpoint_every == 0 or step == cfg.loop.steps:
             save_step_checkpoint(parts, step)
@@ -359,6 +386,10 @@ def _progress(console: Console) -> Progress:
 def _step_line(step: int, rec: dict[str, Any]) -> str:
     rw = " ".join(f"{h}={v:.2f}" for h, v in rec.get("reward", {}).items())
     ev = " ".join(f"{h}={v:.2f}" for h, v in rec.get("eval", {}).items())
+    sets = rec.get("eval_sets") or {}
+    if len(sets) > 1:
+        ev = "; ".join(f"{name} " + " ".join(f"{h}={a['pass@1']:.2f}" for h, a in per_h.items())
+                       for name, per_h in sets.items())
     t = rec.get("time", {})
     return (f"step {step}: reward {rw or '-'} loss {rec.get('loss', 0.0):+.4f} kl {rec.get('kl', 0.0):.4f} "
             f"clip {rec.get('clip_frac', 0.0):.3f} |dlogp| {rec.get('abs_logp_gap', 0.0):.4f} "

@@ -9,6 +9,7 @@ PANELS = (  # (file stem, title, metric keys; "x/*" = every sub-key of x)
     ("reward", "mean reward per harness (train rollouts)", ["reward/*"]),
     ("pass_rate", "pass rate per harness (train rollouts)", ["pass_rate/*"]),
     ("eval", "held-out pass@1 per harness", ["eval/*"]),
+    ("eval_sets", "pass@1 per eval set / harness", ["eval_sets/*/*/pass@1"]),
     ("loss", "policy loss", ["loss", "value_loss"]),
     ("kl_entropy", "KL to reference / entropy", ["kl", "entropy"]),
     ("clip_is", "clip fraction / mean IS weight", ["clip_frac", "is_weight", "is_kept"]),
@@ -23,7 +24,14 @@ def _series(records: list[dict[str, Any]], key: str) -> dict[str, tuple[list[int
     out: dict[str, tuple[list[int], list[float]]] = {}
     for rec in records:
         step = rec["step"]
-        if key.endswith("/*"):
+        if key.endswith("/*/*/pass@1"):  # eval_sets/<set>/<harness>/pass@1
+            for set_name, per_harness in (rec.get(key.split("/")[0]) or {}).items():
+                for harness, agg in per_harness.items():
+                    if isinstance(agg, dict) and isinstance(agg.get("pass@1"), (int, float)):
+                        xs, ys = out.setdefault(f"{set_name}/{harness}", ([], []))
+                        xs.append(step)
+                        ys.append(float(agg["pass@1"]))
+        elif key.endswith("/*"):
             sub = rec.get(key[:-2])
             items = sub.items() if isinstance(sub, dict) else ()
             for name, v in items:
@@ -77,6 +85,35 @@ def eval_table(records: list[dict[str, Any]]) -> tuple[dict[str, float], dict[st
     return evals[0][1], evals[-1][1]
 
 
+def eval_sets_lines(records: list[dict[str, Any]]) -> list[str]:
+    """Markdown: per eval set and harness, pass@1 before and after with n and the 95% interval."""
+    evals = sorted(((r["step"], r["eval_sets"]) for r in records if isinstance(r.get("eval_sets"), dict)
+                    and r["eval_sets"]), key=lambda x: x[0])
+    if not evals:
+        return []
+    (s0, first), (s1, last) = evals[0], evals[-1]
+    lines = ["## Eval sets: pass@1 per harness (95% CI: bootstrap over tasks)", "",
+             f"Before = step {s0}, after = step {s1}. test = held-out tasks of the trained families, paraphrase = "
+             "the same jobs in new wording with new names and values, unseen = families never trained on.", "",
+             "| set | harness | before | after | change | n |", "|---|---|---|---|---|---|"]
+    for name in list(dict.fromkeys([*first, *last])):
+        for h in sorted(set(first.get(name, {})) | set(last.get(name, {}))):
+            b, a = first.get(name, {}).get(h), last.get(name, {}).get(h)
+            delta = (f"{100 * (a['pass@1'] - b['pass@1']):+.1f} pts" if a and b else "-")
+            n = a or b
+            lines.append(f"| {name} | {h} | {_agg(b)} | {_agg(a)} | {delta} | "
+                         f"{n.get('n_tasks', '-')} tasks, {n.get('n_rollouts', '-')} rollouts |")
+    return lines + [""]
+
+
+def _agg(a: dict[str, Any] | None) -> str:
+    if not a:
+        return "-"
+    ci = a.get("pass@1_ci95")
+    return f"{_pct(a['pass@1'])}" + (f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "") + \
+        f" ({a.get('passed', '-')}/{a.get('n_rollouts', '-')})"
+
+
 def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path], title: str,
                  config_yaml: str) -> Path:
     """A short markdown report: before/after held-out pass@1 per harness, totals, plot links."""
@@ -90,6 +127,7 @@ def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path]
             delta = f"{100 * (a - b):+.1f} pts" if a is not None and b is not None else "-"
             lines.append(f"| {h} | {_pct(b)} | {_pct(a)} | {delta} |")
         lines.append("")
+    lines += eval_sets_lines(records)
     if train_steps:
         tot = {k: sum(float(r.get("time", {}).get(k, 0.0)) for r in train_steps)
                for k in ("rollout", "tree", "train", "sync", "eval", "checkpoint")}

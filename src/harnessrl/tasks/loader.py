@@ -38,3 +38,17 @@ def load_tasks(spec: str | Path) -> list[Task]:
     if dupes:
         raise TaskError(f"{path}: duplicate task ids {dupes}")
     return tasks
+
+
+def interleave_families(tasks: list[Task]) -> list[Task]:
+    """One task per family in turn (order kept within a family), so that the first k tasks of a
+    held-out set cover many families."""
+    by_family: dict[str, list[Task]] = {}
+    for t in tasks:
+        by_family.setdefault(t.family or t.category, []).append(t)
+    out, queues = [], list(by_family.values())
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
+    return out

@@ -1,8 +1,19 @@
-"""The built-in task suite, generated at load time from parametrised family generators.
+"""The built-in task suite, generated at load time from family jobs (families.py) and wordings.
 
-Deterministic: variant v of family f in split s is generated from the seed "f:s:v", so the suite is
-the same on every machine and every run. Selectors: builtin:train, builtin:test, builtin:all,
-builtin:<category>, builtin:<category>:<split>, builtin:<family>.
+Four splits, each generated from the seed "<family>:<split>:<variant>" (same suite on every
+machine and run):
+
+| split      | families          | wording                               | names and values        |
+|------------|-------------------|---------------------------------------|-------------------------|
+| train      | trained families  | training templates (templates.py)     | train pools (pools.py)  |
+| test       | trained families  | training templates                    | test pools (disjoint)   |
+| paraphrase | trained families  | paraphrases (paraphrase.py)           | paraphrase pools        |
+| unseen     | held-out families | their own templates                   | test pools              |
+
+`test` measures new instances of the trained jobs, `paraphrase` the same jobs worded in new ways
+with new names and values, `unseen` families that training never shows.
+
+Selectors: builtin:<what>[:<split>] where what is all, a split, a category or a family.
 """
 
 from __future__ import annotations
@@ -11,10 +22,27 @@ import random
 
 from harnessrl.tasks.model import Task, TaskError
 from harnessrl.tasks.suite.base import assemble, checker_source
-from harnessrl.tasks.suite.families import FAMILIES
+from harnessrl.tasks.suite.families import FAMILIES, Family
+from harnessrl.tasks.suite.paraphrase import PARAPHRASE_POOLS, PARAPHRASES
+from harnessrl.tasks.suite.pools import TEST, TRAIN, Pools
+from harnessrl.tasks.suite.templates import TRAINING, UNSEEN
 
-SPLIT_SIZES = {"train": 6, "test": 2}  # variants per family in each split
+SPLIT_SIZES = {"train": 32, "test": 8, "paraphrase": 8, "unseen": 6}  # variants per family
 SPLITS = tuple(SPLIT_SIZES)
+TRAINED_SPLITS = ("train", "test", "paraphrase")
+
+
+def wording(family: Family, split: str) -> tuple[tuple[str, ...], Pools]:
+    """The templates and pools a family uses in a split."""
+    if not family.trained:
+        return UNSEEN[family.name], TEST
+    if split == "paraphrase":
+        return PARAPHRASES[family.name], PARAPHRASE_POOLS
+    return TRAINING[family.name], TRAIN if split == "train" else TEST
+
+
+def family_splits(family: Family) -> tuple[str, ...]:
+    return TRAINED_SPLITS if family.trained else ("unseen",)
 
 
 def build_suite(split_sizes: dict[str, int] | None = None) -> list[Task]:
@@ -23,10 +51,13 @@ def build_suite(split_sizes: dict[str, int] | None = None) -> list[Task]:
     checker = checker_source()
     tasks = []
     for family in FAMILIES:
-        for split, count in sizes.items():
-            for variant in range(count):
+        for split in family_splits(family):
+            templates, pools = wording(family, split)
+            for variant in range(sizes.get(split, 0)):
                 rng = random.Random(f"{family.name}:{split}:{variant}")
-                tasks.append(assemble(family, split, variant, family.make(rng, split), checker))
+                job = family.make(rng, pools)
+                template = templates[variant % len(templates)]
+                tasks.append(assemble(family, split, variant, template, job, checker))
     return tasks
 
 
@@ -34,14 +65,23 @@ def categories() -> list[str]:
     return sorted({f.category for f in FAMILIES})
 
 
+def trained_families() -> list[str]:
+    return [f.name for f in FAMILIES if f.trained]
+
+
+def unseen_families() -> list[str]:
+    return [f.name for f in FAMILIES if not f.trained]
+
+
 def select_builtin(selector: str) -> list[Task]:
-    """Tasks for `builtin:<what>[:<split>]` where what is all|train|test|a category|a family."""
+    """Tasks for `builtin:<what>[:<split>]` where what is all|a split|a category|a family."""
     parts = selector.split(":")
     if parts[0] != "builtin" or len(parts) not in (2, 3):
-        raise TaskError(f"bad selector {selector!r}; use builtin:train|test|all|<category>[:<split>]")
+        raise TaskError(f"bad selector {selector!r}; use builtin:<all|{'|'.join(SPLITS)}|category|family>[:<split>]")
     what, split = parts[1], parts[2] if len(parts) == 3 else None
-    tasks = build_suite()
     if what in SPLITS:
+        if split is not None:
+            raise TaskError(f"bad selector {selector!r}: {what!r} is already a split")
         split, what = what, "all"
     if split is not None and split not in SPLITS:
         raise TaskError(f"unknown split {split!r} in {selector!r}; splits: {', '.join(SPLITS)}")
@@ -49,5 +89,10 @@ def select_builtin(selector: str) -> list[Task]:
     if what != "all" and what not in categories() and what not in families:
         raise TaskError(f"unknown category or family {what!r} in {selector!r}; categories: "
                         f"{', '.join(categories())}; families: {', '.join(sorted(families))}")
-    return [t for t in tasks
-            if (what == "all" or what in (t.category, t.family)) and (split is None or t.split == split)]
+    tasks = [t for t in build_suite()
+             if (what == "all" or what in (t.category, t.family)) and (split is None or t.split == split)]
+    if not tasks:
+        hint = (f"; {what} is never trained on: its tasks are in builtin:{what}:unseen" if what in unseen_families()
+                else f"; {what} is a trained family: splits {', '.join(TRAINED_SPLITS)}" if what in families else "")
+        raise TaskError(f"no built-in tasks match {selector!r}{hint}")
+    return tasks
