@@ -113,3 +113,18 @@ def test_rerender_history_mode(engine, store, renderer):
     assert c1.meta["history_mode"] == "rerender" and set(c1.prompt_provenance) == {-1}
     plain = [Message(role=r, content=t) for r, t in (("user", "one"), ("assistant", "first"), ("user", "two"))]
     assert c1.prompt_ids == renderer.render(plain)  # what a plain deployment would send
+
+
+@pytest.mark.parametrize("cap,asked,expected", [(None, 300, 300), (40, 32000, 40), (40, 10, 10), (40, None, 40)])
+def test_max_tokens_cap_bounds_every_reply(engine, store, renderer, cap, asked, expected):
+    """A run's per-call budget holds whatever the harness asks (Claude Code asks 32000)."""
+    server = ProxyServer(engine, store, renderer, default_max_tokens=2048 if cap is None else cap,
+                         max_tokens_cap=cap).start()
+    try:
+        body = dict(CHAT, **({"max_tokens": asked} if asked is not None else {}))
+        engine.replies.append("ok")
+        assert httpx.post(server.base_urls()["openai"] + "/chat/completions", json=body).status_code == 200
+        (call,) = store.list_calls()
+        assert engine.seen[-1][1].max_tokens == expected
+    finally:
+        server.stop()

@@ -64,8 +64,12 @@ class _Call:
 class CallHandler:
     def __init__(self, engine: Engine, writer: CallWriter, default_max_tokens: int = 2048,
                  stop_ids: tuple[int, ...] = (), tokenizer: Any = None, history_mode: str = "exact",
-                 served_model: str = "policy", rollout_quota: int = DEFAULT_ROLLOUT_QUOTA):
+                 served_model: str = "policy", rollout_quota: int = DEFAULT_ROLLOUT_QUOTA,
+                 max_tokens_cap: int | None = None):
         self.engine = engine
+        # a serving limit on one reply, whatever the harness asks (Claude Code asks 32000): a run's
+        # per-call budget. The cut reply ends with finish_reason "length", as any capped server's would.
+        self.max_tokens_cap = max_tokens_cap
         self.rollout_quota = rollout_quota
         self.served_model = served_model
         self.writer = writer
@@ -170,6 +174,8 @@ class CallHandler:
         wanted = req.max_tokens if req.max_tokens is not None else self.default_max_tokens
         if wanted < 1:
             raise bad_request("max_tokens must be at least 1", "max_tokens")
+        if self.max_tokens_cap is not None:
+            wanted = min(wanted, self.max_tokens_cap)
         temperature = 1.0 if req.temperature is None else req.temperature
         top_p = 1.0 if req.top_p is None else req.top_p
         if temperature < 0 or not 0 < top_p <= 1:

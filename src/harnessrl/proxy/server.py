@@ -50,7 +50,8 @@ class ProxyServer:
                  admin_token: str | None = None, served_model: str | None = None,
                  default_max_tokens: int = 2048, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                  stream_keepalive_s: float = 5.0, rollout_quota: int = DEFAULT_ROLLOUT_QUOTA,
-                 body_timeout_s: float = 30.0, max_inflight_per_key: int = 32, drain_s: float = 30.0):
+                 body_timeout_s: float = 30.0, max_inflight_per_key: int = 32, drain_s: float = 30.0,
+                 max_tokens_cap: int | None = None):
         self.engine = engine
         self.store = store
         self.renderer = load_renderer(renderer_or_model_dir)
@@ -67,6 +68,7 @@ class ProxyServer:
         self.registry = RolloutRegistry(lambda: self.renderer.conversation(history_mode), store.next_seq,
                                         on_close=store.forget_rollout)
         self._default_max_tokens = default_max_tokens
+        self._max_tokens_cap = max_tokens_cap  # None: the harness's max_tokens, bounded by the context only
         self._max_body_bytes = max_body_bytes
         self._keepalive_s = stream_keepalive_s  # slow streamed calls: open the stream, ping every this often
         self._rollout_quota = rollout_quota
@@ -93,7 +95,8 @@ class ProxyServer:
         handler = CallHandler(self.engine, self.writer, self._default_max_tokens,
                               stop_ids=tuple(getattr(self.renderer, "stop_ids", ()) or ()),
                               tokenizer=getattr(self.renderer, "tokenizer", None), history_mode=self.history_mode,
-                              served_model=self.served_model, rollout_quota=self._rollout_quota)
+                              served_model=self.served_model, rollout_quota=self._rollout_quota,
+                              max_tokens_cap=self._max_tokens_cap)
         cfg = AppConfig(self.served_model, self.admin_token, self._max_body_bytes, self.base_urls, self._keepalive_s,
                         body_timeout_s=self._body_timeout_s, max_inflight_per_key=self._max_inflight_per_key)
         app = build_app(handler, self.registry, cfg)

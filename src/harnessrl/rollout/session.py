@@ -34,7 +34,8 @@ def proxy_session(run_dir: Path, *, engine: str = "hf", model: str | None = None
         eng = make_engine(EngineConfig(type=engine, model=str(model_dir), max_model_len=max_model_len))
         server = None
         try:
-            server = ProxyServer(eng, store, renderer, default_max_tokens=max_tokens).start()
+            server = ProxyServer(eng, store, renderer, default_max_tokens=max_tokens,
+                                 max_tokens_cap=max_tokens).start()
             yield LocalProxy(server), store
         finally:
             if server is not None:

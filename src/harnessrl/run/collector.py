@@ -63,7 +63,8 @@ class RunnerCollector:
         self.cfg, self.store = cfg, store
         renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format)
         self.proxy = ProxyServer(engine, store, renderer,
-                                 default_max_tokens=cfg.loop.max_tokens).start()
+                                 default_max_tokens=cfg.loop.max_tokens,
+                                 max_tokens_cap=cfg.loop.max_tokens).start()
         self.sandbox_cfg = SandboxConfig(type=cfg.sandbox.type)
         self._adapters: dict[str, Any] = {}
         try:
