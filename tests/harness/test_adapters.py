@@ -97,6 +97,10 @@ def test_claude_code_parse():
     bad = json.dumps({"type": "result", "subtype": "error_max_turns", "is_error": True, "result": ""})
     res = ClaudeCodeAdapter().parse(_req(), _outcome(bad))
     assert res.status == "ok" and "error_max_turns" in res.error and res.final_message == ""
+    rambled = json.dumps({"type": "result", "subtype": "success", "is_error": True,
+                          "result": "API Error: Claude's response exceeded the 128000 output token maximum."})
+    res = ClaudeCodeAdapter().parse(_req(), _outcome(rambled, code=1, status="harness_error"))
+    assert res.status == "ok" and res.meta["end_reason"] == "max_output_tokens"  # the policy's doing: scored
     too_long = json.dumps({"type": "result", "subtype": "success", "is_error": True,
                            "result": "Prompt is too long"})
     res = ClaudeCodeAdapter().parse(_req(), _outcome(too_long, code=1, status="harness_error"))

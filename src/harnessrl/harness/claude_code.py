@@ -12,6 +12,7 @@ Profiles (flags only): `full` = as shipped (12 tools, ~12.4k-token first prompt)
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from harnessrl.harness import install
 from harnessrl.harness.profiles import Profile, profile_table, resolve
@@ -47,6 +48,12 @@ PROFILES = profile_table(
     Profile("tiny", "only the Bash tool, --bare, a one-line system prompt",
             {"args": ["--tools", "Bash", "--bare", "--system-prompt", TINY_SYSTEM_PROMPT]}),
 )
+
+
+def policy_ended(subtype: Any, message: str) -> bool:
+    """Claude Code's error results that the policy caused: the turn limit, or a reply cut by the
+    output-token budget (Claude Code retries a cut reply, then gives up with this message)."""
+    return subtype == "error_max_turns" or "output token maximum" in message
 
 
 class ClaudeCodeAdapter(CachedInstallAdapter):
@@ -87,7 +94,13 @@ class ClaudeCodeAdapter(CachedInstallAdapter):
             return result_from(outcome, final_message="", meta=meta)
         meta.update({k: final.get(k) for k in ("subtype", "num_turns", "stop_reason", "is_error")})
         message = final.get("result") if isinstance(final.get("result"), str) else ""
-        if final.get("is_error"):  # e.g. max turns, or the API rejected the prompt (too long)
+        if final.get("is_error") and policy_ended(final.get("subtype"), message or ""):
+            # the policy ran out of turns or rambled past the reply budget: a normal end of the episode
+            # (the verifier scores the workspace), not a harness failure to drop from training
+            meta["end_reason"] = "max_turns" if final.get("subtype") == "error_max_turns" else "max_output_tokens"
+            return result_from(outcome, final_message="", meta=meta, status="ok",
+                               error=f"policy ended the episode ({final.get('subtype')}): {(message or '')[:200]}")
+        if final.get("is_error"):  # e.g. the API rejected the prompt (too long), or an engine error
             error = f"claude reported an error ({final.get('subtype')}): {(message or '')[:300]}"
             if outcome.error:
                 error = f"{outcome.error}; {error}"

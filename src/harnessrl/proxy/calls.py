@@ -65,8 +65,11 @@ class CallHandler:
     def __init__(self, engine: Engine, writer: CallWriter, default_max_tokens: int = 2048,
                  stop_ids: tuple[int, ...] = (), tokenizer: Any = None, history_mode: str = "exact",
                  served_model: str = "policy", rollout_quota: int = DEFAULT_ROLLOUT_QUOTA,
-                 max_tokens_cap: int | None = None):
+                 max_tokens_cap: int | None = None, default_temperature: float = 1.0):
         self.engine = engine
+        # the temperature of a request that sends none (Claude Code, Codex and OpenClaw never do),
+        # as `vllm serve --override-generation-config '{"temperature": ...}'` would; recorded per call
+        self.default_temperature = default_temperature
         # a serving limit on one reply, whatever the harness asks (Claude Code asks 32000): a run's
         # per-call budget. The cut reply ends with finish_reason "length", as any capped server's would.
         self.max_tokens_cap = max_tokens_cap
@@ -176,7 +179,7 @@ class CallHandler:
             raise bad_request("max_tokens must be at least 1", "max_tokens")
         if self.max_tokens_cap is not None:
             wanted = min(wanted, self.max_tokens_cap)
-        temperature = 1.0 if req.temperature is None else req.temperature
+        temperature = self.default_temperature if req.temperature is None else req.temperature
         top_p = 1.0 if req.top_p is None else req.top_p
         if temperature < 0 or not 0 < top_p <= 1:
             raise bad_request("temperature must be >= 0 and top_p in (0, 1]", "temperature")

@@ -40,6 +40,12 @@ def serve(
     uds: Optional[Path] = typer.Option(None, "--uds", help="Also listen on this Unix socket path."),
     max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="Context limit (default: the model's own window, 8192 for SmolLM2)."),
     max_tokens: int = typer.Option(2048, "--max-tokens", help="Completion limit when a request sets none."),
+    max_tokens_cap: Optional[int] = typer.Option(None, "--max-tokens-cap", min=1,
+                                                 help="Completion limit whatever a request asks (a training run's "
+                                                      "loop.max_tokens)."),
+    default_temperature: float = typer.Option(1.0, "--default-temperature", min=0.01, max=2.0,
+                                              help="Temperature of requests that send none (a training run's "
+                                                   "serve.default_temperature)."),
     tool_format: Optional[str] = typer.Option(
         None, "--tool-format",
         help="How the model writes tool calls: hermes | smollm2 | bash (one fenced ```bash block runs the "
@@ -75,8 +81,10 @@ def serve(
         raise typer.Exit(code=2) from None
     store = RunStore(run_dir)
     store.set_meta("render", {"tool_format": renderer.info.tool_format, "history": history})
+    store.set_meta("serve", {"default_temperature": default_temperature, "max_tokens_cap": max_tokens_cap})
     server = ProxyServer(eng, store, renderer, host=host, port=port, history_mode=history, uds=uds,
-                         default_max_tokens=max_tokens, served_model=Path(model_dir).name)
+                         default_max_tokens=max_tokens, served_model=Path(model_dir).name,
+                         max_tokens_cap=max_tokens_cap, default_temperature=default_temperature)
     try:
         server.start()
     except ProxyStartError as err:

@@ -51,7 +51,7 @@ class ProxyServer:
                  default_max_tokens: int = 2048, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                  stream_keepalive_s: float = 5.0, rollout_quota: int = DEFAULT_ROLLOUT_QUOTA,
                  body_timeout_s: float = 30.0, max_inflight_per_key: int = 32, drain_s: float = 30.0,
-                 max_tokens_cap: int | None = None):
+                 max_tokens_cap: int | None = None, default_temperature: float = 1.0):
         self.engine = engine
         self.store = store
         self.renderer = load_renderer(renderer_or_model_dir)
@@ -68,7 +68,8 @@ class ProxyServer:
         self.registry = RolloutRegistry(lambda: self.renderer.conversation(history_mode), store.next_seq,
                                         on_close=store.forget_rollout)
         self._default_max_tokens = default_max_tokens
-        self._max_tokens_cap = max_tokens_cap  # None: the harness's max_tokens, bounded by the context only
+        self._max_tokens_cap = max_tokens_cap
+        self._default_temperature = default_temperature  # for requests that send no temperature  # None: the harness's max_tokens, bounded by the context only
         self._max_body_bytes = max_body_bytes
         self._keepalive_s = stream_keepalive_s  # slow streamed calls: open the stream, ping every this often
         self._rollout_quota = rollout_quota
@@ -96,7 +97,7 @@ class ProxyServer:
                               stop_ids=tuple(getattr(self.renderer, "stop_ids", ()) or ()),
                               tokenizer=getattr(self.renderer, "tokenizer", None), history_mode=self.history_mode,
                               served_model=self.served_model, rollout_quota=self._rollout_quota,
-                              max_tokens_cap=self._max_tokens_cap)
+                              max_tokens_cap=self._max_tokens_cap, default_temperature=self._default_temperature)
         cfg = AppConfig(self.served_model, self.admin_token, self._max_body_bytes, self.base_urls, self._keepalive_s,
                         body_timeout_s=self._body_timeout_s, max_inflight_per_key=self._max_inflight_per_key)
         app = build_app(handler, self.registry, cfg)

@@ -19,6 +19,8 @@ TASKS_HELP = ("builtin:train|test|paraphrase|unseen|all|<category>|<family>[:<sp
               "directory of task directories.")
 MAX_TOKENS_HELP = ("Tokens per model reply at most (in-process proxy), whatever the harness asks; use the "
                    "training run's loop.max_tokens.")
+TEMPERATURE_HELP = ("Sampling temperature of requests that send none (in-process proxy); use the training "
+                    "run's serve.default_temperature.")
 TOOL_FORMAT_HELP = ("hermes | smollm2 | bash: how the model writes tool calls (in-process proxy; default: the chat "
                     "template's own). Use the training run's render.tool_format.")
 
@@ -44,7 +46,8 @@ def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
 def _execute(tasks: str | list[Any], harness: list[str], n: int, concurrency: int, run_dir: Path, model: Optional[str],
              engine: str, sandbox: str, proxy: Optional[str], admin_token: Optional[str], max_turns: int,
              timeout: float, step: int, split: str, progress: bool = True,
-             tool_format: Optional[str] = None, max_tokens: int = 512) -> tuple[list[Any], list[Any]]:
+             tool_format: Optional[str] = None, max_tokens: int = 512,
+             temperature: float = 1.0) -> tuple[list[Any], list[Any]]:
     from harnessrl.engine.model import ModelNotFound
     from harnessrl.harness import HarnessConfigError
     from harnessrl.proxy.server import ProxyStartError
@@ -66,7 +69,8 @@ def _execute(tasks: str | list[Any], harness: list[str], n: int, concurrency: in
     try:
         task_list = load_tasks(tasks) if isinstance(tasks, str) else tasks
         with proxy_session(run_dir, engine=engine, model=model, proxy_url=proxy, admin_token=admin_token,
-                           tool_format=tool_format, max_tokens=max_tokens) as (link, store):
+                           tool_format=tool_format, max_tokens=max_tokens,
+                           default_temperature=temperature) as (link, store):
             records = run_groups(task_list, harness or ["builtin"], n, proxy=link, store=store,
                                  sandbox_cfg=SandboxConfig(type=sandbox), concurrency=concurrency, step=step,
                                  max_turns=max_turns, harness_timeout_s=timeout, split=split,
@@ -111,13 +115,14 @@ def rollout(
     step: int = typer.Option(0, "--step", help="Step number stored with the rollouts."),
     tool_format: Optional[str] = typer.Option(None, "--tool-format", help=TOOL_FORMAT_HELP),
     max_tokens: int = typer.Option(512, "--max-tokens", min=1, help=MAX_TOKENS_HELP),
+    temperature: float = typer.Option(1.0, "--temperature", min=0.01, max=2.0, help=TEMPERATURE_HELP),
 ) -> None:
     """Run groups of rollouts (task x harness x n) in sandboxes through the proxy; store them."""
     from rich.console import Console
 
     _, records = _execute(tasks, harness, n, concurrency, run_dir, model, engine, sandbox, proxy, admin_token,
                           max_turns, timeout, step, split="rollout", tool_format=tool_format,
-                          max_tokens=max_tokens)
+                          max_tokens=max_tokens, temperature=temperature)
     counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -146,6 +151,7 @@ def evaluate(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object on stdout (all else to stderr)."),
     tool_format: Optional[str] = typer.Option(None, "--tool-format", help=TOOL_FORMAT_HELP),
     max_tokens: int = typer.Option(512, "--max-tokens", min=1, help=MAX_TOKENS_HELP),
+    temperature: float = typer.Option(1.0, "--temperature", min=0.01, max=2.0, help=TEMPERATURE_HELP),
 ) -> None:
     """pass@1 (with a 95% bootstrap interval over tasks) and unbiased pass@k per task, category, family
     and harness; with several --tasks, one summary per set and a harness x set table."""
@@ -159,7 +165,8 @@ def evaluate(
     with _stdout_to_stderr(json_out):
         task_list, records = _execute(union, harness, n, concurrency, run_dir, model, engine, sandbox, proxy,
                                       admin_token, max_turns, timeout, step=0, split="eval",
-                                      tool_format=tool_format, max_tokens=max_tokens)
+                                      tool_format=tool_format, max_tokens=max_tokens,
+                                      temperature=temperature)
         if len(sets) == 1:
             summary = summarize(records, {t.id: t for t in task_list}, ks)
             print_summary(summary, stderr=json_out)

@@ -13,7 +13,8 @@ from harnessrl.rollout.proxy_link import LocalProxy, RemoteProxy
 @contextlib.contextmanager
 def proxy_session(run_dir: Path, *, engine: str = "hf", model: str | None = None, proxy_url: str | None = None,
                   admin_token: str | None = None, max_model_len: int | None = None,
-                  max_tokens: int = 512, tool_format: str | None = None) -> Iterator[tuple[Any, Any]]:
+                  max_tokens: int = 512, tool_format: str | None = None,
+                  default_temperature: float = 1.0) -> Iterator[tuple[Any, Any]]:
     """Yields (proxy link, RunStore). Starts engine + proxy in-process unless `proxy_url` is given.
     ``tool_format``: the in-process renderer's tool format (a running proxy keeps its own)."""
     from harnessrl.store import RunStore
@@ -35,7 +36,7 @@ def proxy_session(run_dir: Path, *, engine: str = "hf", model: str | None = None
         server = None
         try:
             server = ProxyServer(eng, store, renderer, default_max_tokens=max_tokens,
-                                 max_tokens_cap=max_tokens).start()
+                                 max_tokens_cap=max_tokens, default_temperature=default_temperature).start()
             yield LocalProxy(server), store
         finally:
             if server is not None:

@@ -64,7 +64,8 @@ class RunnerCollector:
         renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format)
         self.proxy = ProxyServer(engine, store, renderer,
                                  default_max_tokens=cfg.loop.max_tokens,
-                                 max_tokens_cap=cfg.loop.max_tokens).start()
+                                 max_tokens_cap=cfg.loop.max_tokens,
+                                 default_temperature=cfg.serve.default_temperature).start()
         self.sandbox_cfg = SandboxConfig(type=cfg.sandbox.type)
         self._adapters: dict[str, Any] = {}
         try:

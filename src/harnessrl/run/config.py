@@ -50,6 +50,15 @@ class RenderSection(_Strict):
     tool_format: Literal["hermes", "smollm2", "bash"] | None = None
 
 
+class ServeSection(_Strict):
+    """How the run's proxy serves the harnesses (the same knobs as `harnessrl serve`: train = serve)."""
+
+    # The temperature of a request that sends none: Claude Code, Codex and OpenClaw never send one.
+    # 1.0 is the API default; a small model (SmolLM2-135M) writes gibberish at 1.0 and usable shell at
+    # ~0.7. Recorded with every call and used in the loss.
+    default_temperature: float = Field(1.0, gt=0, le=2)
+
+
 class SandboxSection(_Strict):
     type: Literal["bwrap", "local"] = "bwrap"
 
@@ -170,6 +179,7 @@ class RunConfig(_Strict):
     model: ModelConfig = ModelConfig()
     engine: EngineSection = EngineSection()
     render: RenderSection = RenderSection()
+    serve: ServeSection = ServeSection()
     sandbox: SandboxSection = SandboxSection()
     harnesses: list[HarnessEntry] = [HarnessEntry(name="builtin")]
     tasks: TasksSection = TasksSection()
