@@ -136,6 +136,10 @@ def test_codex_parse():
     failed = json.dumps({"type": "turn.failed", "error": {"message": "stream disconnected"}})
     res = CodexAdapter().parse(_req(), _outcome(failed))
     assert res.status == "harness_error" and "stream disconnected" in res.error
+    cut = json.dumps({"type": "turn.failed", "error": {"message": "Incomplete response returned, reason: "
+                                                                  "max_output_tokens"}})
+    res = CodexAdapter().parse(_req(), _outcome(cut, code=1, status="harness_error"))
+    assert res.status == "ok" and res.meta["end_reason"] == "policy"  # the policy's doing: scored
 
 
 def test_mini_text_mode_build():

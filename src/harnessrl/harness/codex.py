@@ -98,6 +98,15 @@ def config_toml(*, model: str, base_url: str, turn_timeout_s: float, top: dict |
     ])
 
 
+POLICY_END_MARKS = ("Incomplete response returned", "rejected:")
+
+
+def policy_ended(text: str) -> bool:
+    """Codex failures that the policy caused: a reply cut by the output budget (Codex reports the
+    response as incomplete), or a command Codex's own policy rejected (e.g. `rm -rf`)."""
+    return any(mark in text for mark in POLICY_END_MARKS)
+
+
 class CodexAdapter(CachedInstallAdapter):
     name = "codex"
     profiles = PROFILES
@@ -143,8 +152,18 @@ class CodexAdapter(CachedInstallAdapter):
                 "errors": errors}
         error = None
         status = None
-        if failed and outcome.status == "ok":
+        if failed and policy_ended(json.dumps(failed[-1])):
+            # the policy's reply was cut by the reply budget, or Codex refused the command the policy
+            # wrote: a normal (scored) end of the episode, not a harness failure to drop from training
+            meta["end_reason"] = "policy"
+            status = "ok"
+            error = f"policy ended the episode: {json.dumps(failed[-1])[:300]}"
+        elif failed and outcome.status == "ok":
             status = "harness_error"
             error = f"codex reported: {json.dumps(failed[-1])[:300]}"
+        elif outcome.status == "harness_error" and policy_ended(outcome.stderr[-4000:]):
+            meta["end_reason"] = "policy"
+            status = "ok"
+            error = f"policy ended the episode: {outcome.stderr[-300:]}"
         return result_from(outcome, final_message=messages[-1] if messages else "", meta=meta,
                            error=error, status=status)
