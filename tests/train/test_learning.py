@@ -47,3 +47,26 @@ def test_grpo_reward_rises_on_easiest_family_real_model(tmp_path):
     rewards = [r["reward"]["builtin"] for r in res.records if r["step"] > 0]
     assert len(rewards) == 3
     assert max(rewards[1:]) > rewards[0], f"train reward per step {rewards}"
+
+
+@pytest.mark.model
+@pytest.mark.bwrap
+@pytest.mark.harness
+def test_grpo_reward_rises_through_claude_code(tmp_path):
+    """Through a real third-party harness: SmolLM2-135M drives Claude Code (tiny profile: only the
+    Bash tool) with the bash tool format; the train reward must rise above its first-step value."""
+    from harnessrl.harness import make_harness
+
+    if make_harness("claude-code:tiny").preflight():
+        pytest.skip("claude-code is not installed (make harnesses)")
+    cfg = load_config(None, [
+        f"output.run_dir={tmp_path / 'run'}", "output.tensorboard=false", "output.keep_checkpoints=1",
+        "harnesses=[{name: 'claude-code:tiny', weight: 1}]", "tasks.families=[write_word, touch_file]",
+        "engine.type=auto", "render.tool_format=bash", "serve.default_temperature=0.7",
+        "algorithm.name=grpo", "optimizer.lr=3e-5", "loop.steps=3", "loop.groups_per_step=2",
+        "loop.n_per_group=8", "loop.eval_size=0", "loop.max_turns=2", "loop.max_tokens=64",
+        "loop.rollout_timeout_s=300", "loop.concurrency=8", "loop.seed=0"])
+    res = run_training(cfg, console=Console(quiet=True))
+    rewards = [r["reward"]["claude-code:tiny"] for r in res.records if r["step"] > 0]
+    assert len(rewards) == 3
+    assert max(rewards[1:]) > rewards[0], f"train reward per step {rewards}"
