@@ -40,6 +40,7 @@ harnesses: install
 	$(BIN)/harnessrl harness install builtin mini-swe-agent claude-code codex openclaw
 
 demo: install system model
+	$(BIN)/harnessrl harness install claude-code codex
 	VLLM_LOGGING_LEVEL=$${VLLM_LOGGING_LEVEL:-WARNING} $(BIN)/harnessrl train --config configs/demo.yaml
 
 # Tiers: unit (fast, fakes at the edges) then the real-thing tiers, each bounded.
