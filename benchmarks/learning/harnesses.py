@@ -87,8 +87,8 @@ def summarise(run_dir: Path) -> str:
             continue
         rw = " ".join(f"{h}={v:.2f}" for h, v in (r.get("reward") or {}).items())
         pr = " ".join(f"{h}={v:.2f}" for h, v in (r.get("pass_rate") or {}).items())
-        gap = r.get("logp_gap_abs", r.get("gap_abs", r.get("is/gap_abs", "-")))
-        toks = r.get("trained_tokens", r.get("tokens", "-"))
+        gap = r.get("abs_logp_gap", "-")
+        toks = f"{r.get('tokens_computed', 0):.0f} (per-call {r.get('per_call_tokens', 0):.0f})"
         t = sum((r.get("time") or {}).values())
         lines.append(f"  {r['step']:>3}: {rw or '-'} | {pr or '-'} | {gap if isinstance(gap, str) else f'{gap:.4f}'}"
                      f" | {toks} | {t:.0f}")
