@@ -7,6 +7,11 @@ counted: replies the renderer parses into a shell call (format), and calls whose
 task's file and value (on task: a rough upper bound on "would pass").
 
     PYTHONPATH=src .venv/bin/python benchmarks/dialect_format.py [--n 64] [--temps 0.7 1.0] [--variants shipped]
+    PYTHONPATH=src .venv/bin/python benchmarks/dialect_format.py --prompt-sizes   # tokenizer only, no engine
+
+--prompt-sizes: the first prompt of each captured real harness run (tests/fixtures/harness_calls,
+rendered in the Hermes format) and the same prompt with its JSON tool list replaced by the `bash`
+format's instruction, in SmolLM2 tokens.
 """
 
 from __future__ import annotations
@@ -55,6 +60,27 @@ async def sample(engine, renderer, prompts, temperature: float, max_tokens: int)
     return await asyncio.gather(*(engine.generate(p, params) for p in prompts))
 
 
+def prompt_sizes() -> None:
+    from harnessrl.engine.model import smollm2_tokenizer_dir
+    from harnessrl.render.renderer import Renderer
+    from harnessrl.render.tool_formats import _HERMES_HOWTO
+
+    r = Renderer.from_pretrained(smollm2_tokenizer_dir())
+    howto = _HERMES_HOWTO.format()
+    print("| harness (capture) | first prompt, hermes | same prompt, bash format |")
+    print("|---|---:|---:|")
+    for path in sorted((Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "harness_calls").glob("*.jsonl")):
+        rows = sorted((json.loads(line) for line in path.read_text().splitlines() if line.strip()),
+                      key=lambda c: (c["rollout_id"], c["seq"]))
+        text = r.decode(rows[0]["prompt_ids"])
+        start, end = text.find("# Tools\n\n"), text.find(howto)
+        if start < 0 or end < 0:
+            print(f"| {path.stem} | {len(rows[0]['prompt_ids'])} | (no tools) |")
+            continue
+        bash = text[:start] + shell_dialect.INSTRUCTION + text[end + len(howto):]
+        print(f"| {path.stem} | {len(r.encode(text))} | {len(r.encode(bash))} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=64, help="samples per (variant, temperature)")
@@ -63,7 +89,11 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--show", type=int, default=0, help="print this many replies per config")
     ap.add_argument("--dump", type=Path, default=None, help="write every reply (JSONL) to this file")
+    ap.add_argument("--prompt-sizes", action="store_true", help="only print first-prompt sizes (no engine)")
     args = ap.parse_args()
+    if args.prompt_sizes:
+        prompt_sizes()
+        return
 
     from harnessrl.engine import EngineConfig, make_engine, resolve_model
     from harnessrl.render.renderer import Renderer
