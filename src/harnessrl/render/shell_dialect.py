@@ -39,6 +39,19 @@ INSTRUCTION = (
     "The command's output comes back in the next message. Run one command per reply. "
     "When the task is done, reply without a code block."
 )
+# A variant with worked examples, measured against INSTRUCTION by benchmarks/dialect_instruction.py
+# (SmolLM2-135M, 144 samples each: format 40% vs 35%, one-shot pass 2.1% for both), so not the default.
+# No built-in task uses these names.
+EXAMPLES_INSTRUCTION = (
+    "You can run bash commands in the current directory. To run a command, reply with one "
+    "```bash code block. The command's output comes back in the next message. Run one command per "
+    "reply. When the task is done, reply without a code block.\n\n"
+    "Examples of tasks and the command to run:\n"
+    "Task: Copy notes.md to backup.md.\n```bash\ncp notes.md backup.md\n```\n"
+    "Task: Delete the file old.md.\n```bash\nrm old.md\n```\n"
+    "Task: In plan.md, change the word red to blue.\n```bash\nsed -i 's/red/blue/g' plan.md\n```\n"
+    "Task: Write the word hello into a file named greeting.md.\n```bash\necho hello > greeting.md\n```"
+)
 
 _NAMES = ("command", "cmd", "script")  # property names that hold the command, best first
 _TOOL_HINTS = ("bash", "shell", "exec_command", "exec", "run_shell", "terminal", "run", "execute")
