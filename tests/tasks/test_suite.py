@@ -180,7 +180,7 @@ def test_reference_passes_and_untouched_fails_local():
 @pytest.mark.bwrap
 @pytest.mark.parametrize("family", [f.name for f in FAMILIES])
 def test_every_reference_passes_and_untouched_fails_bwrap(family):
-    """Every held-out task (test, paraphrase, unseen) and the first 8 train variants of a family;
-    the train split's other variants come from the same generator and templates."""
-    tasks = [t for t in SUITE if t.family == family and (t.split != "train" or t.variant < 8)]
+    """The first 4 variants of a family in each of its splits (the other variants come from the
+    same generator; the fast tier validates variant 0 of everything locally)."""
+    tasks = [t for t in SUITE if t.family == family and t.variant < 4]
     assert _validate_all(tasks, "bwrap") == []
