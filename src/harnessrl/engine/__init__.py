@@ -22,6 +22,7 @@ _LAZY = {
     "HFEngine": "harnessrl.engine.hf",
     "VLLMEngine": "harnessrl.engine.vllm_engine",
     "VLLMServerEngine": "harnessrl.engine.vllm_server",
+    "SGLangServerEngine": "harnessrl.engine.sglang_server",
 }
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "ModelNotFound",
     "PromptTooLong",
     "SamplingParams",
+    "SGLangServerEngine",
     "ScriptedEngine",
     "VLLMEngine",
     "VLLMServerEngine",

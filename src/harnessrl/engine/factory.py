@@ -19,7 +19,7 @@ class EngineConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    type: Literal["hf", "vllm", "vllm_server", "scripted"] = "hf"
+    type: Literal["hf", "vllm", "vllm_server", "sglang_server", "scripted"] = "hf"
     model: str | None = Field(None, description="smollm2-135m-instruct (None), an HF dir, or a cached HF id")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto: float32 for hf, bfloat16 for vllm"
@@ -61,6 +61,7 @@ def make_engine(cfg: EngineConfig | dict[str, Any]) -> Engine:
         "hf": _make_hf,
         "vllm": _make_vllm,
         "vllm_server": _make_vllm_server,
+        "sglang_server": _make_sglang_server,
         "scripted": _make_scripted,
     }
     return builders[cfg.type](cfg)
@@ -111,6 +112,15 @@ def _make_vllm_server(cfg: EngineConfig) -> Engine:
         max_pending=cfg.max_pending,
         timeout_s=cfg.request_timeout_s,
     )
+
+
+def _make_sglang_server(cfg: EngineConfig) -> Engine:
+    if not cfg.base_url:
+        raise ValueError("engine type sglang_server needs base_url (e.g. http://127.0.0.1:30000)")
+    from harnessrl.engine.sglang_server import SGLangServerEngine
+
+    return SGLangServerEngine(cfg.base_url, model_path=cfg.model, max_model_len=cfg.max_model_len,
+                              max_pending=cfg.max_pending, timeout_s=cfg.request_timeout_s)
 
 
 def _make_scripted(cfg: EngineConfig) -> Engine:

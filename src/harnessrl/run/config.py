@@ -145,6 +145,9 @@ class LoopConfig(_Strict):
     max_turns: int = Field(4, ge=1)
     rollout_timeout_s: float = Field(300, gt=0)
     concurrency: int = Field(8, ge=1)
+    # asynchronous rollouts: 0 = synchronous; k >= 1 = rollouts of steps s+1..s+k run while step s
+    # trains, so a sampled token is at most k policy versions older than the weights it trains
+    max_policy_lag: int = Field(0, ge=0)
     seed: int = 0
 
 

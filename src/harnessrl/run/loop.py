@@ -66,6 +66,8 @@ class RunParts:
     log: Any
     start_step: int
     closers: list = field(default_factory=list)  # e.g. the Ray trainer actor and cluster (cluster.backend=ray)
+    ahead: dict = field(default_factory=dict)  # step -> Future of its rollouts (loop.max_policy_lag > 0)
+    pool: Any = None  # the thread pool running those rollouts
 
 
 CollectorFactory = Callable[[RunConfig, Any, Any, Path], Collector]
@@ -186,7 +188,10 @@ def pinned_eval_tasks(store, eval_tasks: list, size: int, console: Console, key:
 
 
 def close_run(parts: RunParts) -> None:
-    for close in (parts.collector.close, parts.engine.close, parts.log.close, parts.store.close, *parts.closers):
+    closers = [parts.collector.close]  # first: rollouts still running ahead fail fast without the proxy
+    if parts.pool is not None:
+        closers.append(lambda: parts.pool.shutdown(wait=True, cancel_futures=True))
+    for close in (*closers, parts.engine.close, parts.log.close, parts.store.close, *parts.closers):
         try:
             close()
         except Exception:  # noqa: BLE001 - best effort on the way out; the run's state is on disk
@@ -245,10 +250,15 @@ def train_step(parts: RunParts, step: int, progress: Progress) -> dict[str, Any]
     """Rollouts -> trees -> advantages -> update -> sync (-> eval); returns the step's metrics."""
     cfg = parts.cfg
     times: dict[str, float] = {}
-    plans = plan_step(step, parts.attempt, parts.train_tasks, {h.name: h.weight for h in cfg.harnesses},
-                      cfg.loop.groups_per_step, cfg.loop.n_per_group, cfg.loop.seed)
+    plans = step_plans(parts, step)
     with timed(times, "rollout"):
-        groups = collect(parts, plans, progress, f"step {step} rollouts")
+        ahead = parts.ahead.pop(step, None)
+        if ahead is not None:  # started while an earlier step trained (asynchronous rollouts)
+            ahead.result()
+            groups = read_groups(parts.store, plans)
+        else:
+            groups = collect(parts, plans, progress, f"step {step} rollouts")
+    start_ahead(parts, step)
     with timed(times, "tree"):
         trees, advs = trees_and_advantages(parts, groups)
     rec: dict[str, Any] = harness_summary(groups)
@@ -258,7 +268,9 @@ def train_step(parts: RunParts, step: int, progress: Progress) -> dict[str, Any]
         if trees:
             from harnessrl.train.batch import concat_batch
 
-            rec.update(parts.trainer.update(concat_batch([t.flat() for t in trees], advs)))
+            batch = concat_batch([t.flat() for t in trees], advs)
+            rec.update(limit_policy_lag(batch, trees, step - 1, cfg.loop.max_policy_lag))
+            rec.update(parts.trainer.update(batch))
     with timed(times, "sync"):
         sync_weights(parts.trainer, parts.engine, step)
     rec["policy_version"] = int(parts.engine.policy_version)
@@ -270,6 +282,46 @@ def train_step(parts: RunParts, step: int, progress: Progress) -> dict[str, Any]
             save_step_checkpoint(parts, step)
     rec["time"] = times
     return rec
+
+
+def step_plans(parts: RunParts, step: int) -> list[GroupPlan]:
+    cfg = parts.cfg
+    return plan_step(step, parts.attempt, parts.train_tasks, {h.name: h.weight for h in cfg.harnesses},
+                     cfg.loop.groups_per_step, cfg.loop.n_per_group, cfg.loop.seed)
+
+
+def start_ahead(parts: RunParts, step: int) -> None:
+    """Asynchronous rollouts: start the rollouts of steps step+1 .. step+max_policy_lag (those not
+    yet started) in the background, so they sample while this step trains and syncs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    lag = parts.cfg.loop.max_policy_lag
+    for s in range(step + 1, min(step + lag, parts.cfg.loop.steps) + 1):
+        if s in parts.ahead:
+            continue
+        if parts.pool is None:
+            parts.pool = ThreadPoolExecutor(max_workers=lag, thread_name_prefix="rollouts-ahead")
+        parts.ahead[s] = parts.pool.submit(parts.collector.run, step_plans(parts, s), None)
+
+
+def limit_policy_lag(batch, trees: list, trainer_version: int, max_lag: int) -> dict[str, Any]:
+    """Per decision token, lag = trainer_version - the policy version that sampled it. Tokens more
+    than max(max_lag, 0) versions old leave the loss (in place: decision off, weight 0; a resumed
+    run's leftovers are the only way to get there); TIS/MIS in the loss correct the lag they keep
+    (behaviour logprobs are the engine's). Returns the lag histogram (tokens per lag)."""
+    version = np.concatenate([np.asarray(t.flat().policy_version, dtype=np.int64) for t in trees])
+    lag = trainer_version - version[batch.decision]
+    stale = np.zeros_like(batch.decision)
+    stale[batch.decision] = lag > max_lag
+    if stale.any():
+        batch.decision = batch.decision & ~stale
+        for name in ("adv_pos", "adv_neg", "weight"):
+            setattr(batch, name, np.where(stale, 0.0, getattr(batch, name)).astype(np.float32))
+    values, counts = np.unique(lag, return_counts=True)
+    return {"policy_lag_tokens": {str(int(v)): float(c) for v, c in zip(values, counts)},
+            "policy_lag_mean": float(lag.mean()) if len(lag) else 0.0,
+            "policy_lag_max": float(lag.max()) if len(lag) else 0.0,
+            "policy_lag_dropped": float(stale.sum())}
 
 
 def trees_and_advantages(parts: RunParts, groups: list[PlannedGroup]) -> tuple[list, list]:

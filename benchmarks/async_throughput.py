@@ -1,0 +1,80 @@
+"""Asynchronous vs synchronous rollouts: throughput of the same short training run.
+
+Runs `harnessrl train` in-process twice with the same config and seed, first with
+loop.max_policy_lag=0 (collect, then train, then sync) and then with loop.max_policy_lag=1 (the next
+step's rollouts run while this step trains and syncs). Reports, over the step loop (setup and the
+step-0 record excluded): wall seconds, rollouts per hour, trained tokens per hour, the per-phase
+times (for the async run "rollout" is the time spent waiting for rollouts), and the trained
+tokens' policy-lag histogram.
+
+    .venv/bin/python benchmarks/async_throughput.py [--steps 4] [--groups 2] [--n 8] [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+
+def run(lag: int, args, root: Path) -> dict:
+    from rich.console import Console
+
+    from harnessrl.run.config import load_config
+    from harnessrl.run.loop import run_training
+
+    ov = [f"loop.max_policy_lag={lag}", f"loop.steps={args.steps}", f"loop.groups_per_step={args.groups}",
+          f"loop.n_per_group={args.n}", "loop.eval_size=0", f"loop.max_tokens={args.max_tokens}", "loop.max_turns=2",
+          f"loop.concurrency={args.concurrency}", "harnesses=[{name: builtin, weight: 1}]",
+          "tasks.families=[write_word]", f"sandbox.type={args.sandbox}", "engine.type=hf",
+          "algorithm.token_budget=8192", "optimizer.lr=3e-5", "output.tensorboard=false",
+          "output.checkpoint_every=1000", "output.keep_checkpoints=1", f"output.run_dir={root / f'lag{lag}'}"]
+    t0 = time.monotonic()
+    res = run_training(load_config(None, ov), console=Console(quiet=True))
+    total = time.monotonic() - t0
+    steps = [r for r in res.records if r["step"] >= 1]
+    wall = sum(sum(r["time"].values()) for r in steps)
+    rollouts = sum(sum(r.get("rollouts", {}).values()) for r in steps)
+    tokens = sum(r.get("tokens_trained", 0.0) for r in steps)
+    phases: dict[str, float] = {}
+    lag_hist: dict[str, float] = {}
+    for r in steps:
+        for k, v in r["time"].items():
+            phases[k] = round(phases.get(k, 0.0) + v, 1)
+        for k, v in r.get("policy_lag_tokens", {}).items():
+            lag_hist[k] = lag_hist.get(k, 0.0) + v
+    return {"max_policy_lag": lag, "steps": len(steps), "step_loop_s": round(wall, 1), "run_total_s": round(total, 1),
+            "rollouts": rollouts, "trained_tokens": tokens, "rollouts_per_h": round(3600 * rollouts / wall, 1),
+            "trained_tokens_per_h": round(3600 * tokens / wall), "phases_s": phases, "lag_tokens": lag_hist,
+            "reward": [r.get("reward", {}) for r in steps]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--groups", type=int, default=2)
+    ap.add_argument("--n", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--sandbox", default="bwrap" if shutil.which("bwrap") else "local")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="harnessrl-async-"))
+    try:
+        out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "args": vars(args),
+               "sync": run(0, args, root), "async": run(1, args, root)}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    s, a = out["sync"], out["async"]
+    out["speedup_rollouts_per_h"] = round(a["rollouts_per_h"] / s["rollouts_per_h"], 2)
+    out["speedup_trained_tokens_per_h"] = round(a["trained_tokens_per_h"] / s["trained_tokens_per_h"], 2)
+    print(json.dumps(out, indent=1))
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
