@@ -1,4 +1,4 @@
-"""SGLangServerEngine against a fake SGLang server (FastAPI on 127.0.0.1): token ids in and out,
+"""SGLangServerEngine against a fake SGLang server (starlette on 127.0.0.1): token ids in and out,
 logprobs, finish reasons, errors, weight update from disk + cache flush, replicas over two servers."""
 
 from __future__ import annotations
@@ -10,8 +10,12 @@ from pathlib import Path
 
 import pytest
 
-fastapi = pytest.importorskip("fastapi")
+pytest.importorskip("starlette")
 uvicorn = pytest.importorskip("uvicorn")
+
+from starlette.applications import Starlette  # noqa: E402
+from starlette.responses import JSONResponse  # noqa: E402
+from starlette.routing import Route  # noqa: E402
 
 from harnessrl.engine import EngineConfig, make_engine  # noqa: E402
 from harnessrl.engine.base import EngineError, EngineOverloaded, SamplingParams  # noqa: E402
@@ -20,23 +24,17 @@ from harnessrl.engine.sglang_server import SGLangServerEngine, parse_generate  #
 EOS = 2
 
 
-from fastapi import FastAPI, Request  # noqa: E402 - module level: FastAPI resolves the annotations by name
-from fastapi.responses import JSONResponse  # noqa: E402
-
-
 def fake_app(state: dict):
-    app = FastAPI()
+    """The routes SGLangServerEngine uses, answering like SGLang's native API."""
 
-    @app.get("/get_model_info")
-    def model_info():
-        return {"model_path": state["model_path"], "tokenizer_path": state["model_path"], "is_generation": True}
+    async def model_info(request):
+        return JSONResponse({"model_path": state["model_path"], "tokenizer_path": state["model_path"],
+                             "is_generation": True})
 
-    @app.get("/get_server_info")
-    def server_info():
-        return {"context_length": 64, "max_total_num_tokens": 10000}
+    async def server_info(request):
+        return JSONResponse({"context_length": 64, "max_total_num_tokens": 10000})
 
-    @app.post("/generate")
-    async def generate(request: Request):
+    async def generate(request):
         body = await request.json()
         state["requests"].append(body)
         if state.get("overloaded"):
@@ -52,29 +50,31 @@ def fake_app(state: dict):
                 reason = {"type": "stop", "matched": t}
                 break
         lps = [[-0.25 * (i + 1) / sp["temperature"], t, None] for i, t in enumerate(out)]
-        return {"text": "x", "output_ids": out,
-                "meta_info": {"id": "r", "finish_reason": reason, "prompt_tokens": len(ids),
-                              "completion_tokens": len(out), "output_token_logprobs": lps}}
+        return JSONResponse({"text": "x", "output_ids": out,
+                             "meta_info": {"id": "r", "finish_reason": reason, "prompt_tokens": len(ids),
+                                           "completion_tokens": len(out), "output_token_logprobs": lps}})
 
-    @app.post("/update_weights_from_disk")
-    async def update(request: Request):
+    async def update(request):
         body = await request.json()
         path = Path(body["model_path"])
         files = sorted(p.name for p in path.iterdir())
         state["updates"].append((str(path), files))
         if "model.safetensors" not in files:
-            return {"success": False, "message": f"no weights in {path}"}
+            return JSONResponse({"success": False, "message": f"no weights in {path}"})
         from safetensors.torch import load_file
 
         state["offset"] = int(load_file(str(path / "model.safetensors"))["w"].item())
-        return {"success": True, "message": "ok"}
+        return JSONResponse({"success": True, "message": "ok"})
 
-    @app.post("/flush_cache")
-    def flush():
+    async def flush(request):
         state["flushes"] += 1
-        return "Cache flushed."
+        return JSONResponse("Cache flushed.")
 
-    return app
+    return Starlette(routes=[
+        Route("/get_model_info", model_info), Route("/get_server_info", server_info),
+        Route("/generate", generate, methods=["POST"]), Route("/update_weights_from_disk", update, methods=["POST"]),
+        Route("/flush_cache", flush, methods=["POST"]),
+    ])
 
 
 def _free_port() -> int:
