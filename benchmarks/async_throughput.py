@@ -8,6 +8,8 @@ times (for the async run "rollout" is the time spent waiting for rollouts), and 
 tokens' policy-lag histogram.
 
     .venv/bin/python benchmarks/async_throughput.py [--steps 4] [--groups 2] [--n 8] [--out results.json]
+        [--model tiny:256:4]   # a random Llama with the SmolLM2 tokenizer (hidden 256, 4 layers) instead of SmolLM2
+        [--kl 0.01]            # keep every tree in the update (a random model earns no reward signal)
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ def run(lag: int, args, root: Path) -> dict:
     from harnessrl.run.config import load_config
     from harnessrl.run.loop import run_training
 
-    ov = [f"loop.max_policy_lag={lag}", f"loop.steps={args.steps}", f"loop.groups_per_step={args.groups}",
+    ov = [f"model.path={args.model_dir}" if args.model_dir else "model.path=null", f"algorithm.kl_coef={args.kl}",
+          f"loop.max_policy_lag={lag}", f"loop.steps={args.steps}", f"loop.groups_per_step={args.groups}",
           f"loop.n_per_group={args.n}", "loop.eval_size=0", f"loop.max_tokens={args.max_tokens}", "loop.max_turns=2",
           f"loop.concurrency={args.concurrency}", "harnesses=[{name: builtin, weight: 1}]",
           "tasks.families=[write_word]", f"sandbox.type={args.sandbox}", "engine.type=hf",
@@ -60,11 +63,21 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--sandbox", default="bwrap" if shutil.which("bwrap") else "local")
+    ap.add_argument("--model", default="default", help="default (SmolLM2-135M) or tiny:HIDDEN:LAYERS")
+    ap.add_argument("--kl", type=float, default=0.0)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="harnessrl-async-"))
+    args.model_dir = None
+    if args.model.startswith("tiny:"):
+        from harnessrl.engine import make_tiny_model
+
+        _, hidden, layers = args.model.split(":")
+        args.model_dir = str(make_tiny_model(root / "model", hidden_size=int(hidden), num_layers=int(layers),
+                                             num_heads=4, seed=0))
     try:
-        out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "args": vars(args),
+        out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               "args": {k: v for k, v in vars(args).items() if k != "model_dir"},
                "sync": run(0, args, root), "async": run(1, args, root)}
     finally:
         shutil.rmtree(root, ignore_errors=True)
