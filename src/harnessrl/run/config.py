@@ -34,12 +34,13 @@ class ModelConfig(_Strict):
 
 
 class EngineSection(_Strict):
-    type: Literal["auto", "hf", "vllm"] = "auto"  # auto: vllm when importable, else hf
+    type: Literal["auto", "hf", "vllm", "vllm_server", "sglang_server"] = "auto"  # auto: vllm when importable, else hf
     max_model_len: int | None = Field(None, ge=256)  # None: the model's own window (8192 for SmolLM2)
     kv_cache_gib: float = Field(1.0, gt=0)
     max_concurrency: int = Field(16, ge=1)
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     replicas: int = Field(1, ge=1)  # engine data parallelism: replicas behind the proxy, rollout-key affinity
+    base_urls: list[str] = []  # vllm_server / sglang_server: one running server per replica (same host for weight sync)
 
 
 class RenderSection(_Strict):
@@ -203,6 +204,8 @@ class RunConfig(_Strict):
 
     @model_validator(mode="after")
     def _check_clip(self) -> RunConfig:
+        if self.engine.type in ("vllm_server", "sglang_server") and not self.engine.base_urls:
+            raise ValueError(f"engine.type={self.engine.type} needs engine.base_urls (the running servers)")
         if self.algorithm.mis_low >= self.algorithm.mis_high:
             raise ValueError("algorithm.mis_low must be below algorithm.mis_high")
         if self.cluster.backend == "ray" and self.algorithm.name == "ppo":

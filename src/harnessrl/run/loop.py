@@ -140,7 +140,8 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
     e = cfg.engine
     engine_cfg = EngineConfig(type=engine_type(cfg), model=str(weights_dir), dtype=e.dtype,
                               max_model_len=e.max_model_len, max_batch=e.max_concurrency,
-                              kv_cache_gib=e.kv_cache_gib, seed=cfg.loop.seed + attempt, replicas=e.replicas)
+                              kv_cache_gib=e.kv_cache_gib, seed=cfg.loop.seed + attempt, replicas=e.replicas,
+                              base_urls=e.base_urls or None)
     closers: list = []
     if cfg.cluster.backend == "ray":  # trainer and engine replicas as Ray actors (cluster/)
         from harnessrl.cluster.ray_run import start_ray_parts
