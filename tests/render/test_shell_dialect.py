@@ -116,6 +116,8 @@ def test_extract_commands(text, content, command):
 def test_open_last_block_counts_only_when_the_reply_stopped():
     assert extract_commands("Run:\n```bash\necho hi > a.txt\n", allow_open=True) == ("Run:", "echo hi > a.txt")
     assert extract_commands("Run:\n```bash\necho hi > a", allow_open=False)[1] is None
+    assert extract_commands("```bash\nls -la```", allow_open=True) == ("", "ls -la")  # fence on the same line
+    assert extract_commands("```bash\n```", allow_open=True) == ("```bash\n```", None)
 
 
 def test_parse_reply(bash_renderer):

@@ -227,8 +227,11 @@ def extract_commands(text: str, *, allow_open: bool) -> tuple[str, str | None]:
     rest = text[pos:]
     if allow_open:
         opened = _OPEN_RE.search(rest)
-        if opened is not None and opened.end() < len(rest) and rest[opened.end():].strip():
-            bodies.append(rest[opened.end():].rstrip("\n"))
+        body = rest[opened.end():].rstrip() if opened is not None else ""
+        if body.endswith("```"):  # closed on the command's own line: "ls```"
+            body = body[:-3].rstrip()
+        if opened is not None and body.strip():
+            bodies.append(body)
             rest = rest[: opened.start()]
     kept.append(rest)
     bodies = [b for b in bodies if b.strip()]
