@@ -1,4 +1,5 @@
-"""The `bash` tool format with the REAL harnesses (local sandbox, temp dir): a scripted policy writes
+"""The `bash` tool format with the REAL harnesses (Claude Code, Codex, OpenClaw, mini-swe-agent in tool
+mode; local sandbox, temp dir): a scripted policy writes
 one fenced ```bash block, the proxy turns it into the harness's own shell-tool call (found from
 the tool schemas in its request), the harness runs it, and the policy then answers without a
 block. Asserts: the harness ran the command, every call is captured, the prefix property holds,
@@ -18,13 +19,16 @@ pytestmark = [pytest.mark.harness, pytest.mark.timeout(900)]
 
 BLOCK = "I will write the file.\n```bash\necho hello > hello.txt\n```"
 FINAL = "Done: wrote hello.txt."
+# mini-swe-agent (tool mode, as shipped) ends the task when a command prints this line
+FINALS = {"mini-swe-agent:tool": "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"}
 SHELL_CALL = {"claude-code": ("anthropic.messages", "Bash", "command"),
               "codex": ("openai.responses", "exec_command", "cmd"),
-              "openclaw": ("openai.chat", "exec", "command")}
+              "openclaw": ("openai.chat", "exec", "command"),
+              "mini-swe-agent:tool": ("openai.chat", "bash", "command")}
 
 
 class DialectRig:
-    def __init__(self, run_dir):
+    def __init__(self, run_dir, final_text: str = FINAL):
         from harnessrl.engine.model import resolve_model
         from harnessrl.engine.scripted import ScriptedEngine
         from harnessrl.proxy.server import ProxyServer
@@ -33,7 +37,7 @@ class DialectRig:
 
         model_dir = resolve_model(None)
         self.renderer = r = Renderer.from_pretrained(model_dir, tool_format="bash")
-        block, final = r.encode(BLOCK) + [r.stop_ids[0]], r.encode(FINAL) + [r.stop_ids[0]]
+        block, final = r.encode(BLOCK) + [r.stop_ids[0]], r.encode(final_text) + [r.stop_ids[0]]
 
         def policy(prompt_ids: list[int]) -> list[int]:
             # answered once the output block of our command follows our last reply
@@ -46,12 +50,12 @@ class DialectRig:
         self.server = ProxyServer(self.engine, self.store, r).start()
 
 
-@pytest.mark.parametrize("harness", ["claude-code", "codex", "openclaw"])
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "openclaw", "mini-swe-agent:tool"])
 def test_real_harness_runs_the_bash_block(harness, kit, tmp_path):
     from harnessrl.sandbox.base import ProxyEndpoint, SandboxConfig, make_sandbox
 
-    kit.require_installed(harness)
-    rig = DialectRig(tmp_path / "run")
+    kit.require_installed(harness.split(":")[0])
+    rig = DialectRig(tmp_path / "run", FINALS.get(harness, FINAL))
     try:
         key = rig.server.register_rollout("r0")
         src = tmp_path / "src"
