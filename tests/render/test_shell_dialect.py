@@ -47,6 +47,14 @@ def bash_renderer():
 
 
 @pytest.fixture(scope="module")
+def examples_renderer():
+    from harnessrl.engine.model import smollm2_tokenizer_dir
+    from harnessrl.render.renderer import Renderer
+
+    return Renderer.from_pretrained(smollm2_tokenizer_dir(), tool_format="bash_examples")
+
+
+@pytest.fixture(scope="module")
 def hermes_renderer():
     from harnessrl.engine.model import smollm2_tokenizer_dir
     from harnessrl.render.renderer import Renderer
@@ -293,12 +301,13 @@ RESULTS = ["(Bash completed with no output)", "Exit code 1\ncat: notes.txt: No s
 
 
 @pytest.mark.parametrize("harness", ["claude-code", "codex", "openclaw", "mini-swe-agent"])
-def test_exact_history_with_dialect_turns(bash_renderer, harness):
+@pytest.mark.parametrize("fmt", ["bash_renderer", "examples_renderer"])
+def test_exact_history_with_dialect_turns(fmt, harness, request):
     """Each request resends the served history the way a harness does (arguments re-serialised as
     JSON strings, ids rewritten): call k+1's prompt extends call k's prompt + sampled ids, the
     sampled ids keep their version, and while the replies are in canonical form the ids equal a plain
     full rendering of the history."""
-    r = bash_renderer
+    r = request.getfixturevalue(fmt)
     tools = harness_tools(harness)
     conv = r.conversation()
     history = [Message("system", "You are an agent."), Message("user", "Put the word cobalt in answer.txt.")]
@@ -345,3 +354,20 @@ def test_full_rendering_splices_dialect_replies(bash_renderer):
     start = next(i for i in range(len(nxt.ids)) if nxt.ids[i : i + len(sampled)] == sampled)
     assert nxt.provenance[start : start + len(sampled)] == [3] * len(sampled)
     assert PROMPT in nxt.provenance[:start]
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "openclaw"])
+def test_examples_format_adds_worked_turns_only_with_a_shell_tool(examples_renderer, bash_renderer, harness):
+    """bash_examples = bash + the worked examples as earlier turns after the system prompt; without a
+    shell tool both fall back to the template's own convention (no examples)."""
+    from harnessrl.render import shell_dialect
+
+    msgs = [Message("system", "You are an agent."), Message("user", "Delete a.txt.")]
+    tools = harness_tools(harness)
+    with_examples = examples_renderer.render_text(msgs, tools)
+    plain = bash_renderer.render_text(msgs, tools)
+    for task, command in shell_dialect.EXAMPLES:
+        assert task in with_examples and f"```bash\n{command}\n```" in with_examples and task not in plain
+    assert with_examples.index(shell_dialect.INSTRUCTION) < with_examples.index(shell_dialect.EXAMPLES[0][0])
+    assert with_examples.rstrip().endswith("Delete a.txt.<|im_end|>\n<|im_start|>assistant".rstrip())
+    assert examples_renderer.render_text(msgs, []) == bash_renderer.render_text(msgs, [])

@@ -53,6 +53,26 @@ EXAMPLES_INSTRUCTION = (
     "Task: Write the word hello into a file named greeting.md.\n```bash\necho hello > greeting.md\n```"
 )
 
+# The "bash_examples" format: these worked examples as earlier chat turns after the system prompt
+# (task, the ```bash block, its output, "Done."). SmolLM2-135M follows turns far more than a
+# description: benchmarks/dialect_instruction.py measured, on 144 first replies to held-out tasks,
+# format 92% vs 35% and one-shot pass 9.0% vs 2.1% (worked examples inside the system prompt: 2.1%).
+EXAMPLES = (
+    ("Copy notes.md to backup.md.", "cp notes.md backup.md"),
+    ("Delete the file old.md.", "rm old.md"),
+    ("Write the word hello into a file named greeting.md.", "echo hello > greeting.md"),
+)
+
+
+def example_turns() -> list[dict[str, str]]:
+    """The worked examples as template messages (a fresh list each call)."""
+    turns: list[dict[str, str]] = []
+    for task, command in EXAMPLES:
+        turns += [{"role": "user", "content": task}, {"role": "assistant", "content": render_command(command)},
+                  {"role": "user", "content": render_result("")}, {"role": "assistant", "content": "Done."}]
+    return turns
+
+
 _NAMES = ("command", "cmd", "script")  # property names that hold the command, best first
 _TOOL_HINTS = ("bash", "shell", "exec_command", "exec", "run_shell", "terminal", "run", "execute")
 _LANGS = ("bash", "sh", "shell")

@@ -15,7 +15,7 @@ from typing import Any
 from harnessrl.render.errors import TemplateError
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 from harnessrl.render import shell_dialect
-from harnessrl.render.tool_formats import TOOL_FORMATS, render_calls, render_result, system_block, tool_schema
+from harnessrl.render.tool_formats import SHELL_FORMATS, TOOL_FORMATS, render_calls, render_result, system_block, tool_schema
 
 __all__ = ["TemplateError", "TemplateInfo", "detect", "to_template"]
 
@@ -30,7 +30,7 @@ class TemplateInfo:
 
     def shell_tool(self, tools: list[ToolSpec] | None) -> shell_dialect.ShellTool | None:
         """The shell tool the "bash" format drives for these tools (None: another format, or none found)."""
-        return shell_dialect.find_shell_tool(tools) if self.tool_format == "bash" else None
+        return shell_dialect.find_shell_tool(tools) if self.tool_format in SHELL_FORMATS else None
 
 
 def detect(source: str, tool_format: str | None = None) -> TemplateInfo:
@@ -83,7 +83,7 @@ def _native_message(msg: Message, info: TemplateInfo) -> dict[str, Any]:
 def _injected_messages(messages: list[Message], tools: list[ToolSpec], info: TemplateInfo,
                        shell: shell_dialect.ShellTool | None = None) -> list[dict[str, Any]]:
     """Messages with the tool convention written into the text (``shell``: the "bash" format)."""
-    fmt = info.fallback_format if info.tool_format == "bash" else info.tool_format
+    fmt = info.fallback_format if info.tool_format in SHELL_FORMATS else info.tool_format
     out: list[dict[str, Any]] = []
     for msg in messages:
         content = msg.content or ""
@@ -113,6 +113,8 @@ def _injected_messages(messages: list[Message], tools: list[ToolSpec], info: Tem
             out[0]["content"] = f"{out[0]['content']}\n\n{block}" if out[0]["content"] else block
         else:
             out.insert(0, {"role": "system", "content": block})
+        if shell and info.tool_format == "bash_examples":  # worked examples as earlier turns
+            out[1:1] = shell_dialect.example_turns()
     for item in out:
         item.pop("_tool_run", None)
     return out

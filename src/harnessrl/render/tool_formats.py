@@ -24,7 +24,8 @@ from typing import Any
 
 from harnessrl.render.messages import ToolCall, ToolSpec
 
-TOOL_FORMATS = ("hermes", "smollm2", "bash")
+TOOL_FORMATS = ("hermes", "smollm2", "bash", "bash_examples")
+SHELL_FORMATS = ("bash", "bash_examples")  # the model writes ```bash blocks (render/shell_dialect.py)
 
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _TAG_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)

@@ -48,7 +48,8 @@ class RenderSection(_Strict):
 
     # null: the chat template's own convention (hermes / smollm2). "bash": the model runs the
     # harness's shell tool by writing one fenced ```bash block (docs/render.md) — fits small models.
-    tool_format: Literal["hermes", "smollm2", "bash"] | None = None
+    # "bash_examples": the same, with three worked examples as earlier turns (a 135M model needs them)
+    tool_format: Literal["hermes", "smollm2", "bash", "bash_examples"] | None = None
 
 
 class ServeSection(_Strict):
