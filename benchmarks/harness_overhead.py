@@ -52,7 +52,7 @@ def bench(spec: str, runs: int, renderer, model_dir: Path) -> dict:
     from harnessrl.engine.scripted import ScriptedEngine
     from harnessrl.harness import make_harness
     from harnessrl.proxy.server import ProxyServer
-    from harnessrl.sandbox.base import ProxyEndpoint, SandboxConfig, make_sandbox
+    from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, make_sandbox
     from harnessrl.store import RunStore
 
     name = spec.split(":")[0]

@@ -41,7 +41,7 @@ def measure(spec: str, renderer: Any, model_dir: Path, tool_format: str | None, 
     from harnessrl.harness import make_harness
     from harnessrl.proxy.cli import build_engine
     from harnessrl.proxy.server import ProxyServer
-    from harnessrl.sandbox.base import ProxyEndpoint, SandboxConfig, make_sandbox
+    from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, make_sandbox
     from harnessrl.store import RunStore
 
     adapter = make_harness(spec)

@@ -21,7 +21,7 @@ SAVE = {"builtin", "mini-swe-agent", "openclaw"}
 
 
 def _bwrap_sandbox(adapter, workspace_src, port):
-    from harnessrl.sandbox.base import ProxyEndpoint, SandboxConfig, SandboxUnavailable, make_sandbox
+    from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, SandboxUnavailable, make_sandbox
 
     cfg = SandboxConfig(type="bwrap", extra_ro_binds=[str(p) for p in adapter.ro_paths()])
     try:
@@ -69,7 +69,7 @@ def test_real_harness_in_bwrap(harness, kit, tmp_path):
 
 def test_hanging_harness_is_killed_with_its_tree_in_bwrap(tmp_path):
     adapter = make_harness("command:sleep 1000 & setsid sleep 1000 & (sleep 1000 &) ; sleep 1000")
-    from harnessrl.sandbox.base import SandboxConfig, SandboxUnavailable, make_sandbox
+    from harnessrl.sandbox import SandboxConfig, SandboxUnavailable, make_sandbox
 
     src = tmp_path / "ws"
     src.mkdir()

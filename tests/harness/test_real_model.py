@@ -36,7 +36,7 @@ def real_rig(tmp_path_factory):
 @pytest.mark.parametrize("spec,options", [("builtin", {"extra_args": ("--max-tokens", str(MAX_TOKENS))}),
                                           ("mini-swe-agent", {"max_tokens": MAX_TOKENS})])
 def test_small_model_drives_harness(spec, options, real_rig, kit, tmp_path):
-    from harnessrl.sandbox.base import ProxyEndpoint, SandboxConfig, SandboxUnavailable, make_sandbox
+    from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, SandboxUnavailable, make_sandbox
 
     server, store = real_rig
     adapter = make_harness(spec, **options)

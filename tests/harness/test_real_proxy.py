@@ -19,7 +19,7 @@ PROTOCOL = {"claude-code": "anthropic.messages", "codex": "openai.responses"}
 
 
 def _run_local(kit, rig, harness: str, rollout_id: str, tmp_path, timeout_s: float = 300):
-    from harnessrl.sandbox.base import ProxyEndpoint, SandboxConfig, make_sandbox
+    from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, make_sandbox
 
     adapter = make_harness(harness)
     key = rig.server.register_rollout(rollout_id)

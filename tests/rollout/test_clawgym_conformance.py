@@ -11,7 +11,7 @@ import pytest
 
 from harnessrl.proxy.server import ProxyServer
 from harnessrl.rollout.jobs import run_groups
-from harnessrl.sandbox.base import SandboxConfig, make_sandbox
+from harnessrl.sandbox import SandboxConfig, make_sandbox
 from harnessrl.tasks import load_tasks
 
 from .solver import plan_engine

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harnessrl.sandbox.base import ProxyEndpoint, SandboxConfig, make_sandbox
+from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, make_sandbox
 
 pytestmark = [
     pytest.mark.bwrap,

@@ -136,7 +136,7 @@ def test_missing_extra_bind_is_a_sandbox_error(tmp_path, monkeypatch):
 def test_bwrap_missing_is_unavailable_with_the_fix(monkeypatch):
     import shutil
 
-    from harnessrl.sandbox.base import SandboxUnavailable, make_sandbox
+    from harnessrl.sandbox import SandboxUnavailable, make_sandbox
 
     real_which = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name: None if name == "bwrap" else real_which(name))

@@ -1,7 +1,7 @@
 """Sandboxes for rollouts: `make_sandbox(SandboxConfig(...), workspace_src=..., proxy=...)`.
 
-Backends: `bwrap` (isolated; default), `local` (no isolation), `docker` (not available here).
-The interface is documented in `harnessrl.sandbox.base`.
+Backends: `bwrap` (isolated; default), `local` (no isolation). The contract is documented in
+`harnessrl.sandbox.base`; `make_sandbox` (sandbox/factory.py) picks the backend.
 """
 
 from harnessrl.sandbox.base import (
@@ -12,8 +12,8 @@ from harnessrl.sandbox.base import (
     SandboxConfig,
     SandboxError,
     SandboxUnavailable,
-    make_sandbox,
 )
+from harnessrl.sandbox.factory import make_sandbox
 
 __all__ = [
     "ProcessResult",

@@ -50,7 +50,6 @@ on this machine; the message says why and what to do), ``SandboxClosed`` (used a
 from __future__ import annotations
 
 import abc
-import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -98,7 +97,7 @@ class SandboxConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["bwrap", "local", "docker"] = "bwrap"
+    type: Literal["bwrap", "local"] = "bwrap"
     wall_time_s: float = Field(1800.0, gt=0, description="default timeout of each run()")
     memory_mb: int | None = Field(4096, gt=0, description="memory of all processes (cgroup)")
     max_procs: int | None = Field(512, gt=0, description="processes/threads at once (cgroup pids)")
@@ -182,29 +181,3 @@ class Sandbox(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.destroy()
-
-
-def make_sandbox(
-    cfg: SandboxConfig | None = None,
-    *,
-    workspace_src: Path | str | None = None,
-    proxy: ProxyEndpoint | None = None,
-) -> Sandbox:
-    """Create and start a sandbox of ``cfg.type``; backends are imported lazily."""
-    cfg = cfg or SandboxConfig()
-    src = Path(workspace_src) if workspace_src is not None else None
-    if src is not None and not src.is_dir():
-        raise SandboxError(f"workspace_src {src} is not a directory")
-    if cfg.type == "local":
-        from harnessrl.sandbox.local import LocalSandbox
-
-        return LocalSandbox.create(cfg, workspace_src=src, proxy=proxy)
-    if cfg.type == "bwrap":
-        if not sys.platform.startswith("linux"):
-            raise SandboxUnavailable("the bwrap backend needs Linux; use type='local' (no isolation)")
-        from harnessrl.sandbox.bwrap import BwrapSandbox
-
-        return BwrapSandbox.create(cfg, workspace_src=src, proxy=proxy)
-    from harnessrl.sandbox.docker import DockerSandbox
-
-    return DockerSandbox.create(cfg, workspace_src=src, proxy=proxy)

@@ -16,7 +16,7 @@ from harnessrl.tasks.verifier import VerifierResult, run_verifier
 def open_task_sandbox(task: Task, cfg: Any = None, proxy: Any = None) -> Any:
     """A fresh sandbox (harnessrl.sandbox) whose workspace holds the task's files, presented at the
     task's input_mount_dir (backends that cannot, e.g. local, use their own path)."""
-    from harnessrl.sandbox.base import SandboxConfig, make_sandbox
+    from harnessrl.sandbox import SandboxConfig, make_sandbox
 
     cfg = (cfg or SandboxConfig()).model_copy(update={"workspace_mount": task.input_mount_dir})
     with tempfile.TemporaryDirectory(prefix="harnessrl-task-") as tmp:
