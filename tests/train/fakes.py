@@ -75,5 +75,5 @@ class EngineCollector:
 
 def fake_collector_factory(delay_s: float = 0.0):
     def make(cfg, engine, store, run_dir):
-        return EngineCollector(engine, store, cfg.loop.temperature, cfg.loop.max_tokens, delay_s)
+        return EngineCollector(engine, store, 1.0, cfg.loop.max_tokens, delay_s)
     return make

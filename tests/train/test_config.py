@@ -50,3 +50,32 @@ def test_overrides_dotted_lists_and_yaml_values():
 def test_train_cli_config_error_is_a_message_not_a_traceback(tmp_path):
     res = CliRunner().invoke(app, ["train", "--config", str(tmp_path / "none.yaml")])
     assert res.exit_code == 2 and "config error" in res.output and "Traceback" not in res.output
+
+
+def test_components_embed_their_own_models():
+    from harnessrl.engine.factory import EngineConfig
+    from harnessrl.train.settings import PPOSettings
+    from harnessrl.tree.filters import FilterConfig
+
+    cfg = load_config(None, ["filters.max_path_tokens=64", "algorithm.is_mode=mis", "engine.max_batch=4"])
+    assert isinstance(cfg.engine, EngineConfig) and cfg.engine.max_batch == 4
+    assert isinstance(cfg.filters, FilterConfig) and cfg.filters.max_path_tokens == 64
+    assert isinstance(cfg.algorithm, PPOSettings) and cfg.algorithm.is_mode == "mis"
+    with pytest.raises(ConfigError, match="model.path"):
+        load_config(None, ["engine.model=/some/dir"])
+    with pytest.raises(ConfigError, match="engine it can update"):
+        load_config(None, ["engine.type=scripted"])
+
+
+def test_old_keys_migrate_with_a_warning(tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text("engine:\n  max_concurrency: 5\nloop:\n  temperature: 0.7\n  steps: 2\noutput:\n  save_final: false\n")
+    with pytest.warns(FutureWarning) as seen:
+        cfg = load_config(old)
+    assert cfg.engine.max_batch == 5 and cfg.loop.steps == 2
+    text = " | ".join(str(w.message) for w in seen)
+    assert "engine.max_concurrency is now engine.max_batch" in text
+    assert "loop.temperature was removed" in text and "output.save_final was removed" in text
+    assert "temperature" not in cfg.loop.model_dump() and "save_final" not in cfg.output.model_dump()
+    with pytest.raises(ConfigError, match="both set"):
+        load_config(None, ["engine.max_concurrency=2", "engine.max_batch=3"])

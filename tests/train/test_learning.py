@@ -26,7 +26,7 @@ def test_loop_learns_a_learnable_reward(tmp_path):
     cfg = load_config(None, [
         f"model.path={tiny}", "engine.type=hf", f"output.run_dir={tmp_path / 'run'}", "output.tensorboard=false",
         "loop.steps=8", "loop.groups_per_step=2", "loop.n_per_group=16", "loop.eval_size=0", "loop.max_tokens=1",
-        "loop.temperature=1.0", "filters.truncated=keep", "optimizer.lr=2e-2", "loop.seed=0"])
+        "filters.truncated=keep", "optimizer.lr=2e-2", "loop.seed=0"])
     one_task = ([FakeTask("t0", tuple(range(10, 30)))], [])
     res = run_training(cfg, console=Console(quiet=True), collector_factory=fake_collector_factory(),
                        tasks_loader=lambda cfg: one_task)

@@ -19,7 +19,9 @@ class EngineConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    type: Literal["hf", "vllm", "vllm_server", "sglang_server", "scripted"] = "hf"
+    type: Literal["auto", "hf", "vllm", "vllm_server", "sglang_server", "scripted"] = Field(
+        "hf", description="auto: vllm when the vllm module is importable, else hf"
+    )
     model: str | None = Field(None, description="smollm2-135m-instruct (None), an HF dir, or a cached HF id")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto: float32 for hf, bfloat16 for vllm"
@@ -51,10 +53,21 @@ def _dtype(cfg: EngineConfig, default: str) -> str:
     return default if cfg.dtype == "auto" else cfg.dtype
 
 
+def resolve_engine_type(engine_type: str) -> str:
+    """auto -> vllm when the vllm module is importable, else hf; any other type as it is."""
+    if engine_type != "auto":
+        return engine_type
+    import importlib.util
+
+    return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
+
+
 def make_engine(cfg: EngineConfig | dict[str, Any]) -> Engine:
     """Build the engine described by cfg (a dict is validated into EngineConfig first)."""
     if isinstance(cfg, dict):
         cfg = EngineConfig.model_validate(cfg)
+    if cfg.type == "auto":
+        cfg = cfg.model_copy(update={"type": resolve_engine_type(cfg.type)})
     if cfg.replicas > 1 or cfg.base_urls:
         return _make_replicated(cfg)
     builders: dict[str, Callable[[EngineConfig], Engine]] = {

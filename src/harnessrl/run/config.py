@@ -1,17 +1,38 @@
 """Run configuration: one pydantic model per component, composed into `RunConfig`.
 
+The components' own models are embedded as they are: `engine` is the engine's `EngineConfig`,
+`filters` the tree's `FilterConfig`, and `algorithm` extends the loss's `PPOSettings` (so the
+trainer takes `cfg.algorithm` itself). The run-only sections (model, sandbox, harnesses, tasks,
+optimizer, loop, output) are defined here.
+
 YAML files hold a RunConfig; `key=value` overrides use dotted keys (`loop.steps=3`,
 `harnesses.0.weight=2`) and YAML scalars/lists for values. `validate_files` checks every shipped
-config (`harnessrl config validate configs/*.yaml`).
+config (`harnessrl config validate configs/*.yaml`). Keys of older configs are migrated with a
+warning (`MOVED_KEYS`, `REMOVED_KEYS`) so that old files still load.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harnessrl.engine.factory import EngineConfig
+from harnessrl.train.settings import PPOSettings
+from harnessrl.tree.filters import FilterConfig
+
+# old key -> new key (dotted); the value moves and a warning says so
+MOVED_KEYS = {"engine.max_concurrency": "engine.max_batch"}
+# removed key -> why; the key is dropped with a warning
+REMOVED_KEYS = {
+    "loop.temperature": "harnesses choose their own sampling temperature (set it through "
+                        "harnesses[].options, e.g. extra_args: [--temperature, '1.0']); every call records it",
+    "output.save_final": "the last step is always checkpointed (output.checkpoint_every, keep_checkpoints)",
+}
+TRAINABLE_ENGINES = ("auto", "hf", "vllm", "vllm_server", "sglang_server")  # engines the run can update
 
 
 class _Strict(BaseModel):
@@ -31,16 +52,6 @@ class ModelConfig(_Strict):
     attention: Literal["auto", "sdpa", "flex"] = "auto"  # auto: flex on CUDA, sdpa elsewhere
     lora: LoraConfig | None = None
     gradient_checkpointing: bool = False
-
-
-class EngineSection(_Strict):
-    type: Literal["auto", "hf", "vllm", "vllm_server", "sglang_server"] = "auto"  # auto: vllm when importable, else hf
-    max_model_len: int | None = Field(None, ge=256)  # None: the model's own window (8192 for SmolLM2)
-    kv_cache_gib: float = Field(1.0, gt=0)
-    max_concurrency: int = Field(16, ge=1)
-    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    replicas: int = Field(1, ge=1)  # engine data parallelism: replicas behind the proxy, rollout-key affinity
-    base_urls: list[str] = []  # vllm_server / sglang_server: one running server per replica (same host for weight sync)
 
 
 class RenderSection(_Strict):
@@ -97,28 +108,16 @@ class TasksSection(_Strict):
         return list(self.eval_sets) if self.eval_sets else [self.eval_split]
 
 
-class FiltersSection(_Strict):
-    """Tree filters (tree.filters.FilterConfig): what is excluded from the loss."""
+class AlgorithmConfig(PPOSettings):
+    """The loss's own settings (clip_low ... kl_coef, from `PPOSettings`) plus the advantage
+    estimator and what the learner keeps around it."""
 
-    truncated: Literal["call", "rollout", "keep"] = "call"  # completions cut by max_tokens
-    exclude_statuses: list[str] = ["harness_error", "timeout", "sandbox_error", "verifier_error", "context_exceeded"]
-    duplicate_branches: bool = True
-    max_path_tokens: int | None = Field(None, gt=0)
+    model_config = ConfigDict(frozen=False, extra="forbid")
 
-
-class AlgorithmConfig(_Strict):
-    name: Literal["grpo", "tree_grpo", "ppo"] = "grpo"  # ppo = GAE with a critic
+    name: Literal["grpo", "tree_grpo", "ppo"] = "grpo"  # ppo: GAE advantages from a critic (algo.gae)
     std_normalize: bool = True  # False = Dr.GRPO
     per_harness_norm: bool = False  # normalise rewards per harness within a group
     per_harness_loss: bool = False  # each harness gets an equal share of the loss, whatever its tokens
-    clip_low: float = Field(0.2, gt=0, lt=1)
-    clip_high: float = Field(0.28, gt=0)
-    dual_clip: float | None = Field(None, gt=1)
-    is_mode: Literal["tis", "mis", "none"] = "tis"
-    is_cap: float = Field(2.0, gt=0)
-    mis_low: float = Field(0.5, gt=0)
-    mis_high: float = Field(2.0, gt=0)
-    kl_coef: float = Field(0.0, ge=0)
     reference_model: bool = False  # keep a frozen copy to log (and with kl_coef, penalise) KL
     epochs: int = Field(1, ge=1)
     token_budget: int = Field(2048, ge=64)  # max tokens per packed chunk (tree split at branch points)
@@ -142,7 +141,6 @@ class LoopConfig(_Strict):
     eval_every: int = Field(5, ge=0)  # 0: only before and after
     eval_size: int = Field(16, ge=0)  # held-out tasks per harness per eval
     eval_samples: int = Field(1, ge=1)  # samples per eval task (pass@1 = mean over them)
-    temperature: float = Field(1.0, gt=0)
     max_tokens: int = Field(256, ge=1)  # per call
     max_turns: int = Field(4, ge=1)
     rollout_timeout_s: float = Field(300, gt=0)
@@ -177,18 +175,17 @@ class OutputConfig(_Strict):
     tensorboard: bool = True
     checkpoint_every: int = Field(1, ge=1)
     keep_checkpoints: int = Field(2, ge=1)
-    save_final: bool = True
 
 
 class RunConfig(_Strict):
     model: ModelConfig = ModelConfig()
-    engine: EngineSection = EngineSection()
+    engine: EngineConfig = EngineConfig(type="auto", max_batch=16)  # auto: vllm when importable, else hf
     render: RenderSection = RenderSection()
     serve: ServeSection = ServeSection()
     sandbox: SandboxSection = SandboxSection()
     harnesses: list[HarnessEntry] = [HarnessEntry(name="builtin")]
     tasks: TasksSection = TasksSection()
-    filters: FiltersSection = FiltersSection()
+    filters: FilterConfig = FilterConfig()  # what is excluded from the loss
     algorithm: AlgorithmConfig = AlgorithmConfig()
     optimizer: OptimizerConfig = OptimizerConfig()
     loop: LoopConfig = LoopConfig()
@@ -204,14 +201,49 @@ class RunConfig(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _check_clip(self) -> RunConfig:
+    def _check_engine_and_cluster(self) -> RunConfig:
         if self.engine.type in ("vllm_server", "sglang_server") and not self.engine.base_urls:
             raise ValueError(f"engine.type={self.engine.type} needs engine.base_urls (the running servers)")
-        if self.algorithm.mis_low >= self.algorithm.mis_high:
-            raise ValueError("algorithm.mis_low must be below algorithm.mis_high")
         if self.cluster.backend == "ray" and self.algorithm.name == "ppo":
             raise ValueError("cluster.backend=ray trains grpo or tree_grpo (the PPO critic is not a Ray actor yet)")
         return self
+
+    @field_validator("engine")
+    @classmethod
+    def _trainable_engine(cls, v: EngineConfig) -> EngineConfig:
+        if v.type not in TRAINABLE_ENGINES:
+            raise ValueError(f"a training run needs an engine it can update: type must be one of "
+                             f"{', '.join(TRAINABLE_ENGINES)}, got {v.type!r}")
+        if v.model is not None:
+            raise ValueError("the run serves its own policy: set the model with model.path, not engine.model")
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate(cls, data: Any) -> Any:
+        return migrate(data) if isinstance(data, dict) else data
+
+
+def migrate(data: dict) -> dict:
+    """Old configs still load: moved keys go to their new place, removed keys are dropped; each
+    change is reported as a FutureWarning that names the key and what to do."""
+    data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    for old, new in MOVED_KEYS.items():
+        (osec, okey), (nsec, nkey) = old.split("."), new.split(".")
+        section = data.get(osec)
+        if isinstance(section, dict) and okey in section:
+            value = section.pop(okey)
+            if isinstance(data.get(nsec), dict) and nkey in data[nsec]:
+                raise ValueError(f"{old} and {new} are both set; {old} is the old name of {new}: keep only {new}")
+            data.setdefault(nsec, {})[nkey] = value
+            warnings.warn(f"config key {old} is now {new}; please rename it", FutureWarning, stacklevel=2)
+    for old, why in REMOVED_KEYS.items():
+        sec, key = old.split(".")
+        section = data.get(sec)
+        if isinstance(section, dict) and key in section:
+            section.pop(key)
+            warnings.warn(f"config key {old} was removed and is ignored: {why}", FutureWarning, stacklevel=2)
+    return data
 
 
 class ConfigError(ValueError):

@@ -5,7 +5,7 @@
         collector.run(plans)                            # rollouts via the runner -> proxy -> store
         groups   = read_groups(store, plans)            # exactly what was recorded
         trees    = build_tree(calls, rollouts)          # one prefix tree per group
-        advs     = grpo | tree_grpo | gae(critic)       # per-token contributions (algo/)
+        advs     = grpo | tree_grpo | ppo: gae(critic)  # per-token contributions (algo/)
         trainer.update(concat_batch(trees, advs))       # tree-packed PPO/GRPO
         engine.update_weights(weights, version=step)    # weight sync; new calls record the version
         every k steps: held-out pass@1 per harness, for each eval set (test / paraphrase / unseen)
@@ -105,11 +105,12 @@ def run_training(cfg: RunConfig, resume: bool = False, console: Console | None =
 def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: CollectorFactory,
              tasks_loader: TasksLoader) -> RunParts:
     """Store, resume point, policy + trainer, engine (synced to the resume step), collector, tasks."""
-    from harnessrl.engine import EngineConfig, ModelNotFound, make_engine, resolve_model
+    from harnessrl.engine import ModelNotFound, make_engine, resolve_model
+    from harnessrl.engine.factory import resolve_engine_type
     from harnessrl.store.run_store import RunStore
     from harnessrl.train.checkpoint import latest_checkpoint, load_trainer_state
     from harnessrl.run.metrics import MetricsLog
-    from harnessrl.run.setup import build_trainer, engine_type, load_policy, restore_trainer, seed_everything
+    from harnessrl.run.setup import build_trainer, load_policy, restore_trainer, seed_everything
 
     run_dir = Path(cfg.output.run_dir.replace("{time}", time.strftime("%Y%m%d-%H%M%S")))
     cfg = cfg.model_copy(update={"output": cfg.output.model_copy(update={"run_dir": str(run_dir)})})
@@ -135,13 +136,10 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
         raise TrainError(str(err)) from err
     weights_dir = ckpt[1] / "policy" if ckpt and cfg.model.lora is None else model_dir
     console.print(f"[bold]harnessrl train[/bold] run_dir={run_dir} model={model_dir.name} "
-                  f"algorithm={cfg.algorithm.name} engine={engine_type(cfg)} attempt={attempt}"
+                  f"algorithm={cfg.algorithm.name} engine={resolve_engine_type(cfg.engine.type)} attempt={attempt}"
                   + (f" resuming after step {last}" if last else ""))
-    e = cfg.engine
-    engine_cfg = EngineConfig(type=engine_type(cfg), model=str(weights_dir), dtype=e.dtype,
-                              max_model_len=e.max_model_len, max_batch=e.max_concurrency,
-                              kv_cache_gib=e.kv_cache_gib, seed=cfg.loop.seed + attempt, replicas=e.replicas,
-                              base_urls=e.base_urls or None)
+    engine_cfg = cfg.engine.model_copy(update={"model": str(weights_dir),
+                                               "seed": cfg.engine.seed + cfg.loop.seed + attempt})
     closers: list = []
     if cfg.cluster.backend == "ray":  # trainer and engine replicas as Ray actors (cluster/)
         from harnessrl.cluster.ray_run import start_ray_parts
@@ -330,11 +328,8 @@ def trees_and_advantages(parts: RunParts, groups: list[PlannedGroup]) -> tuple[l
     token (all filtered, or no decision tokens) are dropped."""
     from harnessrl.algo import gae, grpo, tree_grpo, whiten
     from harnessrl.tree.build import build_tree
-    from harnessrl.tree.filters import FilterConfig
 
-    a, f = parts.cfg.algorithm, parts.cfg.filters
-    filters = FilterConfig(exclude_statuses=tuple(f.exclude_statuses), truncated=f.truncated,
-                           duplicate_branches=f.duplicate_branches, max_path_tokens=f.max_path_tokens)
+    a, filters = parts.cfg.algorithm, parts.cfg.filters
     trees, advs = [], []
     for g in groups:
         if not g.rollouts or not g.calls:

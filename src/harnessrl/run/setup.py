@@ -3,7 +3,6 @@ reference, critic; save and restore their state for --resume."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
 from pathlib import Path
 
@@ -11,7 +10,6 @@ import numpy as np
 import torch
 
 from harnessrl.run.config import RunConfig
-from harnessrl.train.losses import PPOSettings
 from harnessrl.train.packing import default_backend
 from harnessrl.train.trainer import Trainer
 from harnessrl.train.weights import apply_lora, is_peft
@@ -21,13 +19,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
-
-
-def engine_type(cfg: RunConfig) -> str:
-    """auto -> vllm when the vllm module is importable, else hf."""
-    if cfg.engine.type != "auto":
-        return cfg.engine.type
-    return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
 
 
 def load_policy(cfg: RunConfig, weights_dir: Path):
@@ -49,12 +40,6 @@ def load_policy(cfg: RunConfig, weights_dir: Path):
 
 def _backend(cfg: RunConfig, device: torch.device) -> str:
     return default_backend(device) if cfg.model.attention == "auto" else cfg.model.attention
-
-
-def ppo_settings(cfg: RunConfig) -> PPOSettings:
-    a = cfg.algorithm
-    return PPOSettings(clip_low=a.clip_low, clip_high=a.clip_high, dual_clip=a.dual_clip, is_mode=a.is_mode,
-                       is_cap=a.is_cap, mis_low=a.mis_low, mis_high=a.mis_high, kl_coef=a.kl_coef)
 
 
 def build_trainer(cfg: RunConfig, policy, model_dir: Path) -> Trainer:
@@ -79,7 +64,7 @@ def build_trainer(cfg: RunConfig, policy, model_dir: Path) -> Trainer:
 
         critic = ValueModel.from_pretrained(str(model_dir), getattr(torch, cfg.model.dtype)).to(device)
         critic_opt = torch.optim.AdamW(critic.parameters(), lr=cfg.algorithm.critic_lr)
-    return Trainer(policy, opt, ppo_settings(cfg), cfg.algorithm.token_budget, _backend(cfg, device),
+    return Trainer(policy, opt, cfg.algorithm, cfg.algorithm.token_budget, _backend(cfg, device),
                    grad_clip=o.grad_clip, epochs=cfg.algorithm.epochs, reference=reference, critic=critic,
                    critic_optimizer=critic_opt, use_lora_reference=want_ref and is_peft(policy))
 

@@ -27,17 +27,9 @@ from dataclasses import dataclass
 
 import torch
 
+from harnessrl.train.settings import PPOSettings
 
-@dataclass(frozen=True)
-class PPOSettings:
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    dual_clip: float | None = None  # c > 1 enables dual clip
-    is_mode: str = "tis"  # "tis" | "mis" | "none"
-    is_cap: float = 2.0
-    mis_low: float = 0.5
-    mis_high: float = 2.0
-    kl_coef: float = 0.0
+__all__ = ["PPOSettings", "clipped_objective", "importance_weights", "kl_k3", "policy_loss", "value_loss"]
 
 
 def clipped_objective(

@@ -27,27 +27,25 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from harnessrl.store.records import CallRecord, RolloutRecord
 
 ABNORMAL_STATUSES = ("harness_error", "timeout", "sandbox_error", "verifier_error", "context_exceeded")
 
 
-@dataclass(frozen=True)
-class FilterConfig:
+class FilterConfig(BaseModel):
+    """The filters' settings; also the `filters:` section of a run config."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     exclude_statuses: tuple[str, ...] = ABNORMAL_STATUSES
-    truncated: Literal["call", "rollout", "keep"] = "call"
+    truncated: Literal["call", "rollout", "keep"] = "call"  # completions cut by max_tokens
     duplicate_branches: bool = True
-    max_path_tokens: int | None = None
+    max_path_tokens: int | None = Field(None, gt=0)
     # drop nodes with no decision token in their subtree (trailing context, filtered-only branches);
     # views set False to show everything
     prune: bool = True
-
-    def __post_init__(self) -> None:
-        if self.truncated not in ("call", "rollout", "keep"):
-            raise ValueError(f"FilterConfig.truncated must be 'call', 'rollout' or 'keep', got {self.truncated!r}")
-        if self.max_path_tokens is not None and self.max_path_tokens <= 0:
-            raise ValueError("FilterConfig.max_path_tokens must be positive or None")
 
 
 @dataclass
