@@ -25,11 +25,6 @@ BASH_TOOL = {"name": "Bash", "description": "Executes a given bash command.",
                             "required": ["command"]}}
 
 
-DEMOS = [("Copy notes.md to backup.md.", "cp notes.md backup.md"),
-         ("Delete the file old.md.", "rm old.md"),
-         ("Write the word hello into a file named greeting.md.", "echo hello > greeting.md")]
-
-
 def main() -> None:
     from harnessrl.engine import EngineConfig, make_engine, resolve_model
     from harnessrl.engine.base import SamplingParams
@@ -48,15 +43,12 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=3)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--max-tokens", type=int, default=96)
-    ap.add_argument("--variants", nargs="+", default=["plain", "examples"])
+    ap.add_argument("--variants", nargs="+", default=["plain", "examples", "turns"])
     args = ap.parse_args()
 
     variants = {"plain": shell_dialect.INSTRUCTION, "examples": shell_dialect.EXAMPLES_INSTRUCTION,
-                "turns": shell_dialect.INSTRUCTION}
-    demo_turns = []  # "turns": worked examples as earlier chat turns (task, block, output, "Done.")
-    for task_text, command in DEMOS:
-        demo_turns += [Message("user", task_text), Message("assistant", f"```bash\n{command}\n```"),
-                       Message("user", "```output\n\n```"), Message("assistant", "Done.")]
+                "turns": shell_dialect.INSTRUCTION}  # "turns": the bash_examples format (examples as turns)
+    renderers = {"turns": Renderer.from_pretrained(resolve_model(None), tool_format="bash_examples")}
     model_dir = resolve_model(None)
     renderer = Renderer.from_pretrained(model_dir, tool_format="bash")
     engine = make_engine(EngineConfig(type="vllm", model=str(model_dir), max_model_len=4096))
@@ -69,9 +61,9 @@ def main() -> None:
     try:
         for name in args.variants:
             shell_dialect.INSTRUCTION = variants[name]
-            demos = demo_turns if name == "turns" else []
-            prompts = [renderer.render([Message("system", TINY_SYSTEM_PROMPT), *demos,
-                                        Message("user", t.instruction)], [tool]) for t in tasks]
+            rend = renderers.get(name, renderer)
+            prompts = [rend.render([Message("system", TINY_SYSTEM_PROMPT), Message("user", t.instruction)], [tool])
+                       for t in tasks]
 
             async def sample_all() -> list:
                 jobs = [engine.generate(p, params) for p in prompts for _ in range(args.samples)]
