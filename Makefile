@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 export HARNESSRL_CACHE ?= $(HOME)/.cache/harnessrl
 
-.PHONY: install system harnesses model demo test test-unit test-bwrap test-model test-vllm test-harness test-learning test-scale bench clean
+.PHONY: install system browser harnesses model demo test test-unit test-bwrap test-model test-vllm test-harness test-learning test-scale bench clean
 
 install: $(STAMP)
 
@@ -33,18 +33,26 @@ system:
 	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap; }
 
+# headless Chromium for the tree page's browser test (tests/tree/test_html_browser.py)
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  echo "installing chromium"; \
+	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
+
 model: install
 	$(BIN)/harnessrl model prepare
 
 harnesses: install
 	$(BIN)/harnessrl harness install builtin mini-swe-agent claude-code codex openclaw
 
+# library output (vLLM, transformers, harnesses) goes to <run_dir>/run.log; `make demo ARGS=--verbose` shows it
 demo: install system model
 	$(BIN)/harnessrl harness install claude-code codex
-	VLLM_LOGGING_LEVEL=$${VLLM_LOGGING_LEVEL:-WARNING} $(BIN)/harnessrl train --config configs/demo.yaml
+	$(BIN)/harnessrl train --config configs/demo.yaml $(ARGS)
 
 # Tiers: unit (fast, fakes at the edges) then the real-thing tiers, each bounded.
-test: install system
+test: install system browser
 	$(MAKE) test-unit
 	$(MAKE) test-bwrap
 	$(MAKE) test-model
@@ -54,7 +62,7 @@ test: install system
 	$(MAKE) test-scale
 
 TIER_UNIT := not (bwrap or model or vllm or harness or learning or scale)
-test-unit: install
+test-unit: install browser
 	timeout 1200 $(PYTEST) -m "$(TIER_UNIT)" --timeout 300 -q
 
 test-bwrap: install system

@@ -17,7 +17,8 @@ from rich.console import Console
 
 from harnessrl.engine import SamplingParams, make_tiny_model
 from harnessrl.run.config import load_config
-from harnessrl.run.loop import TrainError, _progress, open_run, run_training, train_step
+from harnessrl.run.display import RunDisplay
+from harnessrl.run.loop import TrainError, open_run, run_training, train_step
 from harnessrl.train.packing import forest_from_paths, pack_forest, token_logprobs
 
 from .fakes import fake_collector_factory, fake_task_sets, fake_tasks
@@ -42,8 +43,8 @@ def test_weight_sync_engine_matches_trainer_and_records_new_version(tiny_dir, tm
     parts = open_run(cfg, False, Console(quiet=True), fake_collector_factory(), fake_tasks)
     try:
         before = {k: v.detach().clone() for k, v in parts.trainer.policy.named_parameters()}
-        with _progress(Console(quiet=True)) as progress:
-            rec = train_step(parts, 1, progress)
+        with RunDisplay(Console(quiet=True), 1, 1) as display:
+            rec = train_step(parts, 1, display)
         assert rec["policy_version"] == 1 == parts.engine.policy_version
         assert any(not torch.equal(before[k], v) for k, v in parts.trainer.policy.named_parameters())
         prompt = list(range(100, 120))

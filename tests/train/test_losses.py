@@ -75,3 +75,21 @@ def test_value_loss_on_shared_token_equals_per_path():
     mean_r = (path_w * path_returns).sum() / path_w.sum()
     (g,) = torch.autograd.grad(value_loss(v, mean_r[None], path_w.sum()[None]), v)
     assert torch.allclose(g, g_ref)
+
+
+def test_mismatch_kl_estimates_kl_engine_to_trainer():
+    """k3 on engine samples: non-negative per token and, averaged, KL(engine || trainer) of the distributions."""
+    from harnessrl.train.losses import mismatch_kl
+
+    torch.manual_seed(0)
+    engine = torch.log_softmax(torch.randn(6), -1)
+    trainer = torch.log_softmax(engine + 0.3 * torch.randn(6), -1)
+    exact = float((engine.exp() * (engine - trainer)).sum())
+    x = torch.multinomial(engine.exp(), 200_000, replacement=True)
+    est = mismatch_kl(trainer[x], engine[x])
+    assert (est >= 0).all() and abs(float(est.mean()) - exact) < 0.1 * exact
+    assert float(mismatch_kl(engine, engine).abs().max()) == 0.0
+    old = torch.log(torch.tensor([0.5, 0.5, 0.5]))
+    eng = torch.log(torch.tensor([0.5, 0.1, 0.4]))  # TIS ratios 1, 5, 1.25: one capped at 2
+    parts = policy_loss(old.clone(), old, eng, torch.ones(3), torch.zeros(3), torch.ones(3), PPOSettings(is_cap=2.0))
+    assert parts.stats["is_capped_w"] == 1.0 and parts.stats["mismatch_kl_w"] > 0

@@ -21,6 +21,8 @@ def train(
     config: Path = typer.Option(None, "--config", "-c", help="YAML run config (configs/*.yaml)"),
     overrides: list[str] = typer.Argument(None, help="dotted key=value overrides, e.g. loop.steps=3"),
     resume: bool = typer.Option(False, "--resume", help="continue the run in output.run_dir after a crash"),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="library output (vLLM, transformers, harnesses) here, not in run.log"),
 ) -> None:
     """Run RL training: rollouts -> trees -> advantages -> tree-packed update -> weight sync."""
     from harnessrl.run.config import ConfigError, load_config
@@ -40,14 +42,14 @@ def train(
 
     signal.signal(signal.SIGTERM, _stop)
     try:
-        result = run_training(cfg, resume=resume, console=console)
+        result = run_training(cfg, resume=resume, console=console, verbose=verbose)
     except TrainError as err:
         console.print(f"[red]training failed:[/red] {err}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         console.print("[yellow]stopped[/yellow]; continue with --resume (the last recorded step is kept)")
         raise typer.Exit(130) from None
-    console.print(f"[green]done[/green] report: {result.report}  plots: {result.plots_dir}")
+    console.print(f"[green]done[/green] open {result.report.with_suffix('.html')} in a browser")
 
 
 def validate(files: list[Path] = typer.Argument(..., help="config files to check")) -> None:

@@ -13,7 +13,7 @@ from typing import Callable, Protocol, Sequence
 
 from harnessrl.rollout.plan import GroupPlan
 
-Progress = Callable[[int], None]  # advance by n finished rollouts
+Progress = Callable[..., None]  # progress(n, harness=None): n more rollouts of that harness finished
 
 
 class Collector(Protocol):

@@ -100,7 +100,7 @@ class RunnerCollector:
         opts = RunOptions(sandbox_cfg=self.sandbox_cfg, max_turns=loop.max_turns,
                           harness_timeout_s=loop.rollout_timeout_s)
         run_plans(plans, proxy=LocalProxy(self.proxy), store=self.store, opts=opts, adapters=self._adapters,
-                  concurrency=loop.concurrency, on_done=(lambda _: progress(1)) if progress else None)
+                  concurrency=loop.concurrency, on_done=(lambda rec: progress(1, rec.harness)) if progress else None)
 
     def close(self) -> None:
         self.proxy.stop()

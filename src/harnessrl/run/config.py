@@ -119,6 +119,7 @@ class AlgorithmConfig(PPOSettings):
     per_harness_norm: bool = False  # normalise rewards per harness within a group
     per_harness_loss: bool = False  # each harness gets an equal share of the loss, whatever its tokens
     reference_model: bool = False  # keep a frozen copy to log (and with kl_coef, penalise) KL
+    mismatch_kl_warn: float = Field(0.015, ge=0)  # warn above this KL(engine||trainer) (0: never)
     epochs: int = Field(1, ge=1)
     token_budget: int = Field(2048, ge=64)  # max tokens per packed chunk (tree split at branch points)
     gamma: float = Field(1.0, ge=0, le=1)

@@ -27,7 +27,6 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import yaml
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harnessrl.rollout.groups import PlannedGroup, read_groups
 from harnessrl.rollout.metrics import harness_summary, pass_at_1
@@ -35,7 +34,9 @@ from harnessrl.rollout.plan import GroupPlan, next_attempt, plan_eval, plan_step
 from harnessrl.run.collect import Collector
 from harnessrl.run.collector import default_collector, default_tasks
 from harnessrl.run.config import RunConfig
+from harnessrl.run.display import RunDisplay, summary_table
 from harnessrl.run.errors import TrainError
+from harnessrl.run.logs import library_logs
 
 __all__ = ["RunParts", "RunResult", "TrainError", "run_training"]
 
@@ -85,21 +86,43 @@ def timed(times: dict[str, float], key: str) -> Iterator[None]:
 
 def run_training(cfg: RunConfig, resume: bool = False, console: Console | None = None,
                  collector_factory: CollectorFactory | None = None,
-                 tasks_loader: TasksLoader | None = None) -> RunResult:
-    """Run (or resume) the configured training; returns where the report and plots are."""
-    console = console or Console()
-    parts = open_run(cfg, resume, console, collector_factory or default_collector, tasks_loader or default_tasks)
-    try:
-        with _progress(console) as progress:
-            if 0 not in {s for s, _ in parts.store.list_steps()}:
-                record_step(parts, 0, baseline_record(parts, progress))
-            for step in range(parts.start_step, cfg.loop.steps + 1):
-                rec = train_step(parts, step, progress)
-                record_step(parts, step, rec)
-                console.print(_step_line(step, rec))
-        return finish_run(parts, console)
-    finally:
-        close_run(parts)
+                 tasks_loader: TasksLoader | None = None, verbose: bool = False) -> RunResult:
+    """Run (or resume) the configured training; returns where the report and plots are.
+
+    Unless ``verbose``, library output (vLLM, transformers, Triton, harness processes) goes to
+    <run_dir>/run.log and the terminal shows the run's own progress (run/logs.py, run/display.py)."""
+    cfg = with_run_dir(cfg)
+    with library_logs(Path(cfg.output.run_dir), console or Console(), verbose) as (console, log_file):
+        parts = open_run(cfg, resume, console, collector_factory or default_collector, tasks_loader or default_tasks)
+        try:
+            with RunDisplay(console, cfg.loop.steps, parts.start_step) as display:
+                if 0 not in {s for s, _ in parts.store.list_steps()}:
+                    record_step(parts, 0, baseline_record(parts, display))
+                for step in range(parts.start_step, cfg.loop.steps + 1):
+                    t0 = time.perf_counter()
+                    rec = train_step(parts, step, display)
+                    record_step(parts, step, rec)
+                    display.step_done(step, time.perf_counter() - t0, _step_line(step, rec))
+                    warn_mismatch(console, step, rec, cfg.algorithm.mismatch_kl_warn)
+            return finish_run(parts, console, log_file)
+        finally:
+            close_run(parts)
+
+
+def with_run_dir(cfg: RunConfig) -> RunConfig:
+    """The config with "{time}" in output.run_dir replaced by the start time (once per run)."""
+    run_dir = cfg.output.run_dir.replace("{time}", time.strftime("%Y%m%d-%H%M%S"))
+    return cfg.model_copy(update={"output": cfg.output.model_copy(update={"run_dir": run_dir})})
+
+
+def warn_mismatch(console: Console, step: int, rec: dict[str, Any], threshold: float) -> None:
+    """Warn when the trainer/engine mismatch KL(engine || trainer) passes the threshold."""
+    kl = rec.get("mismatch_kl")
+    if threshold > 0 and isinstance(kl, float) and kl > threshold:
+        console.print(f"[yellow]warning:[/yellow] step {step}: trainer/engine mismatch KL {kl:.4f} > {threshold:g} "
+                      f"(|dlogp| {rec.get('abs_logp_gap', 0.0):.4f}); the engine no longer samples the policy being "
+                      "trained. Serve in the trainer's precision (engine.dtype=float32) or mask with "
+                      "algorithm.is_mode=mis (docs/training.md).")
 
 
 def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: CollectorFactory,
@@ -110,10 +133,10 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
     from harnessrl.store.run_store import RunStore
     from harnessrl.train.checkpoint import latest_checkpoint, load_trainer_state
     from harnessrl.run.metrics import MetricsLog
-    from harnessrl.run.setup import build_trainer, load_policy, restore_trainer, seed_everything
+    from harnessrl.run.setup import build_trainer, engine_dtype, load_policy, restore_trainer, seed_everything
 
-    run_dir = Path(cfg.output.run_dir.replace("{time}", time.strftime("%Y%m%d-%H%M%S")))
-    cfg = cfg.model_copy(update={"output": cfg.output.model_copy(update={"run_dir": str(run_dir)})})
+    cfg = with_run_dir(cfg)
+    run_dir = Path(cfg.output.run_dir)
     store = RunStore(run_dir)
     steps = [s for s, _ in store.list_steps()]
     if steps and not resume:
@@ -136,9 +159,10 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
         raise TrainError(str(err)) from err
     weights_dir = ckpt[1] / "policy" if ckpt and cfg.model.lora is None else model_dir
     console.print(f"[bold]harnessrl train[/bold] run_dir={run_dir} model={model_dir.name} "
-                  f"algorithm={cfg.algorithm.name} engine={resolve_engine_type(cfg.engine.type)} attempt={attempt}"
+                  f"algorithm={cfg.algorithm.name} engine={resolve_engine_type(cfg.engine.type)} "
+                  f"({engine_dtype(cfg)}) attempt={attempt}"
                   + (f" resuming after step {last}" if last else ""))
-    engine_cfg = cfg.engine.model_copy(update={"model": str(weights_dir),
+    engine_cfg = cfg.engine.model_copy(update={"model": str(weights_dir), "dtype": engine_dtype(cfg),
                                                "seed": cfg.engine.seed + cfg.loop.seed + attempt})
     closers: list = []
     if cfg.cluster.backend == "ray":  # trainer and engine replicas as Ray actors (cluster/)
@@ -197,15 +221,16 @@ def close_run(parts: RunParts) -> None:
             pass
 
 
-def collect(parts: RunParts, plans: list[GroupPlan], progress: Progress, label: str) -> list[PlannedGroup]:
-    total = sum(p.n for p in plans)
-    task = progress.add_task(label, total=total)
-    parts.collector.run(plans, lambda n: progress.advance(task, n))
-    progress.remove_task(task)
+def collect(parts: RunParts, plans: list[GroupPlan], display: RunDisplay) -> list[PlannedGroup]:
+    advance, close = display.rollouts(plans)
+    try:
+        parts.collector.run(plans, advance)
+    finally:
+        close()
     return read_groups(parts.store, plans)
 
 
-def evaluate(parts: RunParts, step: int, progress: Progress) -> dict[str, Any]:
+def evaluate(parts: RunParts, step: int, display: RunDisplay) -> dict[str, Any]:
     """Every eval set on its fixed tasks, all harnesses: {"eval": headline set's pass@1 per harness,
     "eval_sets": {set: {harness: pass@1, pass@k, n, 95% interval}}} (empty when eval is off)."""
     from harnessrl.rollout.metrics import summarize
@@ -218,7 +243,8 @@ def evaluate(parts: RunParts, step: int, progress: Progress) -> dict[str, Any]:
     plans = {name: plan_eval(step, parts.attempt, tasks, harnesses, cfg.loop.eval_size, cfg.loop.eval_samples,
                              label="" if i == 0 else name)
              for i, (name, tasks) in enumerate(sets.items())}
-    groups = collect(parts, [p for ps in plans.values() for p in ps], progress, f"eval step {step}")
+    display.phase(step, "eval (held-out pass@1)")
+    groups = collect(parts, [p for ps in plans.values() for p in ps], display)
     by_id = {g.plan.group_id: g for g in groups}
     out: dict[str, Any] = {"eval": {}, "eval_sets": {}}
     ks = sorted({1, cfg.loop.eval_samples})
@@ -237,32 +263,35 @@ def _compact(agg: dict[str, Any]) -> dict[str, Any]:
     return {k: agg[k] for k in keys if k in agg}
 
 
-def baseline_record(parts: RunParts, progress: Progress) -> dict[str, Any]:
+def baseline_record(parts: RunParts, display: RunDisplay) -> dict[str, Any]:
     times: dict[str, float] = {}
     with timed(times, "eval"):
-        ev = evaluate(parts, 0, progress)
+        ev = evaluate(parts, 0, display)
     return {"eval": ev.get("eval", {}), **({"eval_sets": ev["eval_sets"]} if ev else {}),
             "policy_version": int(parts.engine.policy_version), "time": times}
 
 
-def train_step(parts: RunParts, step: int, progress: Progress) -> dict[str, Any]:
+def train_step(parts: RunParts, step: int, display: RunDisplay) -> dict[str, Any]:
     """Rollouts -> trees -> advantages -> update -> sync (-> eval); returns the step's metrics."""
     cfg = parts.cfg
     times: dict[str, float] = {}
     plans = step_plans(parts, step)
+    display.phase(step, "rollouts")
     with timed(times, "rollout"):
         ahead = parts.ahead.pop(step, None)
         if ahead is not None:  # started while an earlier step trained (asynchronous rollouts)
             ahead.result()
             groups = read_groups(parts.store, plans)
         else:
-            groups = collect(parts, plans, progress, f"step {step} rollouts")
+            groups = collect(parts, plans, display)
     start_ahead(parts, step)
+    display.phase(step, "trees + advantages")
     with timed(times, "tree"):
         trees, advs = trees_and_advantages(parts, groups)
     rec: dict[str, Any] = harness_summary(groups)
     rec.update(tree_totals(trees))
     rec["groups"], rec["groups_trained"] = float(len(groups)), float(len(trees))
+    display.phase(step, "train (tree-packed update)")
     with timed(times, "train"):
         if trees:
             from harnessrl.train.batch import concat_batch
@@ -270,12 +299,14 @@ def train_step(parts: RunParts, step: int, progress: Progress) -> dict[str, Any]
             batch = concat_batch([t.flat() for t in trees], advs)
             rec.update(limit_policy_lag(batch, trees, step - 1, cfg.loop.max_policy_lag))
             rec.update(parts.trainer.update(batch))
+    display.phase(step, "weight sync")
     with timed(times, "sync"):
         sync_weights(parts.trainer, parts.engine, step)
     rec["policy_version"] = int(parts.engine.policy_version)
     if _is_eval_step(cfg, step):
         with timed(times, "eval"):
-            rec.update(evaluate(parts, step, progress))
+            rec.update(evaluate(parts, step, display))
+    display.phase(step, "checkpoint")
     with timed(times, "checkpoint"):
         if step % cfg.output.checkpoint_every == 0 or step == cfg.loop.steps:
             save_step_checkpoint(parts, step)
@@ -407,28 +438,41 @@ def record_step(parts: RunParts, step: int, rec: dict[str, Any]) -> None:
     parts.log.log(step, rec)
 
 
-def finish_run(parts: RunParts, console: Console) -> RunResult:
+def finish_run(parts: RunParts, console: Console, log_file: Path | None = None) -> RunResult:
+    """Plots, the tree page of the last step, report.md/.html, and the closing summary table."""
     from harnessrl.run.metrics import read_jsonl
     from harnessrl.run.report import write_plots, write_report
 
     records = read_jsonl(parts.run_dir / "metrics.jsonl")
     plots_dir = parts.run_dir / "plots"
     plots = write_plots(records, plots_dir)
-    cfg_yaml = yaml.safe_dump(parts.cfg.model_dump(mode="json"), sort_keys=False)
-    report = write_report(records, parts.run_dir, plots, f"harnessrl run {parts.run_dir.name}", cfg_yaml)
     last = max((r["step"] for r in records), default=0)
-    final = parts.run_dir / "checkpoints"
-    console.print(f"report: {report}\nplots:  {plots_dir}\ncheckpoints (HF dirs, `vllm serve` loads them): {final}")
+    trees = write_last_trees(parts, last, console)
+    cfg_yaml = yaml.safe_dump(parts.cfg.model_dump(mode="json"), sort_keys=False)
+    report = write_report(records, parts.run_dir, plots, f"harnessrl run {parts.run_dir.name}", cfg_yaml, trees)
+    console.print(summary_table(records, parts.run_dir, report.with_suffix(".html"), plots_dir, log_file, trees))
     return RunResult(parts.run_dir, report, plots_dir, last, records)
+
+
+def write_last_trees(parts: RunParts, step: int, console: Console) -> Path | None:
+    """trees.html: the prefix trees of the last training step (rewards, advantages); None if none."""
+    from harnessrl.tree.cli import load_decoder, write_tree_page
+
+    if step <= 0:
+        return None
+    out = parts.run_dir / "trees.html"
+    decode = load_decoder("auto", console, parts.cfg.model.path)
+    try:
+        n = write_tree_page(parts.store, out, f"harnessrl trees · {parts.run_dir.name} · step {step}", decode,
+                            step=step, estimator="tree_grpo" if parts.cfg.algorithm.name == "tree_grpo" else "grpo")
+    except Exception as err:  # noqa: BLE001 - the run is done and recorded; a view is not worth failing it
+        console.print(f"[yellow]tree view not written:[/yellow] {type(err).__name__}: {err}")
+        return None
+    return out if n else None
 
 
 def _is_eval_step(cfg: RunConfig, step: int) -> bool:
     return step == cfg.loop.steps or (cfg.loop.eval_every > 0 and step % cfg.loop.eval_every == 0)
-
-
-def _progress(console: Console) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=True)
 
 
 def _step_line(step: int, rec: dict[str, Any]) -> str:
@@ -441,5 +485,6 @@ def _step_line(step: int, rec: dict[str, Any]) -> str:
     t = rec.get("time", {})
     return (f"step {step}: reward {rw or '-'} loss {rec.get('loss', 0.0):+.4f} kl {rec.get('kl', 0.0):.4f} "
             f"clip {rec.get('clip_frac', 0.0):.3f} |dlogp| {rec.get('abs_logp_gap', 0.0):.4f} "
+            f"mismatch KL {rec.get('mismatch_kl', 0.0):.4f} "
             f"tokens {rec.get('tokens_computed', 0):.0f}/{rec.get('per_call_tokens', 0):.0f} "
             f"time " + " ".join(f"{k} {v:.0f}s" for k, v in t.items()) + (f" | eval {ev}" if ev else ""))

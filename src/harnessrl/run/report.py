@@ -12,8 +12,9 @@ PANELS = (  # (file stem, title, metric keys; "x/*" = every sub-key of x)
     ("eval_sets", "pass@1 per eval set / harness", ["eval_sets/*/*/pass@1"]),
     ("loss", "policy loss", ["loss", "value_loss"]),
     ("kl_entropy", "KL to reference / entropy", ["kl", "entropy"]),
-    ("clip_is", "clip fraction / mean IS weight", ["clip_frac", "is_weight", "is_kept"]),
-    ("logp_gap", "mean |logp_trainer - logp_engine| (sampled tokens)", ["abs_logp_gap"]),
+    ("clip_is", "clip fraction / mean IS weight / TIS capped / MIS kept", ["clip_frac", "is_weight", "is_capped",
+                                                                        "is_kept"]),
+    ("logp_gap", "trainer/engine mismatch: mean |dlogp|, KL(engine||trainer)", ["abs_logp_gap", "mismatch_kl"]),
     ("tokens", "tokens: trained (decisions) / computed / unique tree / per-call", [
         "tokens_trained", "tokens_computed", "unique_tree_tokens", "per_call_tokens", "per_rollout_tokens"]),
     ("time", "step time split (s)", ["time/*"]),
@@ -52,6 +53,7 @@ def write_plots(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -66,6 +68,7 @@ def write_plots(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
             ax.plot(xs, ys, marker="o", markersize=3, label=name)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         fig.tight_layout()
@@ -115,34 +118,85 @@ def _agg(a: dict[str, Any] | None) -> str:
 
 
 def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path], title: str,
-                 config_yaml: str) -> Path:
-    """A short markdown report: before/after held-out pass@1 per harness, totals, plot links."""
+                 config_yaml: str, tree_page: Path | None = None) -> Path:
+    """report.md (before/after held-out pass@1 per harness, totals, plots, config) and the same as a
+    self-contained report.html (plots inlined, tree view linked) to open in a browser; returns the .md."""
     before, after = eval_table(records)
     train_steps = [r for r in records if r["step"] > 0]
     lines = [f"# {title}", ""]
+    rows: list[list[str]] = []
     if before:
-        lines += ["## Held-out pass@1 per harness", "", "| harness | before | after | change |", "|---|---|---|---|"]
         for h in sorted(set(before) | set(after)):
             b, a = before.get(h), after.get(h)
             delta = f"{100 * (a - b):+.1f} pts" if a is not None and b is not None else "-"
-            lines.append(f"| {h} | {_pct(b)} | {_pct(a)} | {delta} |")
-        lines.append("")
-    lines += eval_sets_lines(records)
+            rows.append([h, _pct(b), _pct(a), delta])
+        lines += ["## Held-out pass@1 per harness", "", "| harness | before | after | change |", "|---|---|---|---|"]
+        lines += [f"| {' | '.join(r)} |" for r in rows] + [""]
+    sets = eval_sets_lines(records)
+    lines += sets
+    facts: list[str] = []
     if train_steps:
-        tot = {k: sum(float(r.get("time", {}).get(k, 0.0)) for r in train_steps)
+        tot = {k: sum(float(r.get("time", {}).get(k, 0.0)) for r in records)
                for k in ("rollout", "tree", "train", "sync", "eval", "checkpoint")}
         unique = sum(r.get("unique_tree_tokens", 0) for r in train_steps)
         per_call = sum(r.get("per_call_tokens", 0) for r in train_steps)
-        lines += ["## Run", "", f"- steps: {len(train_steps)}",
-                  "- time (s): " + ", ".join(f"{k} {v:.0f}" for k, v in tot.items()),
-                  f"- unique tree tokens {unique:.0f} vs per-call tokens {per_call:.0f}"
-                  + (f" ({per_call / unique:.1f}x)" if unique else ""), ""]
+        gaps = [r["mismatch_kl"] for r in train_steps if isinstance(r.get("mismatch_kl"), (int, float))]
+        facts = [f"steps: {len(train_steps)}", "time (s): " + ", ".join(f"{k} {v:.0f}" for k, v in tot.items()),
+                 f"unique tree tokens {unique:.0f} vs per-call tokens {per_call:.0f}"
+                 + (f" ({per_call / unique:.1f}x)" if unique else "")]
+        if gaps:
+            facts.append(f"trainer/engine mismatch KL(engine||trainer): first {gaps[0]:.4f}, last {gaps[-1]:.4f}, "
+                         f"max {max(gaps):.4f}")
+        lines += ["## Run", ""] + [f"- {f}" for f in facts] + [""]
+    if tree_page is not None:
+        lines += ["## Trees", "", f"[prefix trees of the last step, with rewards and advantages]"
+                                  f"({tree_page.relative_to(run_dir)})", ""]
     if plots:
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.relative_to(run_dir)})" for p in plots] + [""]
     lines += ["## Config", "", "```yaml", config_yaml.rstrip(), "```", ""]
     path = Path(run_dir) / "report.md"
     path.write_text("\n".join(lines))
+    _write_html(Path(run_dir) / "report.html", title, rows, facts, plots, tree_page, run_dir, config_yaml, sets)
     return path
+
+
+def _write_html(path: Path, title: str, rows: list[list[str]], facts: list[str], plots: list[Path],
+                tree_page: Path | None, run_dir: Path, config_yaml: str, sets: list[str]) -> None:
+    import base64
+    import html
+
+    e = html.escape
+    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(title)}</title><style>"
+           "body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px;color:#222}"
+           "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 10px}"
+           ".plots{display:flex;flex-wrap:wrap;gap:8px}.plots img{width:600px;border:1px solid #eee}"
+           "pre{background:#f6f6f6;padding:1em;font-size:12px}</style></head><body>", f"<h1>{e(title)}</h1>"]
+    if rows:
+        out.append("<h2>Held-out pass@1 per harness</h2><table><tr><th>harness</th><th>before</th><th>after</th>"
+                   "<th>change</th></tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>"
+                                                    for r in rows) + "</table>")
+    if sets:  # the markdown table of eval_sets_lines, as HTML
+        table = [line for line in sets if line.startswith("|") and not line.startswith("|---")]
+        out.append(f"<h2>{e(sets[0].lstrip('# '))}</h2><p>{e(sets[2])}</p><table>")
+        for i, line in enumerate(table):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            tag = "th" if i == 0 else "td"
+            out.append("<tr>" + "".join(f"<{tag}>{e(c)}</{tag}>" for c in cells) + "</tr>")
+        out.append("</table>")
+    if facts:
+        out.append("<h2>Run</h2><ul>" + "".join(f"<li>{e(f)}</li>" for f in facts) + "</ul>")
+    if tree_page is not None:
+        rel = tree_page.relative_to(run_dir)
+        out.append(f"<h2>Trees</h2><p><a id='trees' href='{e(str(rel))}'>prefix trees of the last step</a> "
+                   "(tokens coloured by advantage, rollout rewards)</p>")
+    if plots:
+        out.append("<h2>Plots</h2><div class='plots'>")
+        for p in plots:
+            data = base64.b64encode(Path(p).read_bytes()).decode()
+            out.append(f"<img alt='{e(p.stem)}' title='{e(p.stem)}' src='data:image/png;base64,{data}'>")
+        out.append("</div>")
+    out.append(f"<h2>Config</h2><pre>{e(config_yaml)}</pre></body></html>")
+    path.write_text("".join(out), encoding="utf-8")
 
 
 def _pct(x: float | None) -> str:

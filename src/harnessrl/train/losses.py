@@ -18,11 +18,13 @@ Departures / choices:
 - Train-inference mismatch: TIS multiplies the clipped token objective by
   min(exp(logp_old - logp_engine), cap) (detached); MIS drops tokens whose ratio leaves
   [lo, hi] from the numerator and the denominator.
-- KL to a frozen reference uses the k3 estimator exp(ref - logp) - (ref - logp) - 1.
+- KL to a frozen reference uses the k3 estimator exp(ref - logp) - (ref - logp) - 1; the
+  trainer/engine mismatch is logged the same way as KL(engine || trainer) (`mismatch_kl`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -68,6 +70,15 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.exp(d) - d - 1.0
 
 
+def mismatch_kl(trainer_logp: torch.Tensor, engine_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(engine || trainer) on tokens the engine sampled.
+
+    With r = p_trainer / p_engine and x ~ engine: E[r - 1 - log r] = KL(engine || trainer), and
+    every term is >= 0 (prime-rl trusts a model below 0.015)."""
+    d = trainer_logp - engine_logp
+    return torch.exp(d) - d - 1.0
+
+
 @dataclass
 class LossParts:
     """Sums over a chunk's tokens (divide by the batch denominator to get means)."""
@@ -108,6 +119,8 @@ def policy_loss(
             "is_kept_w": float((keepf * weight).sum()),
             "kl_w": float(kl),
             "abs_logp_gap_w": float(((old_logp - engine_logp).abs() * weight).sum()),
+            "mismatch_kl_w": float((mismatch_kl(old_logp.detach(), engine_logp) * weight).sum()),
+            "is_capped_w": float(((old_logp.detach() - engine_logp > math.log(s.is_cap)).float() * weight).sum()),
             "weight": float(weight.sum()),
             "tokens": float(logp.numel()),
         }

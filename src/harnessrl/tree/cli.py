@@ -93,10 +93,11 @@ def show(
     width: int = typer.Option(100, "--width", help="Preview characters per node."),
     max_nodes: int = typer.Option(400, "--max-nodes", help="Nodes shown per tree in the terminal."),
 ) -> None:
-    """Show the prefix tree(s) of a task: spans, rollouts, rewards, values and advantages."""
+    """Show the prefix tree(s) of a task: spans, rollouts, rewards, values and advantages.
+
+    With --html and no --task, the page holds every task's trees (of --step, when given)."""
     from harnessrl.tree.filters import FilterConfig
     from harnessrl.tree.groups import group_rollouts, iter_group_trees
-    from harnessrl.tree.view_html import page, tree_html
     from harnessrl.tree.view_text import render_tree
 
     console = Console()
@@ -106,30 +107,58 @@ def show(
     store = _open(run_dir, console)
     if task is None:
         tasks = sorted({g.task_id for g in group_rollouts(store.list_rollouts(step=step), None, group)})
+        if html_out is not None and tasks:  # one page can hold every task's trees
+            _write_html_page(store, run_dir, html_out, None, group, step, estimator, tokenizer, show_all, console)
+            return
         if len(tasks) != 1:
             listing = ", ".join(tasks) if tasks else "none recorded"
             console.print(f"[red]pass --task: this run has {len(tasks)} tasks ({listing})[/red]")
             raise typer.Exit(2)
         task = tasks[0]
+    if html_out is not None:
+        _write_html_page(store, run_dir, html_out, task, group, step, estimator, tokenizer, show_all, console)
+        return
     decode = load_decoder(tokenizer, console, _run_model(store))
-    filters = FilterConfig(prune=not show_all)
-    pages = []
     found = 0
-    for _, _, tree in iter_group_trees(store, task=task, group=group, step=step, filters=filters):
+    for _, _, tree in iter_group_trees(store, task=task, group=group, step=step,
+                                       filters=FilterConfig(prune=not show_all)):
         found += 1
-        adv = _estimate(tree, estimator)
-        if html_out is None:
-            console.print(render_tree(tree, decode, adv, width=width, max_nodes=max_nodes))
-        else:
-            pages.append(tree_html(tree, decode, adv))
+        console.print(render_tree(tree, decode, _estimate(tree, estimator), width=width, max_nodes=max_nodes))
     if not found:
         console.print(f"[red]no rollouts for task {task!r}"
                       f"{'' if group is None else f' in group {group!r}'} in {run_dir}[/red]")
         raise typer.Exit(1)
-    if html_out is not None:
-        html_out.parent.mkdir(parents=True, exist_ok=True)
-        html_out.write_text(page(pages, f"harnessrl trees · {run_dir.name} · {task}"), encoding="utf-8")
-        console.print(f"wrote {html_out} ({found} tree{'s' if found > 1 else ''})")
+
+
+def write_tree_page(store, out: Path, title: str, decode, task: str | None = None, group: str | None = None,
+                    step: int | None = None, estimator: str = "grpo", show_all: bool = False) -> int:
+    """One self-contained HTML page with the trees of the matching groups; returns how many."""
+    from harnessrl.tree.filters import FilterConfig
+    from harnessrl.tree.groups import iter_group_trees
+    from harnessrl.tree.view_html import page, tree_html
+
+    pages = [tree_html(tree, decode, _estimate(tree, estimator))
+             for _, _, tree in iter_group_trees(store, task=task, group=group, step=step,
+                                                filters=FilterConfig(prune=not show_all))]
+    if pages:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(page(pages, title), encoding="utf-8")
+        tmp.replace(out)
+    return len(pages)
+
+
+def _write_html_page(store, run_dir: Path, html_out: Path, task: str | None, group: str | None, step: int | None,
+                     estimator: str, tokenizer: str, show_all: bool, console: Console) -> None:
+    decode = load_decoder(tokenizer, console, _run_model(store))
+    what = "all tasks" if task is None else task
+    found = write_tree_page(store, html_out, f"harnessrl trees · {run_dir.name} · {what}", decode, task, group,
+                            step, estimator, show_all)
+    if not found:
+        console.print(f"[red]no rollouts for task {task!r}"
+                      f"{'' if group is None else f' in group {group!r}'} in {run_dir}[/red]")
+        raise typer.Exit(1)
+    console.print(f"wrote {html_out} ({found} tree{'s' if found > 1 else ''})")
 
 
 @tree_app.command("stats")
