@@ -6,13 +6,14 @@ from __future__ import annotations
 import contextlib
 from types import SimpleNamespace
 
-from rich.progress import Progress
+from rich.console import Console
 
 from harnessrl.rollout import cli as rollout_cli
 from harnessrl.rollout import jobs, session
 from harnessrl.rollout.plan import next_attempt, plan_cross, plan_eval, plan_step
 from harnessrl.run import loop
 from harnessrl.run.config import load_config
+from harnessrl.run.display import RunDisplay
 from harnessrl.store import RunStore
 from harnessrl.tasks import load_tasks
 
@@ -52,8 +53,8 @@ def _loop_eval_plans(tmp_path, tasks: list, n: int) -> list:
     with RunStore(tmp_path / "train") as store:
         parts = SimpleNamespace(cfg=cfg, attempt=next_attempt(store), eval_sets={"test": tasks},
                                 collector=Recorder(), store=store)
-        with Progress(disable=True) as progress:
-            ev = loop.evaluate(parts, 0, progress)
+        with RunDisplay(Console(quiet=True), 1, 1) as display:
+            ev = loop.evaluate(parts, 0, display)
             assert ev["eval"] == {} and ev["eval_sets"] == {"test": {}}  # nothing was recorded
     return seen
 
