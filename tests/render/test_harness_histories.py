@@ -1,4 +1,4 @@
-"""Exact history through the re-serialisations real harnesses do (HARNESSES.md), on two templates.
+"""Exact history through the re-serialisations real harnesses do (docs/harnesses.md), on two templates.
 
 A scripted agent loop: each turn the harness resends its history the way that harness does, the
 conversation renders it, a fixed reply is "sampled", and the harness appends the served reply and

@@ -40,7 +40,7 @@ def assistant_msgs(draw):
 
 
 def resend_like_a_harness(msg: Message, style: int) -> Message:
-    """One of the re-serialisations in HARNESSES.md."""
+    """One of the re-serialisations in docs/harnesses.md."""
     calls = []
     for c in msg.tool_calls:
         args = c.arguments

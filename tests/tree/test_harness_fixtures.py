@@ -21,7 +21,7 @@ from harnessrl.tree import FilterConfig, build_tree
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harness_calls"
 # OpenClaw appends an internal-context user message to each request and drops it from the next one
-# (HARNESSES.md): a tail branch per turn is expected there; every other harness resends verbatim.
+# (docs/harnesses.md): a tail branch per turn is expected there; every other harness resends verbatim.
 TAIL_REWRITE = ("openclaw",)
 WITHIN_ROLLOUT = {"retry", "parallel", "restart", "rewrite"}
 

@@ -1,6 +1,6 @@
 """Trees of Claude-Code- and Codex-shaped conversations recorded by the real proxy.
 
-The requests follow what HARNESSES.md observed from the real harnesses: the whole history is
+The requests follow what docs/harnesses.md describes of the real harnesses: the whole history is
 resent every turn, equal in meaning but not byte-identical (Claude Code: the inline system message
 turns from a block list into a string, cache_control moves to the newest block, tool input is
 re-serialised; Codex: output items come back with keys re-ordered and reasoning content null).

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from harnessrl.errors import HarnessRLError
 
-class RayUnavailable(RuntimeError):
+
+class RayUnavailable(HarnessRLError, RuntimeError):
     """Ray is not installed or the cluster cannot be reached (the message says which, and the fix)."""
 
 

@@ -9,7 +9,7 @@ from typing import Any, Callable
 def start_ray_parts(cfg, engine_cfg, weights_dir: Path, model_dir: Path, ckpt_dir: Path | None,
                     seed: int) -> tuple[Any, Any, list[Callable[[], None]]]:
     """(RemoteTrainer, RayEngine, closers) for cluster.backend=ray; the rollout workers come with
-    the collector (run.collector.default_collector)."""
+    the collector (run.backends.default_collector)."""
     from harnessrl.cluster.ray_cluster import connect, shutdown
     from harnessrl.cluster.ray_engine import start_engines
     from harnessrl.cluster.ray_trainer import start_trainer

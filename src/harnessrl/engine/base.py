@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Protocol, runtime_checkable
 
+from harnessrl.errors import HarnessRLError
+
 FinishReason = Literal["stop", "length"]
 
 
-class EngineError(RuntimeError):
+class EngineError(HarnessRLError, RuntimeError):
     """Base class for engine failures the proxy turns into protocol errors."""
 
 

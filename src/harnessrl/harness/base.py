@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from harnessrl.errors import HarnessRLError
 from harnessrl.harness import launcher
 
 HarnessStatus = Literal["ok", "harness_error", "timeout"]
@@ -64,7 +65,7 @@ class HarnessAdapter(Protocol):
         ...
 
 
-class HarnessConfigError(ValueError):
+class HarnessConfigError(HarnessRLError, ValueError):
     """A harness spec or option is invalid (message says how to fix it)."""
 
 

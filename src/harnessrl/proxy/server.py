@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harnessrl.engine.base import Engine
+from harnessrl.errors import HarnessRLError
 from harnessrl.proxy.app import AppConfig, build_app
 from harnessrl.proxy.calls import DEFAULT_ROLLOUT_QUOTA, CallHandler
 from harnessrl.proxy.rollouts import RolloutRegistry
@@ -31,7 +32,7 @@ from harnessrl.store import RunStore
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # per request, every route (docs/proxy.md)
 
 
-class ProxyStartError(RuntimeError):
+class ProxyStartError(HarnessRLError, RuntimeError):
     """The proxy could not start listening (port in use, bad socket path)."""
 
 

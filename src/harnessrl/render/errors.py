@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from harnessrl.errors import HarnessRLError
 
-class RenderError(ValueError):
+
+class RenderError(HarnessRLError, ValueError):
     """A request the renderer cannot turn into prompt ids."""
 
 

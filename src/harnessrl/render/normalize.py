@@ -1,6 +1,6 @@
 """Meaning-equality of messages and tool lists, as harnesses resend them.
 
-Harnesses resend earlier turns equal in meaning but not byte-identical (HARNESSES.md): JSON
+Harnesses resend earlier turns equal in meaning but not byte-identical (docs/harnesses.md): JSON
 re-serialised with other key orders and spacing, block lists joined into strings, cache_control
 moved, tool-call ids stripped of non-alphanumerics, content null instead of "", thinking replayed
 or dropped. A message's *key* keeps only what a chat template renders, in canonical form:

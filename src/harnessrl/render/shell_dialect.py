@@ -1,7 +1,7 @@
 """The ``bash`` tool format: the model runs a command by writing one fenced ```bash block.
 
 Small models (SmolLM2-135M) rarely write valid tool-call JSON but often write a fenced shell block
-(../shared/docs/MACHINE.md). In this format:
+(docs/machine.md). In this format:
 
 - The harness's *shell tool* is found from the request's tool schemas (`find_shell_tool`): a
   function tool with a required string property such as ``command`` / ``cmd`` (or an argv array,

@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from harnessrl.errors import HarnessRLError
 
-class ProxyLinkError(RuntimeError):
+
+class ProxyLinkError(HarnessRLError, RuntimeError):
     """The proxy refused or could not be reached (the message says which and how to fix it)."""
 
 

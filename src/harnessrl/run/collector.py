@@ -104,17 +104,3 @@ class RunnerCollector:
 
     def close(self) -> None:
         self.proxy.stop()
-
-
-def default_collector(cfg, engine: Any, store: Any, run_dir: Path):
-    """RunnerCollector in this process, or (cluster.backend=ray) rollout workers as Ray actors."""
-    from harnessrl.engine import resolve_model
-
-    model_dir = Path(resolve_model(cfg.model.path))
-    if cfg.cluster.backend == "ray":
-        from harnessrl.cluster.ray_rollout import RayCollector
-
-        r = cfg.cluster.ray
-        return RayCollector(cfg, engine, store, model_dir, workers=r.rollout_workers, cpus=r.worker_cpus,
-                            shard_root=r.shard_dir)
-    return RunnerCollector(cfg, engine, store, model_dir)

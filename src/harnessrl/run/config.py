@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harnessrl.engine.factory import EngineConfig
+from harnessrl.errors import HarnessRLError
 from harnessrl.train.settings import PPOSettings
 from harnessrl.tree.filters import FilterConfig
 
@@ -247,7 +248,7 @@ def migrate(data: dict) -> dict:
     return data
 
 
-class ConfigError(ValueError):
+class ConfigError(HarnessRLError, ValueError):
     """A config file or override is invalid; the message names the key and the fix."""
 
 

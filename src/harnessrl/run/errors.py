@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from harnessrl.errors import HarnessRLError
 
-class TrainError(RuntimeError):
+
+class TrainError(HarnessRLError, RuntimeError):
     """The run cannot start or continue; the message says why and what to do."""

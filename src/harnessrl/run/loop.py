@@ -32,7 +32,8 @@ from harnessrl.rollout.groups import PlannedGroup, read_groups
 from harnessrl.rollout.metrics import harness_summary, pass_at_1
 from harnessrl.rollout.plan import GroupPlan, next_attempt, plan_eval, plan_step
 from harnessrl.run.collect import Collector
-from harnessrl.run.collector import default_collector, default_tasks
+from harnessrl.run.backends import default_collector
+from harnessrl.run.collector import default_tasks
 from harnessrl.run.config import RunConfig
 from harnessrl.run.display import RunDisplay, summary_table
 from harnessrl.run.errors import TrainError

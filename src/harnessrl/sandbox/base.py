@@ -57,8 +57,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import Self
 
+from harnessrl.errors import HarnessRLError
 
-class SandboxError(RuntimeError):
+
+class SandboxError(HarnessRLError, RuntimeError):
     """A sandbox operation failed (start, copy, bridge)."""
 
 

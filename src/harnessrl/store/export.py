@@ -6,10 +6,11 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from harnessrl.errors import HarnessRLError
 from harnessrl.store.records import CallRecord
 
 
-class ExportError(ValueError):
+class ExportError(HarnessRLError, ValueError):
     """Unsupported export path (the suffix must be .parquet or .jsonl)."""
 
 

@@ -15,13 +15,14 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable
 
+from harnessrl.errors import HarnessRLError
 from harnessrl.store import schema
 from harnessrl.store.codec import from_json, to_json
 from harnessrl.store.prefix import PrefixCache
 from harnessrl.store.records import CallRecord, RolloutRecord
 
 
-class StoreError(RuntimeError):
+class StoreError(HarnessRLError, RuntimeError):
     """The run store cannot be opened or written (bad path, corrupt file, disk full)."""
 
 

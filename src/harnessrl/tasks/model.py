@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from harnessrl.errors import HarnessRLError
+
 VerifierKind = Literal["checks", "reward_line"]
 PassRule = Literal[">=", ">"]
 
@@ -17,7 +19,7 @@ DEFAULT_MOUNT = "/workspace"
 CLAWGYM_MOUNT = "/root/.openclaw/workspace"
 
 
-class TaskError(ValueError):
+class TaskError(HarnessRLError, ValueError):
     """A task (or task directory) is malformed; the message says which file and how to fix it."""
 
 

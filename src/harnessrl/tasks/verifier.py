@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from harnessrl.errors import HarnessRLError
 from harnessrl.tasks.files import write_tree
 from harnessrl.tasks.model import Task
 
 PAYLOAD_NAME = ".reward_payload.json"
 
 
-class VerifierOutputError(ValueError):
+class VerifierOutputError(HarnessRLError, ValueError):
     """The verifier's stdout is not what its kind promises."""
 
 

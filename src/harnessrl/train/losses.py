@@ -8,7 +8,7 @@ objective min(r A, clip(r) A) is linear in A once the sign of A is fixed, so
 
     sum_i w_i min(r A_i, clip(r) A_i) = A+ * min(r, clip(r)) + A- * max(r, clip(r))
 
-with A+ / A- the weighted sums of the positive / negative path advantages (ALGORITHMS.md).
+with A+ / A- the weighted sums of the positive / negative path advantages (docs/training.md).
 Dual clip (Ye et al. 2020) bounds the negative branch: A- * min(max(r, clip(r)), c). Summing
 advantages before clipping would not be exact; this form is.
 

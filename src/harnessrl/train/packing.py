@@ -2,7 +2,7 @@
 
 A *forest* is every token of one or more prefix trees flattened in DFS pre-order, each token
 naming its parent token (-1 at a root). In that order a token's subtree is the contiguous range
-[i, tout[i]), so "k is an ancestor-or-self of q" is `k <= q < tout[k]` (ALGORITHMS.md). Position
+[i, tout[i]), so "k is an ancestor-or-self of q" is `k <= q < tout[k]` (docs/training.md). Position
 ids are the depth of a token on its own root-to-leaf path, so siblings repeat positions and RoPE
 sees exactly what it sees when each path is run alone. Every shared token is computed once.
 
@@ -24,8 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from harnessrl.errors import HarnessRLError
 
-class ForestOrderError(ValueError):
+
+class ForestOrderError(HarnessRLError, ValueError):
     """The parent array is not a DFS pre-order (a parent after its child, or a subtree split)."""
 
 

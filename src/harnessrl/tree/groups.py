@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from harnessrl.errors import HarnessRLError
 from harnessrl.rollout.groups import StoredGroup, group_calls, group_rollouts
 from harnessrl.store.records import CallRecord
 from harnessrl.tree.build import build_tree
@@ -12,7 +13,7 @@ from harnessrl.tree.filters import FilterConfig
 from harnessrl.tree.nodes import PrefixTree
 
 
-class RunNotFound(FileNotFoundError):
+class RunNotFound(HarnessRLError, FileNotFoundError):
     """The run directory has no call store."""
 
 

@@ -1,0 +1,42 @@
+"""The root of the errors harnessrl raises on purpose, and where each one lives.
+
+Catch `HarnessRLError` to handle every deliberate failure of harnessrl at once; each error also
+keeps the standard base it always had (ValueError for bad input, RuntimeError for a failed
+operation, FileNotFoundError for a missing run), so existing `except ValueError` code still works.
+Errors are defined next to the code that raises them; this module only holds the root.
+
+    HarnessRLError
+    ├── ConfigError            run/config.py         a run config file or override is invalid
+    ├── TrainError             run/errors.py         a training run cannot start or continue
+    ├── TaskError              tasks/model.py        a task or task directory is malformed
+    ├── VerifierOutputError    tasks/verifier.py     a verifier printed no usable reward
+    ├── HarnessConfigError     harness/base.py       unknown harness, profile or option
+    ├── InstallError           harness/install.py    a harness could not be installed
+    ├── SandboxError           sandbox/base.py       a sandbox failed to start or run
+    │   ├── SandboxUnavailable                       the backend cannot run here (no bwrap, not Linux)
+    │   └── SandboxClosed                            the sandbox was already destroyed
+    ├── EngineError            engine/base.py        generation or weight update failed
+    │   ├── EngineOverloaded                         too many waiting requests (HTTP 529 / 429)
+    │   └── PromptTooLong                            prompt + max_tokens exceed the context window
+    ├── ModelNotFound          engine/model.py       no checkpoint at the path / in the cache
+    ├── RenderError            render/errors.py      a conversation cannot be rendered or parsed
+    │   ├── TemplateError                            the chat template cannot be used as is
+    │   └── RenderInputError                         the request's messages or tools are invalid
+    ├── ProxyError             proxy/errors.py       a typed error answered in the caller's protocol
+    ├── ProxyStartError        proxy/server.py       the proxy could not start listening
+    ├── ClientGone             proxy/httputil.py     the client hung up mid-request (not reported)
+    ├── ProxyLinkError         rollout/proxy_link.py a running proxy cannot be reached or refused
+    ├── StoreError             store/run_store.py    the run store is unusable (schema, corruption)
+    ├── ExportError            store/export.py       an export format or path is invalid
+    ├── RunNotFound            tree/groups.py        the directory holds no run store
+    ├── ForestOrderError       train/packing.py      a packed forest is not in DFS order
+    └── RayUnavailable         cluster/ray_cluster.py cluster.backend=ray without a usable Ray
+
+`tests/test_errors.py` checks that this tree and the code agree.
+"""
+
+from __future__ import annotations
+
+
+class HarnessRLError(Exception):
+    """Base of every error harnessrl raises on purpose (the tree is in this module's docstring)."""
