@@ -68,7 +68,7 @@ def bench(spec: str, runs: int, renderer, model_dir: Path) -> dict:
         for i in range(runs):
             rid = f"{name}-{i}"
             key = server.register_rollout(rid)
-            with make_sandbox(cfg, workspace_src=tmp / "ws", proxy=ProxyEndpoint(server.port)) as sb:
+            with make_sandbox(cfg, workspace_src=tmp / "ws", proxy=ProxyEndpoint(server.port, key=key)) as sb:
                 t0 = time.monotonic()
                 res = adapter.run(sb, instruction="Write hello into hello.txt.",
                                   proxy_base=f"{sb.proxy_base}/r/{key}", api_key=key, model="policy",

@@ -20,12 +20,12 @@ EXACT_PREFIX = {"builtin", "mini-swe-agent", "claude-code", "codex"}
 SAVE = {"builtin", "mini-swe-agent", "openclaw"}
 
 
-def _bwrap_sandbox(adapter, workspace_src, port):
+def _bwrap_sandbox(adapter, workspace_src, port, key):
     from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, SandboxUnavailable, make_sandbox
 
     cfg = SandboxConfig(type="bwrap", extra_ro_binds=[str(p) for p in adapter.ro_paths()])
     try:
-        return make_sandbox(cfg, workspace_src=workspace_src, proxy=ProxyEndpoint(port))
+        return make_sandbox(cfg, workspace_src=workspace_src, proxy=ProxyEndpoint(port, key=key))
     except SandboxUnavailable as e:
         pytest.skip(f"bwrap is not usable here: {e}")
 
@@ -44,7 +44,7 @@ def test_real_harness_in_bwrap(harness, kit, tmp_path):
         rid = f"{harness.replace(':', '-')}-bwrap-0"
         key = rig.server.register_rollout(rid)
         other = rig.server.register_rollout("someone-else")
-        with _bwrap_sandbox(adapter, src, rig.server.port) as sb:
+        with _bwrap_sandbox(adapter, src, rig.server.port, key) as sb:
             res = adapter.run(sb, instruction=kit.TASK, proxy_base=f"{sb.proxy_base}/r/{key}", api_key=key,
                               model="smollm2", timeout_s=600, max_turns=6)
             hello = sb.workspace / "hello.txt"

@@ -47,7 +47,7 @@ def test_small_model_drives_harness(spec, options, real_rig, kit, tmp_path):
     key = server.register_rollout(rid)
     cfg = SandboxConfig(type="bwrap", extra_ro_binds=[str(p) for p in adapter.ro_paths()])
     try:
-        sb = make_sandbox(cfg, workspace_src=src, proxy=ProxyEndpoint(server.port))
+        sb = make_sandbox(cfg, workspace_src=src, proxy=ProxyEndpoint(server.port, key=key))
     except SandboxUnavailable as e:
         pytest.skip(f"bwrap is not usable here: {e}")
     with sb:

@@ -523,3 +523,126 @@ def test_sandbox_dies_with_its_host_process(cgroups):
     if cg_dir:  # the dead host's cgroups are swept by the next sandbox
         make_sandbox(SandboxConfig()).destroy()
         assert not Path(cg_dir).exists()
+
+
+# Run inside the sandbox: the harness SDKs and a raw client against the relayed proxy port.
+KEYED_CLIENT = r"""
+import http.client, json, sys
+import anthropic, openai
+port, own, other = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+base = f"http://127.0.0.1:{port}"
+out = {}
+def status_of(make):
+    try:
+        make()
+        return 200
+    except openai.APIStatusError as e:
+        return [e.status_code, e.body]
+    except anthropic.APIStatusError as e:
+        return [e.status_code, e.body]
+msgs = [{"role": "user", "content": "hi"}]
+oa = lambda path: openai.OpenAI(base_url=base + path, api_key="x", max_retries=0)
+an = lambda path: anthropic.Anthropic(base_url=base + path, api_key="x", max_retries=0)
+out["unkeyed"] = status_of(lambda: oa("/v1").chat.completions.create(model="m", messages=msgs, max_tokens=8))
+out["other"] = status_of(lambda: oa(f"/r/{other}/v1").chat.completions.create(model="m", messages=msgs, max_tokens=8))
+out["other_anthropic"] = status_of(lambda: an(f"/r/{other}").messages.create(model="m", messages=msgs, max_tokens=8))
+out["own"] = oa(f"/r/{own}/v1").chat.completions.create(model="m", messages=msgs, max_tokens=8).choices[0].message.content
+with an(f"/r/{own}").messages.stream(model="m", messages=msgs, max_tokens=8) as s:
+    out["own_stream"] = [e.type for e in s][-1], s.get_final_message().content[0].text
+stream = oa(f"/r/{own}/v1").chat.completions.create(model="m", messages=msgs, max_tokens=8, stream=True)
+out["own_chat_stream"] = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+for path in ("/admin/rollouts", "/health", f"/r/{own}/v1/models"):
+    conn.request("GET", path)
+    r = conn.getresponse()
+    out[path] = [r.status, r.read().decode()[:200]]
+print(json.dumps(out))
+"""
+
+
+def test_a_sandbox_reaches_only_its_own_rollout_key(tmp_path: Path):
+    """Issue 12: from inside bwrap, the unkeyed (adhoc) routes and another rollout's key are
+    refused with a typed 403 in the caller's protocol; the own key works, streams included."""
+    import json
+
+    from harnessrl.engine.model import smollm2_tokenizer_dir
+    from harnessrl.proxy.server import ProxyServer
+    from harnessrl.render.renderer import Renderer
+    from harnessrl.store import RunStore
+    from tests.proxy.fakes import TextScriptEngine
+
+    renderer = Renderer.from_pretrained(smollm2_tokenizer_dir())
+    with RunStore(tmp_path / "run") as store:
+        server = ProxyServer(TextScriptEngine(renderer.encode, renderer.eot_id), store, renderer).start()
+        try:
+            own, other = server.register_rollout("own"), server.register_rollout("other")
+            with make_sandbox(SandboxConfig(), proxy=ProxyEndpoint(port=server.port, key=own)) as box:
+                res = box.run(["python", "-c", KEYED_CLIENT, str(server.port), own, other], timeout_s=120)
+            assert res.ok, res.stderr[-3000:]
+            out = json.loads(res.stdout)
+        finally:
+            server.stop()
+        assert out["unkeyed"][0] == 403 and out["unkeyed"][1]["code"] == "forbidden"
+        assert out["other"][0] == 403 and out["other"][1]["code"] == "forbidden"
+        assert out["other_anthropic"][0] == 403
+        assert out["other_anthropic"][1]["error"]["type"] == "permission_error"
+        assert out["own"] == "ok"
+        assert out["own_stream"] == ["message_stop", "ok"]
+        assert out["own_chat_stream"] == "ok"
+        assert out["/admin/rollouts"][0] == 403 and out["/health"][0] == 403
+        assert out[f"/r/{own}/v1/models"][0] == 200
+        assert store.count_calls("own") == 3
+        assert store.count_calls("other") == 0 and store.count_calls("adhoc") == 0
+
+
+SYSCALL_PROBE = r"""
+import ctypes, errno, json, os, threading, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+def call(nr, *args):
+    r = libc.syscall(nr, *[ctypes.c_ulong(a) for a in args])
+    return errno.errorcode.get(ctypes.get_errno(), "?") if r == -1 else "ALLOWED"
+out = {
+    "unshare_user": call(272, 0x10000000),
+    "unshare_mount": call(272, 0x00020000),
+    "clone_newuser": call(56, 0x10000000 | 17, 0, 0, 0, 0),
+    "clone3": call(435, 0, 0),
+    "ptrace": call(101, 0, 0, 0, 0),
+    "mount": call(165, 0, 0, 0, 0, 0),
+    "keyctl": call(250, 0, 0, 0, 0, 0),
+    "bpf": call(321, 0, 0, 0),
+    "perf_event_open": call(298, 0, 0, 0, 0, 0),
+    "kexec_load": call(246, 0, 0, 0, 0),
+    "io_uring_setup": call(425, 1, 0),
+    "reboot": call(169, 0, 0, 0, 0),
+}
+t = threading.Thread(target=lambda: None); t.start(); t.join()  # plain clone still works
+out["subprocess"] = subprocess.run(["sh", "-c", "echo $((6*7))"], capture_output=True, text=True).stdout.strip()
+status = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+out["Seccomp"] = status["Seccomp"].strip()
+out["CapBnd"] = status["CapBnd"].strip()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the probe uses x86_64 syscall numbers")
+def test_capability_bounding_set_is_empty_and_seccomp_blocks_dangerous_syscalls():
+    """Issue 12: no capabilities (bounding set too, also for uid 0) and the default seccomp profile,
+    for run() and for the sandbox's own keeper process."""
+    import json
+
+    for uid in (1000, 0):
+        with make_sandbox(SandboxConfig(uid=uid)) as box:
+            res = box.run(["python", "-c", SYSCALL_PROBE])
+            assert res.ok, res.stderr
+            out = json.loads(res.stdout)
+            for name in ("unshare_user", "unshare_mount", "clone_newuser", "ptrace", "mount", "keyctl", "bpf",
+                         "perf_event_open", "kexec_load", "reboot"):
+                assert out[name] == "EPERM", (uid, name, out[name])
+            assert out["clone3"] == "ENOSYS" and out["io_uring_setup"] == "ENOSYS"
+            assert out["subprocess"] == "42"
+            assert out["Seccomp"] == "2" and out["CapBnd"] == "0" * 16
+            assert _sh(box, "unshare -U true").returncode != 0
+            keeper = _sh(box, "grep -E '^(Seccomp|CapBnd|CapEff):' /proc/2/status").stdout.split()
+            assert keeper == ["CapEff:", "0" * 16, "CapBnd:", "0" * 16, "Seccomp:", "2"], keeper
+    with make_sandbox(SandboxConfig(seccomp=False)) as box:  # the profile can be turned off
+        assert json.loads(box.run(["python", "-c", SYSCALL_PROBE]).stdout)["Seccomp"] == "0"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harnessrl.sandbox.base import SandboxConfig
-from harnessrl.sandbox.bwrap_enter import enter_argv
+from harnessrl.sandbox.bwrap_enter import entry_argv
 from harnessrl.sandbox.bwrap_mounts import bwrap_argv, identity_files, python_prefixes
 from harnessrl.sandbox.process import run_to_completion
 from harnessrl.sandbox.tarcopy import safe_members
@@ -59,16 +59,20 @@ def test_safe_members_skip_escapes_and_devices():
     assert kept["dir/in.txt"].mode == 0o755  # setuid dropped
 
 
-def test_enter_argv_root_and_unprivileged():
+def test_entry_argv_root_and_unprivileged(tmp_path):
     fds = {"user": 3, "mnt": 4, "uts": 5, "ipc": 6, "net": 7, "pid": 8, "cgroup": 9, "root": 10}
-    argv = enter_argv(fds)
-    assert (
-        argv.count("nsenter") == 1 and "--user=/proc/self/fd/3" in argv and "--root=/proc/self/fd/10" in argv
-    )
-    argv = enter_argv({**fds, "outer_user": 11})
-    first, second = argv.index("nsenter"), argv.index("nsenter", 1)
+    bpf = tmp_path / "f.bpf"
+    argv = entry_argv(fds, seccomp_bpf=bpf)  # root: the helper does it all, the user ns last
+    assert "nsenter" not in argv and "setpriv" not in argv
+    assert argv[argv.index("--userns") + 1] == "3" and argv[argv.index("--root") + 1] == "10"
+    assert argv.index("--userns") > argv.index("--root") > max(i for i, a in enumerate(argv) if a == "--setns")
+    assert argv[-2:] == ["--fork", "--"] and argv[argv.index("--seccomp") + 1] == str(bpf)
+    argv = entry_argv({**fds, "outer_user": 11}, seccomp_bpf=None)
+    first, second = argv.index("nsenter"), argv.index("nsenter", argv.index("nsenter") + 1)
+    assert "--seccomp" not in argv
     assert "--user=/proc/self/fd/11" in argv[first:second]  # the outer user ns with the others
-    assert argv[second:] == ["nsenter", "--user=/proc/self/fd/3", "--preserve-credentials", "--"]
+    assert argv[second:second + 4] == ["nsenter", "--user=/proc/self/fd/3", "--preserve-credentials", "--"]
+    assert argv[second + 4] == "setpriv" and "--bounding-set=-all" in argv
 
 
 def test_bwrap_argv_binds_no_checkout_or_home(tmp_path, monkeypatch):

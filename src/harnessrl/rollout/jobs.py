@@ -155,7 +155,7 @@ def _one_attempt(job: RolloutJob, adapter: Any, link: Any, key: str, store: Any,
 
     t0 = time.monotonic()
     try:
-        sandbox = open_task_sandbox(job.task, cfg, proxy=ProxyEndpoint(port=link.port))
+        sandbox = open_task_sandbox(job.task, cfg, proxy=ProxyEndpoint(port=link.port, key=key))
     except Exception as e:  # noqa: BLE001 - SandboxError, OSError, bad config: all a sandbox failure
         return replace(base, status="sandbox_error", error=f"sandbox start failed: {e}")
     durations = {"sandbox_s": time.monotonic() - t0}

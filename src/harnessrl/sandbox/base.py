@@ -4,7 +4,7 @@ Usage (the rollout runner's view)::
 
     cfg = SandboxConfig(type="bwrap", workspace_mount="/root/.openclaw/workspace", home="/root")
     with make_sandbox(cfg, workspace_src=task_dir / "input_files",
-                      proxy=ProxyEndpoint(port=proxy_port)) as sb:
+                      proxy=ProxyEndpoint(port=proxy_port, key=key)) as sb:
         env = {"OPENAI_BASE_URL": f"{sb.proxy_base}/r/{key}/v1"}
         res = sb.run(["python", "agent.py"], env=env, timeout_s=600)   # -> ProcessResult
         sb.copy_in(task_dir / "reward", "reward")                         # after the agent
@@ -74,10 +74,17 @@ class SandboxClosed(SandboxError):
 
 @dataclass(frozen=True)
 class ProxyEndpoint:
-    """Where the rollout's proxy listens on the host (the proxy server binds 127.0.0.1)."""
+    """Where the rollout's proxy listens on the host (the proxy server binds 127.0.0.1).
+
+    ``key``: the rollout key the sandbox may use. With a key, the bwrap relay forwards only
+    requests under ``/r/<key>/`` and answers every other request itself with a typed 403
+    (sandbox/relay.py). ``None`` relays raw TCP to any path: only for endpoints that are not a
+    harnessrl proxy shared by several rollouts (tests, a private server per sandbox).
+    """
 
     port: int
     host: str = "127.0.0.1"
+    key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,7 @@ class SandboxConfig(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     env_passthrough: list[str] = Field(default_factory=list, description="host env names to copy in")
     max_output_bytes: int = Field(8 << 20, gt=0)
+    seccomp: bool = Field(True, description="bwrap: the default seccomp profile (sandbox/seccomp.py)")
     hostname: str = "sandbox"
 
     @field_validator("workspace_mount", "home")

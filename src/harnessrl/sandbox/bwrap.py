@@ -8,9 +8,11 @@ Life cycle
   ``workspace_src`` through ``/proc/<pid>/root`` before anything runs inside; with a proxy, a
   listening socket is made inside the sandbox's network namespace and relayed to the proxy
   (netbridge).
-- run: ``nsenter`` into the sandbox's namespaces, ``setpriv`` drops every capability and sets
+- run: the default seccomp profile is loaded (sandbox/seccomp.py), ``nsenter`` enters the
+  sandbox's namespaces, ``setpriv`` drops every capability (bounding set included) and sets
   no_new_privs, then the command; the process joins its own ``run-<n>`` cgroup first, so a
-  timeout kills its whole tree, daemons included.
+  timeout kills its whole tree, daemons included. The keeper runs under the same filter and
+  with no capabilities (``bwrap --cap-drop ALL --seccomp``).
 - destroy: SIGKILL the pid namespace's init (the kernel then kills every process of the
   namespace: double forks and setsid do not escape), kill and remove the cgroups, delete the
   host scratch dir. If the host process dies instead, the keeper's pipe closes and the keeper
@@ -55,11 +57,12 @@ from harnessrl.sandbox.base import (
     SandboxError,
     SandboxUnavailable,
 )
-from harnessrl.sandbox.bwrap_enter import DROP_PRIVS, NAMESPACES, NS_GET_PARENT, enter_argv, entry_wrapper
+from harnessrl.sandbox.bwrap_enter import NAMESPACES, NS_GET_PARENT, entry_argv, entry_wrapper
 from harnessrl.sandbox.bwrap_mounts import bwrap_argv, inner_path_env
 from harnessrl.sandbox.cgroups import SandboxCgroups
 from harnessrl.sandbox.netbridge import ProxyBridge, listen_in_netns
 from harnessrl.sandbox.process import base_env, kill_process_group, run_to_completion
+from harnessrl.sandbox.seccomp import SeccompUnavailable, write_filter
 from harnessrl.sandbox.tarcopy import COPY_IN, COPY_OUT, extract_safely
 
 log = logging.getLogger(__name__)
@@ -151,10 +154,21 @@ class BwrapSandbox(Sandbox):
         self._ns_pid = -1
         self._pidfd = -1
         self._ns_fds: dict[str, int] = {}  # held open: run() enters through these, never by pid
+        self._seccomp: Path | None = self._seccomp_filter(cfg, root)
         user = "root" if cfg.uid == 0 else "sandbox"
         self._env = base_env(cfg, home=cfg.home, tmp="/tmp", path=inner_path_env(cfg))
         self._env.update({"USER": user, "LOGNAME": user, "SHELL": "/bin/bash"})
         self._env.update(cfg.env)
+
+    @staticmethod
+    def _seccomp_filter(cfg: SandboxConfig, root: Path) -> Path | None:
+        if not cfg.seccomp:
+            return None
+        try:
+            return write_filter(root / "seccomp.bpf")
+        except (SeccompUnavailable, OSError) as e:
+            log.warning("sandbox runs WITHOUT a seccomp filter: %s", e)
+            return None
 
     @staticmethod
     def _fallback_rlimits(cfg: SandboxConfig) -> list[str]:
@@ -192,8 +206,10 @@ class BwrapSandbox(Sandbox):
         # closes (this process died) it SIGKILLs every process of the sandbox: bwrap's init
         # only exits once it has no children left, so daemons would keep it alive otherwise.
         keeper = ["sh", "-c", KEEPER]
+        seccomp_fd = os.open(self._seccomp, os.O_RDONLY) if self._seccomp is not None else -1
         argv = ["prlimit", *self._rlimits, "--"] if self._rlimits else []
-        argv += bwrap_argv(self.config, info_fd=info_w, block_fd=block_r, init=keeper)
+        argv += bwrap_argv(self.config, info_fd=info_w, block_fd=block_r, init=keeper,
+                           seccomp_fd=seccomp_fd if seccomp_fd >= 0 else None)
         err_path = self._root / "bwrap.stderr"
         try:
             with open(err_path, "wb") as err:
@@ -202,12 +218,13 @@ class BwrapSandbox(Sandbox):
                     stdin=keeper_r,
                     stdout=ready_w,
                     stderr=err,
-                    pass_fds=(info_w, block_r),
+                    pass_fds=(info_w, block_r) + ((seccomp_fd,) if seccomp_fd >= 0 else ()),
                     start_new_session=True,
                 )
-            for fd in (info_w, block_r, ready_w, keeper_r):
-                os.close(fd)
-            info_w = block_r = ready_w = keeper_r = -1
+            for fd in (info_w, block_r, ready_w, keeper_r, seccomp_fd):
+                if fd >= 0:
+                    os.close(fd)
+            info_w = block_r = ready_w = keeper_r = seccomp_fd = -1
             try:
                 info = _read_until(info_r, _json_or_none, START_TIMEOUT_S)
                 self._ns_pid = int(info["child-pid"])
@@ -220,7 +237,7 @@ class BwrapSandbox(Sandbox):
                 self._proc.wait(timeout=5)
                 raise _start_error(err_path.read_text(errors="replace").strip() or str(e)) from None
         finally:
-            for fd in (keeper_r, info_r, info_w, block_r, block_w, ready_r, ready_w):
+            for fd in (keeper_r, info_r, info_w, block_r, block_w, ready_r, ready_w, seccomp_fd):
                 if fd >= 0:
                     os.close(fd)
         self._pidfd = os.pidfd_open(self._ns_pid)
@@ -229,7 +246,7 @@ class BwrapSandbox(Sandbox):
         self._ns_fds["root"] = os.open(
             f"/proc/{self._ns_pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
         )
-        if os.geteuid() != 0:  # see _enter_argv
+        if os.geteuid() != 0:  # see bwrap_enter
             try:
                 self._ns_fds["outer_user"] = fcntl.ioctl(self._ns_fds["user"], NS_GET_PARENT)
             except OSError:
@@ -337,9 +354,9 @@ class BwrapSandbox(Sandbox):
     ) -> ProcessResult:
         workdir = self.inner_path(cwd) if cwd else self.inner_workspace
         fds = self._ns_fds
-        # enter through the held namespace fds (a pid could be reused after destroy); nsenter
-        # would open a --wd path on the host, so the directory is changed inside (env -C)
-        enter = enter_argv(fds)
+        # enter through the held namespace fds (a pid could be reused after destroy); the
+        # directory is changed inside (env -C), after the root changed
+        enter = entry_argv(fds, seccomp_bpf=self._seccomp)
         cgroups = self._cgroups
         join = cgroups.join_files(leaf) if cgroups else []
 
@@ -354,7 +371,6 @@ class BwrapSandbox(Sandbox):
             result = run_to_completion(
                 entry_wrapper(join, self._rlimits, self._fsize_mb)
                 + enter
-                + DROP_PRIVS
                 + ["env", "-C", workdir, "--", *argv],
                 env={**self._env, **(env or {})},
                 cwd=str(self._root),

@@ -13,7 +13,8 @@ Visible inside (everything else is absent):
   ``python3`` both resolve to it.
 - ``cfg.extra_ro_binds`` read-only.
 Namespaces: all of them (user, mount, pid, net, ipc, uts, cgroup). The sandbox user is
-``cfg.uid`` inside a user namespace, with no capabilities on the host.
+``cfg.uid`` inside a user namespace, with no capabilities at all (an empty bounding set, also
+for uid 0) and, with ``cfg.seccomp``, the default seccomp profile (sandbox/seccomp.py).
 """
 
 from __future__ import annotations
@@ -157,15 +158,21 @@ def _ro_binds(cfg: SandboxConfig) -> list[tuple[str, str]]:
     return sorted(pairs, key=lambda hp: hp[1].count("/"))
 
 
-def bwrap_argv(cfg: SandboxConfig, *, info_fd: int, block_fd: int, init: list[str]) -> list[str]:
+def bwrap_argv(
+    cfg: SandboxConfig, *, info_fd: int, block_fd: int, init: list[str], seccomp_fd: int | None = None
+) -> list[str]:
     """The full bwrap command line of a sandbox whose keeper process is ``init``.
 
     bwrap reports its pids on ``info_fd`` and, with the sandbox set up, waits for a byte on
-    ``block_fd`` before it starts ``init``.
+    ``block_fd`` before it starts ``init``. ``init`` runs with no capabilities (``--cap-drop
+    ALL``: an empty bounding set even when ``cfg.uid`` is 0) and under the BPF program read from
+    ``seccomp_fd`` when one is given.
     """
     scratch, ws = str(cfg.scratch_mb << 20), str(cfg.workspace_mb << 20)
     args = ["bwrap", "--unshare-all", "--unshare-user", "--uid", str(cfg.uid), "--gid", str(cfg.uid)]
-    args += ["--hostname", cfg.hostname, "--new-session"]
+    args += ["--hostname", cfg.hostname, "--new-session", "--cap-drop", "ALL"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     args += ["--info-fd", str(info_fd), "--block-fd", str(block_fd)]
     args += _system_args() + ["--ro-bind", str(sandbox_etc(cfg)), "/etc"]
     args += ["--proc", "/proc", "--dev", "/dev"]

@@ -10,6 +10,10 @@ adds no start-up cost, and the sandbox cannot open any other host port: there is
 ``listen_in_netns`` needs CAP_SYS_ADMIN over the sandbox's namespaces (root, as here). Without
 it the bwrap backend has a helper inside the sandbox create the socket and pass it out over a
 Unix socket pair (SCM_RIGHTS), one extra python start per sandbox; the relay is the same.
+
+With ``target.key`` set (what rollouts use) each connection goes through ``relay.HttpRelay``,
+which lets only requests under ``/r/<key>/`` reach the proxy: a sandbox cannot use the proxy's
+unkeyed routes, its admin API or another rollout's key. Without a key the bytes are piped as is.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import socket
 import threading
 
 from harnessrl.sandbox.base import ProxyEndpoint, SandboxError
+from harnessrl.sandbox.relay import HttpRelay
 
 CLONE_NEWNET = 0x40000000
 
@@ -71,7 +76,7 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
 
 
 class ProxyBridge:
-    """Accepts in the sandbox's namespace, connects to the proxy on the host, pipes bytes."""
+    """Accepts in the sandbox's namespace, connects to the proxy on the host, relays requests."""
 
     def __init__(self, listener: socket.socket, target: ProxyEndpoint, max_connections: int = 64) -> None:
         self._listener = listener
@@ -110,10 +115,16 @@ class ProxyBridge:
             ).start()
 
     def _serve(self, inner: socket.socket, outer: socket.socket) -> None:
-        back = threading.Thread(target=_pump, args=(outer, inner), name="sandbox-pump", daemon=True)
-        back.start()
-        _pump(inner, outer)
-        back.join()
+        if self._target.key is not None:
+            try:
+                HttpRelay(inner, outer, self._target.key).serve()
+            except Exception:  # noqa: BLE001 - a broken relay drops its connection, never the bridge
+                pass
+        else:
+            back = threading.Thread(target=_pump, args=(outer, inner), name="sandbox-pump", daemon=True)
+            back.start()
+            _pump(inner, outer)
+            back.join()
         with self._lock:
             for s in (inner, outer):
                 if s in self._conns:
