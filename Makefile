@@ -28,10 +28,10 @@ $(STAMP): pyproject.toml Makefile
 	touch $@
 
 system:
-	@command -v bwrap >/dev/null 2>&1 || { \
-	  echo "installing bubblewrap"; \
+	@{ command -v bwrap >/dev/null 2>&1 && ldconfig -p | grep -q libseccomp.so.2; } || { \
+	  echo "installing bubblewrap and libseccomp2"; \
 	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap; }
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap libseccomp2; }
 
 # headless Chromium for the tree page's browser test (tests/tree/test_html_browser.py)
 browser:
