@@ -60,6 +60,29 @@ def test_stats_json_sums_the_run(app, run_dir):
     assert d["per_call_tokens"] > d["unique_tokens"]
 
 
+def test_stats_leave_out_the_abandoned_attempt_of_a_resumed_step(app, tmp_path):
+    """Issue 12: step 3 crashed in attempt 1 and was redone in attempt 2; only attempt 2 trained."""
+    groups = {}
+    for gid, seed in (("s2-a1-g0", 0), ("s3-a1-g0", 1), ("s3-a2-g0", 2), ("eval-s3-a1-builtin-0", 3),
+                      ("eval-s3-a2-builtin-0", 4)):
+        groups[gid] = claude_code_group(2, 20, 2, completion_tokens=(3, 6), observation_tokens=(2, 4),
+                                        vocab=500, seed=seed, group_id=gid)
+    with RunStore(tmp_path) as store:
+        for calls, rollouts in groups.values():
+            store.insert_calls(calls)
+            for r in rollouts:
+                store.put_rollout(r)
+    out = CliRunner().invoke(app, ["tree", "stats", str(tmp_path), "--json"])
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.stdout)
+    kept = ("s2-a1-g0", "s3-a2-g0", "eval-s3-a2-builtin-0")
+    expected = sum_stats(build_tree(*groups[g]).stats for g in kept).to_dict()
+    assert d["trees"] == 3 and d["rollouts"] == 6
+    assert d["unique_tokens"] == expected["unique_tokens"] and d["per_call_tokens"] == expected["per_call_tokens"]
+    shown = CliRunner().invoke(app, ["tree", "show", str(tmp_path), "--group", "s3-a1-g0", "--tokenizer", "none"])
+    assert shown.exit_code == 0 and "s3-a1-g0" in shown.output  # still reachable by its id
+
+
 def test_show_terminal_and_html(app, run_dir, tmp_path):
     path, _ = run_dir
     out = CliRunner().invoke(app, ["tree", "show", str(path), "--task", "t1", "--tokenizer", "none",

@@ -3,6 +3,7 @@ was recorded) or by the group ids found in the store (`harnessrl tree`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,10 +54,32 @@ def read_groups(store: Any, plans: Sequence[GroupPlan]) -> list[PlannedGroup]:
     return out
 
 
+# The planned group ids (rollout/plan.py): [<split>-]s<step>-a<attempt>-...
+_ATTEMPT = re.compile(r"^(?:(.+?)-)?s(\d+)-a(\d+)-")
+
+
+def drop_abandoned_attempts(rollouts: Sequence[RolloutRecord]) -> list[RolloutRecord]:
+    """The rollouts without those of abandoned attempts. A run resumed after a crash
+    (`train --resume`) redoes the interrupted step under a new attempt number, and only the last
+    attempt of a step trained: the earlier attempts' rollouts stay in the store but are not part
+    of the run's trees. Rollouts whose group id is not a planned one are all kept."""
+    latest: dict[tuple[str, int], int] = {}
+    for r in rollouts:
+        if m := _ATTEMPT.match(r.group_id):
+            key = (m[1] or "", int(m[2]))
+            latest[key] = max(latest.get(key, 0), int(m[3]))
+    return [r for r in rollouts
+            if not (m := _ATTEMPT.match(r.group_id)) or int(m[3]) == latest[(m[1] or "", int(m[2]))]]
+
+
 def group_rollouts(rollouts: Sequence[RolloutRecord], task: str | None = None,
                    group: str | None = None) -> list[StoredGroup]:
-    """Rollouts grouped by group_id (first-seen order), optionally only one task / group."""
+    """Rollouts grouped by group_id (first-seen order), optionally only one task / group.
+    Without ``group``, abandoned attempts of resumed steps are left out (drop_abandoned_attempts);
+    a group asked for by id is returned whatever its attempt."""
     groups: dict[str, list[RolloutRecord]] = {}
+    if group is None:
+        rollouts = drop_abandoned_attempts(rollouts)
     for r in rollouts:
         if (task is None or r.task_id == task) and (group is None or r.group_id == group):
             groups.setdefault(r.group_id, []).append(r)
