@@ -180,3 +180,31 @@ def test_background_jobs_end_with_the_run_unless_kept(sb) -> None:
     while _alive(f"sleep 1003.{marker}") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(f"sleep 1003.{marker}")
+
+
+def test_fixed_private_paths_are_the_same_for_every_sandbox(task_dir: Path, tmp_path: Path) -> None:
+    """Issue 11: where a private mount namespace is available, workspace/HOME/TMPDIR are at fixed
+    paths (identical prompts across rollouts), each run seeing only its own sandbox's files."""
+    from harnessrl.sandbox.local import fixed_base, private_mounts_argv
+
+    if private_mounts_argv() is None:
+        pytest.skip("no private mount namespace here (unshare refused): the documented fallback")
+    with make_sandbox(SandboxConfig(type="local"), workspace_src=task_dir) as a, \
+            make_sandbox(SandboxConfig(type="local")) as b:
+        assert a.fixed_paths and b.fixed_paths
+        assert a.inner_workspace == b.inner_workspace == str(fixed_base() / "workspace")
+        assert a.workspace != b.workspace  # different host directories behind the same path
+        script = 'pwd; echo "$HOME $TMPDIR"; echo mine > "$HOME/h"; echo t > "$TMPDIR/t"; ls'
+        ra, rb = a.run(["sh", "-c", script]), b.run(["sh", "-c", script])
+        assert ra.ok and rb.ok, (ra, rb)
+        base = fixed_base()
+        assert ra.stdout.splitlines()[:2] == rb.stdout.splitlines()[:2] == [
+            str(base / "workspace"), f"{base / 'home'} {base / 'tmp'}"]
+        assert "notes.md" in ra.stdout and "notes.md" not in rb.stdout  # each sees its own files
+        assert [list((base / d).iterdir()) for d in ("workspace", "home", "tmp")] == [[], [], []]  # host side
+        (tmp_path / "in.txt").write_text("x")
+        a.copy_in(tmp_path / "in.txt", "in.txt")
+        assert a.run(["cat", "in.txt"]).stdout == "x"
+        a.copy_out("notes.md", tmp_path / "out.md")
+        assert (tmp_path / "out.md").read_text() == "# notes\n"
+        assert a.run(["cat", "h"], cwd=str(base / "home")).stdout == "mine\n"

@@ -3,9 +3,18 @@
 For development and machines without bubblewrap. What it does: a fresh temp workspace, a private
 HOME and TMPDIR, a clean environment, timeouts that kill the process group, and destroy() that
 kills the process groups of its runs and deletes the directory. What it does not do: hide the
-host file system or network, enforce memory/process/size limits, or present the workspace at
-``cfg.workspace_mount`` (processes see the host path, ``inner_workspace``). The proxy is reached
-directly at its host address. A warning says so once per process.
+host file system or network, enforce memory/process/size limits or the proxy key (the proxy is
+reached directly at its host address), or present the workspace at ``cfg.workspace_mount``.
+A warning says so once per process.
+
+Fixed paths. Where ``unshare`` can make a private mount namespace (root, or unprivileged user
+namespaces), every run sees ITS sandbox's workspace, HOME and TMPDIR at the same fixed paths,
+``<tmp>/harnessrl-local/{workspace,home,tmp}`` (bind mounts visible only to that run's
+processes; the host directories stay empty mount points). Paths in prompts (cwd, HOME) are then
+identical across rollouts, so the prefix tree shares them as with bwrap. As root the mount
+namespace is all that changes; otherwise a user namespace maps the user to root for the mounts
+and a nested one maps it back, so the command runs under its own uid. Where neither works the
+paths are the per-sandbox temp directories (``fixed_paths`` False) and prompts differ per rollout.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -34,6 +44,39 @@ class SandboxNotIsolatedWarning(UserWarning):
     """Emitted (once per process, by the warnings filter) when the local backend is used."""
 
 
+FIXED_DIRS = ("workspace", "home", "tmp")
+# sh -c BIND ROOT FIXED WORKDIR [NESTED...] -- argv: bind ROOT/{workspace,home,tmp} over
+# FIXED/..., cd to WORKDIR, then exec NESTED... argv (NESTED maps the uid back, or is empty)
+BIND = (
+    'root=$1 fixed=$2 wd=$3; shift 3; '
+    'for d in workspace home tmp; do mount --bind "$root/$d" "$fixed/$d" || exit 125; done; '
+    'cd "$wd" || exit 125; exec "$@"'
+)
+
+
+def fixed_base() -> Path:
+    return Path(tempfile.gettempdir()) / "harnessrl-local"
+
+
+def private_mounts_argv() -> list[str] | None:
+    """The unshare prefix that gives a run a private mount namespace here, or None."""
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        return None
+    if os.geteuid() == 0:
+        outer = ["unshare", "--mount", "--propagation", "private", "--"]
+    else:
+        outer = ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", "--"]
+    base = fixed_base()
+    try:
+        for d in FIXED_DIRS:
+            (base / d).mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    probe = subprocess.run(outer + ["mount", "--bind", str(base / "tmp"), str(base / "home")],
+                           capture_output=True, timeout=30, check=False)
+    return outer if probe.returncode == 0 else None
+
+
 def copy_tree_or_file(src: Path, dest: Path) -> None:
     """Copy a file to the path ``dest`` or a directory's contents into ``dest`` (links kept)."""
     if src.is_dir() and not src.is_symlink():
@@ -46,17 +89,23 @@ def copy_tree_or_file(src: Path, dest: Path) -> None:
 
 
 class LocalSandbox(Sandbox):
-    def __init__(self, cfg: SandboxConfig, root: Path, proxy: ProxyEndpoint | None) -> None:
+    def __init__(
+        self, cfg: SandboxConfig, root: Path, proxy: ProxyEndpoint | None, unshare: list[str] | None = None
+    ) -> None:
         self.config = cfg
         self._root = root
         self._ws = root / "workspace"
-        self.inner_workspace = str(self._ws)
+        self._unshare = unshare
+        self.fixed_paths = unshare is not None
+        self._inner_root = fixed_base() if self.fixed_paths else root
+        self.inner_workspace = str(self._inner_root / "workspace")
         self.proxy_base = f"http://{proxy.host}:{proxy.port}" if proxy else None
         self._lock = threading.Lock()
         self._pgids: set[int] = set()
         self._closed = False
         host_path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])
-        self._env = base_env(cfg, home=str(root / "home"), tmp=str(root / "tmp"), path=host_path)
+        inner = self._inner_root
+        self._env = base_env(cfg, home=str(inner / "home"), tmp=str(inner / "tmp"), path=host_path)
 
     @classmethod
     def create(
@@ -73,7 +122,7 @@ class LocalSandbox(Sandbox):
             (root / sub).mkdir()
         if workspace_src is not None:
             copy_tree_or_file(workspace_src, root / "workspace")
-        return cls(cfg, root, proxy)
+        return cls(cfg, root, proxy, private_mounts_argv())
 
     @property
     def workspace(self) -> Path:
@@ -111,12 +160,18 @@ class LocalSandbox(Sandbox):
                 pass
 
         workdir = self.inner_path(cwd) if cwd else self.inner_workspace
+        cmd, host_cwd = list(argv), self._host_path(workdir)
+        if self._unshare is not None:
+            nested = [] if os.geteuid() == 0 else [
+                "unshare", "--user", f"--map-user={os.geteuid()}", f"--map-group={os.getegid()}", "--"]
+            cmd = [*self._unshare, "sh", "-c", BIND, "sh", str(self._root), str(self._inner_root), workdir,
+                   *nested, *cmd]
         started: list = []
         try:
             result = run_to_completion(
-                list(argv),
+                cmd,
                 env=full_env,
-                cwd=workdir,
+                cwd=host_cwd,
                 timeout_s=timeout_s if timeout_s is not None else self.config.wall_time_s,
                 stdin=stdin,
                 stdout_path=stdout_path,
@@ -131,13 +186,20 @@ class LocalSandbox(Sandbox):
             kill(started[0])
         return result
 
+    def _host_path(self, inner: str) -> str:
+        """Where an inner path lies on the host (the fixed paths are this sandbox's dirs)."""
+        p = Path(inner)
+        if self.fixed_paths and p.is_relative_to(self._inner_root):
+            return str(self._root / p.relative_to(self._inner_root))
+        return inner
+
     def copy_in(self, host_src: Path | str, inner_dest: str) -> None:
         self._check_open()
-        copy_tree_or_file(Path(host_src), Path(self.inner_path(inner_dest)))
+        copy_tree_or_file(Path(host_src), Path(self._host_path(self.inner_path(inner_dest))))
 
     def copy_out(self, inner_src: str, host_dest: Path | str) -> None:
         self._check_open()
-        copy_tree_or_file(Path(self.inner_path(inner_src)), Path(host_dest))
+        copy_tree_or_file(Path(self._host_path(self.inner_path(inner_src))), Path(host_dest))
 
     def destroy(self) -> None:
         with self._lock:
