@@ -139,3 +139,26 @@ def test_streaming_passes_through(rig):
     assert status == 200 and body.rstrip().endswith(b"data: [DONE]")
     conn.close()
     assert rig["store"].count_calls("own") == 2
+
+
+def test_connection_close_and_http10_clients_get_their_answer(rig):
+    """urllib sends `Connection: close`; the relay must answer before it closes."""
+    import urllib.error
+    import urllib.request
+
+    url = f"http://127.0.0.1:{rig['port']}/r/{rig['own']}/v1/chat/completions"
+    req = urllib.request.Request(url, json.dumps(CHAT).encode(), {"content-type": "application/json"})
+    assert json.loads(urllib.request.urlopen(req, timeout=30).read())["choices"][0]["message"]["content"] == "ok"
+    bad = urllib.request.Request(url.replace(rig["own"], rig["other"]), json.dumps(CHAT).encode(),
+                                 {"content-type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(bad, timeout=30)
+    assert e.value.code == 403 and json.loads(e.value.read())["error"]["code"] == "forbidden"
+    body = json.dumps(CHAT).encode()
+    with socket.create_connection(("127.0.0.1", rig["port"]), timeout=30) as s:
+        s.sendall(_request(f"/r/{rig['own']}/v1/chat/completions", body).replace(b"HTTP/1.1", b"HTTP/1.0"))
+        data = b""
+        while chunk := s.recv(65536):  # the relay closes after an HTTP/1.0 answer
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 200") and b'"content":"ok"' in data
+    assert rig["store"].count_calls("own") == 2 and rig["store"].count_calls("other") == 0

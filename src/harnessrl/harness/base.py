@@ -145,6 +145,7 @@ class LaunchOutcome:
     duration_s: float
     files: dict[str, str | None]
     error: str = ""
+    limits_hit: tuple[str, ...] = ()  # sandbox limits that bit ("memory", "procs"): see sandbox.base
 
 
 def launcher_argv(spec: LaunchSpec, timeout_s: float, python: str | None = None) -> list[str]:
@@ -201,7 +202,10 @@ def launch(sandbox: SandboxLike, spec: LaunchSpec, timeout_s: float,
         last = [ln for ln in stderr.strip().splitlines() if ln.strip()]
         if last:
             error += f": {last[-1][:300]}"
-    return LaunchOutcome(status, res.returncode, stdout, stderr, float(res.duration_s), files, error)
+    limits = tuple(getattr(res, "limits_hit", ()) or ())
+    if limits:
+        error = (error + "; " if error else "") + f"sandbox limit hit: {', '.join(limits)}"
+    return LaunchOutcome(status, res.returncode, stdout, stderr, float(res.duration_s), files, error, limits)
 
 
 def tail(text: str, n: int = TAIL_CHARS) -> str:
@@ -210,10 +214,13 @@ def tail(text: str, n: int = TAIL_CHARS) -> str:
 
 def result_from(outcome: LaunchOutcome, final_message: str, meta: dict[str, Any] | None = None,
                 error: str | None = None, status: HarnessStatus | None = None) -> HarnessResult:
+    meta = dict(meta or {})
+    if outcome.limits_hit:
+        meta["sandbox_limits"] = list(outcome.limits_hit)
     return HarnessResult(
         status=status or outcome.status, exit_code=outcome.exit_code, final_message=final_message,
         duration_s=outcome.duration_s, stdout_tail=tail(outcome.stdout), stderr_tail=tail(outcome.stderr),
-        error=outcome.error if error is None else error, meta=meta or {})
+        error=outcome.error if error is None else error, meta=meta)
 
 
 def openai_base(proxy_base: str) -> str:

@@ -211,11 +211,11 @@ class HttpRelay:
     def _next_cycle(self) -> None:
         """Both sides finished a request/response: start the next one. Pipelined requests wait
         in h11's buffer meanwhile; the callers' loops read them next (no recursion)."""
-        down_done = self.down.our_state is h11.DONE and self.down.their_state is h11.DONE
-        if self.down.our_state is h11.MUST_CLOSE or self.down.their_state is h11.MUST_CLOSE:
-            raise _Closed
-        if not down_done:
-            return
+        finished = (h11.DONE, h11.MUST_CLOSE)
+        if self.down.our_state not in finished or self.down.their_state not in finished:
+            return  # the response or the request body is still under way
+        if h11.MUST_CLOSE in (self.down.our_state, self.down.their_state):
+            raise _Closed  # "Connection: close" (either side) or HTTP/1.0: this was the last one
         up_states = (self.up.our_state, self.up.their_state)
         if up_states == (h11.DONE, h11.DONE):
             if self.up_broken:
