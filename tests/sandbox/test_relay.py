@@ -22,12 +22,16 @@ from tests.proxy.fakes import TextScriptEngine
 CHAT = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
 
 
-@pytest.fixture
-def rig(tmp_path):
+@pytest.fixture(scope="module")
+def renderer():
     from harnessrl.engine.model import smollm2_tokenizer_dir
     from harnessrl.render.renderer import Renderer
 
-    renderer = Renderer.from_pretrained(smollm2_tokenizer_dir())
+    return Renderer.from_pretrained(smollm2_tokenizer_dir())
+
+
+@pytest.fixture
+def rig(tmp_path, renderer):
     store = RunStore(tmp_path / "run")
     server = ProxyServer(TextScriptEngine(renderer.encode, renderer.eot_id), store, renderer).start()
     own, other = server.register_rollout("own"), server.register_rollout("other")

@@ -58,11 +58,11 @@ from harnessrl.sandbox.base import (
     SandboxUnavailable,
 )
 from harnessrl.sandbox.bwrap_enter import NAMESPACES, NS_GET_PARENT, entry_argv, entry_wrapper
-from harnessrl.sandbox.bwrap_mounts import bwrap_argv, inner_path_env
+from harnessrl.sandbox.bwrap_mounts import bwrap_argv, inner_path_env, sandbox_cache_dir
 from harnessrl.sandbox.cgroups import SandboxCgroups
 from harnessrl.sandbox.netbridge import ProxyBridge, listen_in_netns
 from harnessrl.sandbox.process import base_env, kill_process_group, run_to_completion
-from harnessrl.sandbox.seccomp import SeccompUnavailable, write_filter
+from harnessrl.sandbox.seccomp import SeccompUnavailable, cached_filter
 from harnessrl.sandbox.tarcopy import COPY_IN, COPY_OUT, extract_safely
 
 log = logging.getLogger(__name__)
@@ -154,18 +154,18 @@ class BwrapSandbox(Sandbox):
         self._ns_pid = -1
         self._pidfd = -1
         self._ns_fds: dict[str, int] = {}  # held open: run() enters through these, never by pid
-        self._seccomp: Path | None = self._seccomp_filter(cfg, root)
+        self._seccomp: Path | None = self._seccomp_filter(cfg)
         user = "root" if cfg.uid == 0 else "sandbox"
         self._env = base_env(cfg, home=cfg.home, tmp="/tmp", path=inner_path_env(cfg))
         self._env.update({"USER": user, "LOGNAME": user, "SHELL": "/bin/bash"})
         self._env.update(cfg.env)
 
     @staticmethod
-    def _seccomp_filter(cfg: SandboxConfig, root: Path) -> Path | None:
+    def _seccomp_filter(cfg: SandboxConfig) -> Path | None:
         if not cfg.seccomp:
             return None
         try:
-            return write_filter(root / "seccomp.bpf")
+            return cached_filter(sandbox_cache_dir())
         except (SeccompUnavailable, OSError) as e:
             log.warning("sandbox runs WITHOUT a seccomp filter: %s", e)
             return None

@@ -104,6 +104,11 @@ def _etc_fingerprint(files: dict[str, str]) -> str:
     return h.hexdigest()[:16]
 
 
+def sandbox_cache_dir() -> Path:
+    """$HARNESSRL_CACHE/sandbox: the built /etc copies and the compiled seccomp profile."""
+    return Path(os.environ.get("HARNESSRL_CACHE", Path.home() / ".cache" / "harnessrl")) / "sandbox"
+
+
 def sandbox_etc(cfg: SandboxConfig) -> Path:
     """A ready /etc for the sandbox: the curated host entries plus the identity files.
 
@@ -111,7 +116,7 @@ def sandbox_etc(cfg: SandboxConfig) -> Path:
     mount: binding ~25 entries one by one cost ~20 ms per sandbox start.
     """
     files = identity_files(cfg)
-    cache = Path(os.environ.get("HARNESSRL_CACHE", Path.home() / ".cache" / "harnessrl")) / "sandbox"
+    cache = sandbox_cache_dir()
     final = cache / f"etc-{_etc_fingerprint(files)}"
     if final.is_dir():
         return final

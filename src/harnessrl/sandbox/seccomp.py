@@ -28,6 +28,10 @@ and the sandbox runs without a filter (a warning says so).
 from __future__ import annotations
 
 import errno
+import hashlib
+import os
+import platform
+import tempfile
 from pathlib import Path
 
 EPERM_CALLS = (
@@ -80,3 +84,21 @@ def write_filter(path: Path) -> Path:
     with open(path, "wb") as out:
         f.export_bpf(out)
     return path
+
+
+def cached_filter(cache_dir: Path) -> Path:
+    """The compiled profile, built once per (this module's rules, architecture) under cache_dir."""
+    digest = hashlib.sha256(Path(__file__).read_bytes() + platform.machine().encode()).hexdigest()[:16]
+    final = cache_dir / f"seccomp-{digest}.bpf"
+    if final.is_file():
+        return final
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="seccomp-build-", dir=cache_dir)
+    os.close(fd)
+    try:
+        write_filter(Path(tmp))
+        os.replace(tmp, final)  # atomic: concurrent builders write the same bytes
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return final
