@@ -73,6 +73,11 @@ def test_stats_leave_out_the_abandoned_attempt_of_a_resumed_step(app, tmp_path):
             for r in rollouts:
                 store.put_rollout(r)
     out = CliRunner().invoke(app, ["tree", "stats", str(tmp_path), "--json"])
+    assert json.loads(out.stdout)["trees"] == 5  # not a training run (no step records): all kept
+    with RunStore(tmp_path) as store:
+        for step in (2, 3):
+            store.put_step(step, {"loss": 0.0})
+    out = CliRunner().invoke(app, ["tree", "stats", str(tmp_path), "--json"])
     assert out.exit_code == 0, out.output
     d = json.loads(out.stdout)
     kept = ("s2-a1-g0", "s3-a2-g0", "eval-s3-a2-builtin-0")

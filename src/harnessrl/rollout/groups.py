@@ -62,7 +62,8 @@ def drop_abandoned_attempts(rollouts: Sequence[RolloutRecord]) -> list[RolloutRe
     """The rollouts without those of abandoned attempts. A run resumed after a crash
     (`train --resume`) redoes the interrupted step under a new attempt number, and only the last
     attempt of a step trained: the earlier attempts' rollouts stay in the store but are not part
-    of the run's trees. Rollouts whose group id is not a planned one are all kept."""
+    of the run's trees. Rollouts whose group id is not a planned one are all kept. Only for
+    training runs: there a later attempt on the same (split, step) is always a redo."""
     latest: dict[tuple[str, int], int] = {}
     for r in rollouts:
         if m := _ATTEMPT.match(r.group_id):
@@ -74,12 +75,8 @@ def drop_abandoned_attempts(rollouts: Sequence[RolloutRecord]) -> list[RolloutRe
 
 def group_rollouts(rollouts: Sequence[RolloutRecord], task: str | None = None,
                    group: str | None = None) -> list[StoredGroup]:
-    """Rollouts grouped by group_id (first-seen order), optionally only one task / group.
-    Without ``group``, abandoned attempts of resumed steps are left out (drop_abandoned_attempts);
-    a group asked for by id is returned whatever its attempt."""
+    """Rollouts grouped by group_id (first-seen order), optionally only one task / group."""
     groups: dict[str, list[RolloutRecord]] = {}
-    if group is None:
-        rollouts = drop_abandoned_attempts(rollouts)
     for r in rollouts:
         if (task is None or r.task_id == task) and (group is None or r.group_id == group):
             groups.setdefault(r.group_id, []).append(r)

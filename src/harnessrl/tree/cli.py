@@ -97,7 +97,7 @@ def show(
 
     With --html and no --task, the page holds every task's trees (of --step, when given)."""
     from harnessrl.tree.filters import FilterConfig
-    from harnessrl.tree.groups import group_rollouts, iter_group_trees
+    from harnessrl.tree.groups import group_rollouts, iter_group_trees, run_rollouts
     from harnessrl.tree.view_text import render_tree
 
     console = Console()
@@ -106,7 +106,7 @@ def show(
         raise typer.Exit(2)
     store = _open(run_dir, console)
     if task is None:
-        tasks = sorted({g.task_id for g in group_rollouts(store.list_rollouts(step=step), None, group)})
+        tasks = sorted({g.task_id for g in group_rollouts(run_rollouts(store, step, group), None, group)})
         if html_out is not None and tasks:  # one page can hold every task's trees
             _write_html_page(store, run_dir, html_out, None, group, step, estimator, tokenizer, show_all, console)
             return
@@ -172,12 +172,12 @@ def stats(
     from rich.progress import track
     from rich.table import Table
 
-    from harnessrl.tree.groups import group_rollouts, iter_group_trees
+    from harnessrl.tree.groups import group_rollouts, iter_group_trees, run_rollouts
     from harnessrl.tree.stats import TreeStats
 
     console = Console(stderr=as_json)
     store = _open(run_dir, console)
-    n_groups = len(group_rollouts(store.list_rollouts(step=step), task))
+    n_groups = len(group_rollouts(run_rollouts(store, step), task))
     total = TreeStats()
     trees = iter_group_trees(store, task=task, step=step)
     for _, _, tree in track(trees, total=n_groups, description="building trees", console=console,

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harnessrl.errors import HarnessRLError
-from harnessrl.rollout.groups import StoredGroup, group_calls, group_rollouts
+from harnessrl.rollout.groups import StoredGroup, drop_abandoned_attempts, group_calls, group_rollouts
 from harnessrl.store.records import CallRecord
 from harnessrl.tree.build import build_tree
 from harnessrl.tree.filters import FilterConfig
@@ -17,7 +17,17 @@ class RunNotFound(HarnessRLError, FileNotFoundError):
     """The run directory has no call store."""
 
 
-__all__ = ["RunNotFound", "group_rollouts", "iter_group_trees", "open_store"]
+__all__ = ["RunNotFound", "group_rollouts", "iter_group_trees", "open_store", "run_rollouts"]
+
+
+def run_rollouts(store, step: int | None = None, group: str | None = None) -> list:
+    """The run's rollouts (of one step), less the abandoned attempts of steps a resumed training
+    run redid (only the last attempt trained; see rollout.groups.drop_abandoned_attempts). Kept
+    whole when a group is asked for by id, and for runs without training steps."""
+    rollouts = store.list_rollouts(step=step)
+    if group is None and store.list_steps():
+        rollouts = drop_abandoned_attempts(rollouts)
+    return rollouts
 
 
 def open_store(run_dir: str | Path):
@@ -35,6 +45,6 @@ def open_store(run_dir: str | Path):
 def iter_group_trees(store, task: str | None = None, group: str | None = None, step: int | None = None,
                      filters: FilterConfig | None = None) -> Iterator[tuple[StoredGroup, list[CallRecord], PrefixTree]]:
     """(group, its calls, its tree) for every group of the run matching task / group / step."""
-    for g in group_rollouts(store.list_rollouts(step=step), task, group):
+    for g in group_rollouts(run_rollouts(store, step, group), task, group):
         calls = group_calls(store, g.rollouts, as_arrays=True)
         yield g, calls, build_tree(calls, g.rollouts, filters)
