@@ -17,7 +17,7 @@ files, which makes one model call and then does what its task says:
 
 Reported: every rollout's recorded status, error and sandbox limits; the wall time past the
 timeout at which a hanging rollout's tree was gone; host processes left behind (by marker: must
-be 0); host disk free before/after (the sandboxes' writes go to their tmpfs, not the disk).
+be 0).
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def run_limits(*, normal: int = 10, timeout_s: float = 20.0, modes: tuple[str, .
     from harnessrl.engine.scripted import ScriptedEngine
     from harnessrl.proxy.server import ProxyServer
     from harnessrl.render.renderer import Renderer
-    from harnessrl.rollout.jobs import RolloutJob, RunOptions, run_jobs
+    from harnessrl.rollout.jobs import RunOptions, run_plans
+    from harnessrl.rollout.plan import GroupPlan
     from harnessrl.sandbox.base import SandboxConfig
     from harnessrl.store import RunStore
 
@@ -117,25 +118,23 @@ def run_limits(*, normal: int = 10, timeout_s: float = 20.0, modes: tuple[str, .
     ok_ids = list(renderer.encode("ok")) + [renderer.eot_id]
     engine = ScriptedEngine(lambda ids: ok_ids, eos_ids=[renderer.eot_id], model_path="scripted")
     marker = f"{4000 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6}"  # a sleep length, unique
-    jobs = [RolloutJob(_task(m, marker), HARNESS, f"limits-{m}", 0) for m in modes]
-    jobs += [RolloutJob(_task("normal", marker), HARNESS, "limits-normal", i) for i in range(normal)]
+    plans = [GroupPlan(f"limits-{m}", _task(m, marker), HARNESS, 1, "limits", 0) for m in modes]
+    plans.append(GroupPlan("limits-normal", _task("normal", marker), HARNESS, normal, "limits", 0))
     cfg = SandboxConfig(type="bwrap", memory_mb=memory_mb, max_procs=max_procs, workspace_mb=disk_mb,
                         scratch_mb=disk_mb)
     opts = RunOptions(sandbox_cfg=cfg, harness_timeout_s=timeout_s, start_retries=0, max_turns=2)
     tmp = Path(tempfile.mkdtemp(prefix="harnessrl-limits-"))
-    disk_before = shutil.disk_usage(tmp).free
     store = RunStore(tmp / "run")
     server = ProxyServer(engine, store, renderer).start()
     try:
         t0 = time.monotonic()
-        records = run_jobs(jobs, proxy=server, store=store, opts=opts, concurrency=len(jobs), progress=False)
+        records = run_plans(plans, proxy=server, store=store, opts=opts, concurrency=len(modes) + normal)
         wall = time.monotonic() - t0
         left_at_end = _host_pids(marker)
         calls = {r.rollout_id: store.count_calls(r.rollout_id) for r in records}
     finally:
         server.stop()
         store.close()
-    disk_after = shutil.disk_usage(tmp).free
     shutil.rmtree(tmp, ignore_errors=True)
     rows = []
     for r in records:
@@ -145,7 +144,7 @@ def run_limits(*, normal: int = 10, timeout_s: float = 20.0, modes: tuple[str, .
                      "harness_s": round(r.durations.get("harness_s", 0.0), 2),
                      "total_s": round(r.durations.get("total_s", 0.0), 2), "error": (r.error or "")[:160]})
     return {"rollouts": rows, "wall_s": round(wall, 1), "left_processes": left_at_end,
-            "disk_free_delta_mb": round((disk_after - disk_before) / 2**20, 1), "timeout_s": timeout_s,
+            "timeout_s": timeout_s,
             "limits": {"memory_mb": memory_mb, "max_procs": max_procs, "workspace_mb": disk_mb,
                        "scratch_mb": disk_mb}}
 
@@ -164,8 +163,7 @@ def main() -> None:
     for row in out["rollouts"]:
         print(f"{row['mode']:12} {row['status']:14} {','.join(row['limits']) or '-':14} {row['calls']:>5} "
               f"{row['harness_s']:>9}  {row['error'][:90]}")
-    print(f"host processes left (by marker): {len(out['left_processes'])}; "
-          f"host disk free changed by {out['disk_free_delta_mb']} MiB")
+    print(f"host processes left (by marker): {len(out['left_processes'])}")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
 
