@@ -40,6 +40,8 @@ from typing import Any
 
 import h11
 
+from harnessrl.sandbox.base import SandboxError
+
 MAX_HEADER_BYTES = 64 * 1024
 
 
@@ -62,8 +64,8 @@ def error_body(family: str, status: int, message: str) -> bytes:
     return json.dumps(body).encode()
 
 
-class _Closed(Exception):
-    """The relay is done with this connection pair."""
+class RelayClosed(SandboxError):
+    """(Internal) the relay is done with this connection pair; never leaves HttpRelay.serve."""
 
 
 class HttpRelay:
@@ -101,7 +103,7 @@ class HttpRelay:
                         self.up.receive_data(data)
                         self._from_proxy()
                         self._from_sandbox()  # a finished cycle may release pipelined requests
-        except _Closed:
+        except RelayClosed:
             return
 
     # -- sandbox -> proxy ---------------------------------------------------------------------
@@ -126,7 +128,7 @@ class HttpRelay:
                     self._send_up(h11.EndOfMessage(headers=event.headers))
                     self._next_cycle()
             elif isinstance(event, h11.ConnectionClosed):
-                raise _Closed
+                raise RelayClosed
 
     def _request(self, req: h11.Request) -> None:
         headers = list(req.headers)
@@ -145,7 +147,7 @@ class HttpRelay:
                 close=waiting,
             )
             if waiting:
-                raise _Closed
+                raise RelayClosed
             return
         if self.down.they_are_waiting_for_100_continue:
             self._send_down(h11.InformationalResponse(status_code=100, headers=[]))
@@ -184,14 +186,14 @@ class HttpRelay:
             elif isinstance(event, h11.ConnectionClosed):
                 if self.down.our_state is h11.SEND_RESPONSE:  # the request got no answer at all
                     self._fail_down(502, "the proxy closed the connection without answering")
-                raise _Closed  # idle: mirror the proxy closing its keep-alive connection
+                raise RelayClosed  # idle: mirror the proxy closing its keep-alive connection
 
     # -- both -----------------------------------------------------------------------------------
     def _send_down(self, event: Any) -> None:
         try:
             self.inner.sendall(self.down.send(event) or b"")
         except OSError:
-            raise _Closed from None
+            raise RelayClosed from None
 
     def _answer(self, status: int, family: str, message: str, close: bool = False) -> None:
         body = error_body(family, status, message)
@@ -204,9 +206,9 @@ class HttpRelay:
         if self.down.our_state in (h11.IDLE, h11.SEND_RESPONSE):  # IDLE: the request never parsed
             try:
                 self._answer(status, "openai", message, close=True)
-            except (_Closed, h11.LocalProtocolError):
+            except (RelayClosed, h11.LocalProtocolError):
                 pass
-        raise _Closed
+        raise RelayClosed
 
     def _next_cycle(self) -> None:
         """Both sides finished a request/response: start the next one. Pipelined requests wait
@@ -215,13 +217,13 @@ class HttpRelay:
         if self.down.our_state not in finished or self.down.their_state not in finished:
             return  # the response or the request body is still under way
         if h11.MUST_CLOSE in (self.down.our_state, self.down.their_state):
-            raise _Closed  # "Connection: close" (either side) or HTTP/1.0: this was the last one
+            raise RelayClosed  # "Connection: close" (either side) or HTTP/1.0: this was the last one
         up_states = (self.up.our_state, self.up.their_state)
         if up_states == (h11.DONE, h11.DONE):
             if self.up_broken:
-                raise _Closed
+                raise RelayClosed
             self.up.start_next_cycle()
         elif up_states != (h11.IDLE, h11.IDLE):  # the proxy will close (or broke): so do we
-            raise _Closed
+            raise RelayClosed
         self.down.start_next_cycle()
         self.sent_continue = False

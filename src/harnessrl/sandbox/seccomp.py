@@ -34,6 +34,8 @@ import platform
 import tempfile
 from pathlib import Path
 
+from harnessrl.sandbox.base import SandboxUnavailable
+
 EPERM_CALLS = (
     "unshare", "mount", "umount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig",
     "fsmount", "fspick", "mount_setattr", "ptrace", "process_vm_readv", "process_vm_writev", "keyctl",
@@ -49,8 +51,8 @@ CLONE_NEW = {"NEWNS": 0x00020000, "NEWCGROUP": 0x02000000, "NEWUTS": 0x04000000,
              "NEWUSER": 0x10000000, "NEWPID": 0x20000000, "NEWNET": 0x40000000}
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
 
-class SeccompUnavailable(RuntimeError):
-    """libseccomp (or its binding) is not installed here."""
+class SeccompUnavailable(SandboxUnavailable):
+    """libseccomp (or its binding) is not installed here: no filter (the sandbox still runs)."""
 
 
 def _compat_arch(sc, native: int) -> int | None:
