@@ -63,6 +63,7 @@ test: install system browser
 
 TIER_UNIT := not (bwrap or model or vllm or harness or learning or scale)
 test-unit: install browser
+	$(BIN)/python -m mypy  # the typed core: files and settings in pyproject.toml [tool.mypy]
 	timeout 1200 $(PYTEST) -m "$(TIER_UNIT)" --timeout 300 -q
 
 test-bwrap: install system
@@ -88,4 +89,4 @@ bench: install model
 	$(BIN)/python benchmarks/run_all.py  # every benchmark script in its quick mode (--full: the documented sizes)
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache

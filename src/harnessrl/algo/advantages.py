@@ -58,7 +58,7 @@ def normalize_rewards(rewards: dict[str, float], harness: dict[str, str], mode: 
     groups: dict[str, list[str]] = {}
     for r in rewards:
         groups.setdefault(harness[r] if per_harness else "", []).append(r)
-    out = {}
+    out: dict[str, float] = {}
     for members in groups.values():
         vals = np.array([rewards[r] for r in members], dtype=np.float64)
         centred = vals - vals.mean()
@@ -75,7 +75,8 @@ def _mode(reward_norm: RewardNorm, per_harness: bool) -> RewardNorm:
 
 def _kept_rewards(tree: PrefixTree) -> tuple[dict[str, float], dict[str, str]]:
     kept = [tree.rollouts[r] for r in tree.kept_rollouts()]
-    return {r.rollout_id: float(r.reward) for r in kept}, {r.rollout_id: r.harness for r in kept}
+    rewards = {r.rollout_id: float(r.reward) for r in kept if r.reward is not None}  # kept = rewarded
+    return rewards, {r.rollout_id: r.harness for r in kept}
 
 
 def _per_rollout_rows(tree: PrefixTree, node_adv: list[np.ndarray | dict[str, float]],

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TypedDict
 
 import numpy as np
 
@@ -122,8 +123,19 @@ def decision_counts(tree: PrefixTree) -> dict[str, int]:
     return counts
 
 
+class Assembled(TypedDict):
+    """Contribution rows sorted by token, with the CSR pointer (the arrays of TokenAdvantages)."""
+
+    ptr: np.ndarray
+    rollout: np.ndarray
+    path: np.ndarray
+    adv: np.ndarray
+    weight: np.ndarray
+    returns: np.ndarray | None
+
+
 def assemble(n_tokens: int, token: np.ndarray, rollout: np.ndarray, path: np.ndarray, adv: np.ndarray,
-             weight: np.ndarray, returns: np.ndarray | None) -> dict[str, np.ndarray | None]:
+             weight: np.ndarray, returns: np.ndarray | None) -> Assembled:
     """Sort contribution rows by token (stable) and build the CSR pointer."""
     order = np.argsort(token, kind="stable")
     counts = np.bincount(token, minlength=n_tokens) if len(token) else np.zeros(n_tokens, np.int64)

@@ -48,7 +48,7 @@ def _stub_tools(r: "Renderer", tools: list[ToolSpec]) -> list[ToolSpec]:
     if not tools:
         return []
     shell = r.info.shell_tool(tools)
-    return [shell.spec] if shell is not None else [_STUB_TOOL]
+    return [shell.spec] if shell is not None and shell.spec is not None else [_STUB_TOOL]
 
 
 def stub_tail_text(r: "Renderer", *, system_first: bool, reply: Message, tail: list[Message],

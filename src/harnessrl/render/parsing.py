@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from harnessrl.render.messages import ParsedCompletion, ToolCall, ToolSpec
 from harnessrl.render.shell_dialect import ShellTool, extract_commands
@@ -41,7 +42,7 @@ def call_id(seed: str, index: int) -> str:
     return f"call_{digest}"
 
 
-def _finish_call(raw: RawCall, seed: str, index: int, kinds: dict[str, str]) -> ToolCall:
+def _finish_call(raw: RawCall, seed: str, index: int, kinds: Mapping[str, str]) -> ToolCall:
     args: Any = raw.arguments
     kind = kinds.get(raw.name, "function")
     if kind == "custom":
@@ -76,6 +77,7 @@ def parse_text(
             raw_calls.append(RawCall(shell.name, shell.arguments(command)))
     kinds = {t.name: t.kind for t in (tools or [])}
     calls = [_finish_call(rc, id_seed, i, kinds) for i, rc in enumerate(raw_calls)]
+    finish: Literal["stop", "length", "tool_calls"]
     if not stopped:
         finish = "length"
     elif calls:

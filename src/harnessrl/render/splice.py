@@ -11,6 +11,7 @@ every token before the first changed message, and replies keep their policy-vers
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -48,7 +49,7 @@ def closing_ids(r: "Renderer", sampled: list[int]) -> list[int]:
     return [] if sampled and sampled[-1] == r.eot_id else list(r.eot_ids)
 
 
-def with_markers(messages: list[Message], ours: dict[int, ReplySource]) -> tuple[list[Message], list[ReplySource]]:
+def with_markers(messages: list[Message], ours: Mapping[int, ReplySource]) -> tuple[list[Message], list[ReplySource]]:
     """Messages with our replies swapped for markers, and the replies in marker order."""
     swapped = list(messages)
     order = sorted(ours)
@@ -85,7 +86,7 @@ def render_spliced(
     enc: ChunkEncoder,
     messages: list[Message],
     tools: list[ToolSpec],
-    ours: dict[int, ReplySource],
+    ours: Mapping[int, ReplySource],
 ) -> Spliced | None:
     """Render ``messages`` with the replies at positions ``ours`` spliced in; None if markers get lost."""
     swapped, sources = with_markers(messages, ours)

@@ -189,7 +189,7 @@ class RunStore:
             conn.execute(schema.UPSERT_ROLLOUT, schema.rollout_to_row(rollout))
 
     def list_rollouts(self, step: int | None = None, group_id: str | None = None) -> list[RolloutRecord]:
-        sql, where, args = "SELECT * FROM rollouts", [], []
+        sql, where, args = "SELECT * FROM rollouts", list[str](), list[Any]()
         if step is not None:
             where.append("step = ?")
             args.append(step)

@@ -20,7 +20,7 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib  # type: ignore[no-redef, unused-ignore]
 
 from harnessrl.tasks.files import read_tree, write_tree
 from harnessrl.tasks.model import DEFAULT_MOUNT, Task, TaskError, Verifier

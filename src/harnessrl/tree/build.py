@@ -45,10 +45,11 @@ class _CallArrays:
         self.seq = np.concatenate([prompt, sampled])
         # decisions are seq[first_decision:]; a first token with no context is scored by nothing
         self.first_decision = max(n_p, 1) if trainable and n > n_p else n
-        self.logprobs = np.asarray(call.logprobs, dtype=np.float32) if trainable else None
-        if trainable and len(self.logprobs) != n - n_p:
-            raise ValueError(f"call {call.call_id}: {len(self.logprobs)} logprobs for {n - n_p} sampled ids "
+        logprobs = np.asarray(call.logprobs, dtype=np.float32) if trainable else None
+        if logprobs is not None and len(logprobs) != n - n_p:
+            raise ValueError(f"call {call.call_id}: {len(logprobs)} logprobs for {n - n_p} sampled ids "
                              "(corrupt record)")
+        self.logprobs = logprobs
         self.temperature = float(call.temperature)
         self.version = int(call.policy_version)
         self._prov = call.prompt_provenance if len(call.prompt_provenance) == n_p else None
@@ -61,7 +62,8 @@ class _CallArrays:
         temp = np.ones(n, dtype=np.float32)
         ver = np.full(n, -1, dtype=np.int32)
         d0 = max(self.first_decision, lo)
-        if d0 < hi:
+        if d0 < hi:  # only a trainable call has decisions, and so logprobs
+            assert self.logprobs is not None
             k = d0 - lo
             dec[k:] = True
             lp[k:] = self.logprobs[d0 - self.n_prompt:hi - self.n_prompt]
@@ -221,7 +223,7 @@ def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
     merged = 0
     per_call = 0
     last_end: dict[str, float] = {}
-    n_calls = Counter()
+    n_calls: Counter[str] = Counter()
     for call in plan.calls:
         rid = call.rollout_id
         key = (rid, plan.keys[call.call_id])
@@ -288,9 +290,9 @@ def _freeze(trie: _Trie, prune: bool) -> list[Node]:
         kids = [c for c in trie.children[old].values() if keep[c]]
         for c in reversed(kids):
             stack.append((c, nid, depth + 1))
-    for n in nodes:  # a branch whose siblings were all pruned is no longer a branch
-        if n.branch_reason and len(nodes[n.parent].children) < 2:
-            n.branch_reason = ""
+    for node in nodes:  # a branch whose siblings were all pruned is no longer a branch
+        if node.branch_reason and len(nodes[node.parent].children) < 2:
+            node.branch_reason = ""
     return nodes
 
 

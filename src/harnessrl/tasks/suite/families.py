@@ -121,7 +121,7 @@ def empty_file(rng: random.Random, p: Pools) -> Job:
 
 def append_line(rng: random.Random, p: Pools) -> Job:
     name, words = p.file(rng), p.sample(rng, 3)
-    checks = [{"name": "new last line", "kind": "last_line", "path": name, "value": words[2]},
+    checks: list[dict[str, Any]] = [{"name": "new last line", "kind": "last_line", "path": name, "value": words[2]},
               {"name": "old lines kept", "kind": "lines_equal", "path": name, "lines": words}]
     return Job({"name": name, "word": words[2]}, {name: f"{words[0]}\n{words[1]}\n"}, checks,
                (f"echo {words[2]} >> {name}",), {"answer": words[2]})
