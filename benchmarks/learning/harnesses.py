@@ -29,11 +29,12 @@ from harnessrl.store import RunStore  # noqa: E402
 from harnessrl.tasks.loader import load_tasks  # noqa: E402
 
 
-def eval_outcomes(run_dir: Path) -> dict[tuple[str, str, int], dict[str, list[float]]]:
-    """{(set, harness, step): {task id: [1.0 per passed rollout, 0.0 otherwise]}} of the eval groups."""
+def eval_outcomes(run_dir: Path, first_set: str = "test") -> dict[tuple[str, str, int], dict[str, list[float]]]:
+    """{(set, harness, step): {task id: [1.0 per passed rollout, 0.0 otherwise]}} of the eval groups
+    (the run's first eval set has unlabelled group ids: `first_set` names it)."""
     store = RunStore(run_dir)
     try:
-        records = [r for r in store.list_rollouts() if r.split == "eval"]
+        records = [r for r in store.list_rollouts() if r.group_id.startswith("eval-")]
     finally:
         store.close()
     tasks = {t.id: t for t in load_tasks("builtin:all")} if records else {}
@@ -45,7 +46,7 @@ def eval_outcomes(run_dir: Path) -> dict[tuple[str, str, int], dict[str, list[fl
     out: dict[tuple[str, str, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         parts = r.group_id.split("-")  # eval-<set>-s<step>-... or eval-s<step>-... (the headline set)
-        name = parts[1] if not parts[1].startswith("s") or not parts[1][1:].isdigit() else "headline"
+        name = parts[1] if not parts[1].startswith("s") or not parts[1][1:].isdigit() else first_set
         out[(name, r.harness, r.step)][r.task_id].append(float(rollout_passed(r, tasks.get(r.task_id))))
     return out
 
