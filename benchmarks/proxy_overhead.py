@@ -20,6 +20,8 @@ conversation in OpenAI form. LiteLLM goes in its own venv so it cannot change ou
 
 from __future__ import annotations
 
+from harnessrl.render.conversation import Conversation
+
 import argparse
 import asyncio
 import multiprocessing as mp
@@ -440,7 +442,7 @@ def stage_breakdown(shape: Shape, n_conv: int = 5) -> dict[str, float]:
     with tf.TemporaryDirectory() as run_dir:
         store = RunStore(run_dir)
         for i in range(n_conv):
-            conv = r.conversation("exact")
+            conv = Conversation(r, mode="exact")
             messages: list[dict[str, Any]] = [{"role": "user", "content": "Inspect the workspace."}]
             for turn in range(20):
                 counted[0] = turn >= 10

@@ -13,6 +13,7 @@ import argparse
 import statistics
 import time
 
+from harnessrl.render.conversation import Conversation
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 from harnessrl.render.tool_formats import render_calls
 
@@ -23,7 +24,7 @@ def build_tools(n: int = 12) -> list[ToolSpec]:
 
 
 def run(renderer, mode: str, turns: int, tools: list[ToolSpec]) -> tuple[list[float], list[int], list[int]]:
-    conv = renderer.conversation(mode) if mode != "naive" else None
+    conv = Conversation(renderer, mode=mode) if mode != "naive" else None
     history = [Message("system", "You are a careful coding agent. " * 1250), Message("user", "Fix the failing test.")]
     lat, tokenized, lengths = [], [], []
     for k in range(turns):

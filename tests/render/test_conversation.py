@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from harnessrl.render.conversation import Conversation
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 from harnessrl.render.tool_formats import render_calls
 from harnessrl.store.records import PROMPT
@@ -37,7 +38,7 @@ def extends(rendered, prev) -> bool:
 @pytest.mark.parametrize("rewrite,parent", [("compaction", None), ("dropped_message", 1), ("changed_system", None),
                                             ("edited_result", 0), ("tools", None)])
 def test_rewritten_history_is_not_reused_falsely(smol, rewrite, parent):
-    conv = smol.conversation()
+    conv = Conversation(smol)
     turns, history = agent_turns(smol, conv, 3)  # history: sys user a0 t0 a1 t1 a2 t2
     tools = [BASH]
     if rewrite == "compaction":
@@ -65,7 +66,7 @@ def test_rewritten_history_is_not_reused_falsely(smol, rewrite, parent):
 
 
 def test_tokenised_per_turn_does_not_grow_with_history(smol):
-    conv = smol.conversation()
+    conv = Conversation(smol)
     big = "line of tool output with some words in it\n" * 60  # ~600 tokens per tool result
     turns, _ = agent_turns(smol, conv, 8, result_text=big)
     tokenized = [r.tokenized for r, _ in turns[1:]]
@@ -78,7 +79,7 @@ def test_tokenised_per_turn_does_not_grow_with_history(smol):
 
 
 def test_rerender_mode_uses_chunk_cache(smol):
-    conv = smol.conversation(mode="rerender")
+    conv = Conversation(smol, mode="rerender")
     big = "some output words\n" * 80
     turns, _ = agent_turns(smol, conv, 6, result_text=big)
     tokenized = [r.tokenized for r, _ in turns[1:]]
@@ -94,14 +95,14 @@ def test_rerender_drops_old_thinking_exact_keeps_it(thinking):
     def second_request(parsed):
         return first + [Message("assistant", parsed.content, reasoning=parsed.reasoning), Message("user", "3+3?")]
 
-    exact = r.conversation()
+    exact = Conversation(r)
     p0 = exact.prepare(first)
     parsed = exact.commit(p0, sampled, 1)
     assert parsed.reasoning == "add them" and parsed.content == "4"
     p1 = exact.prepare(second_request(parsed))
     assert p1.ids[: len(p0.ids) + len(sampled)] == p0.ids + sampled  # thinking tokens kept as sampled
 
-    plain = r.conversation(mode="rerender")
+    plain = Conversation(r, mode="rerender")
     q0 = plain.prepare(first)
     parsed = plain.commit(q0, sampled, 1)
     q1 = plain.prepare(second_request(parsed))
@@ -113,7 +114,7 @@ def test_rerender_drops_old_thinking_exact_keeps_it(thinking):
 
 def test_prepare_twice_before_commit_and_branches(qwen):
     """Sub-agents: two requests in flight on one conversation, then both continue their own turn."""
-    conv = qwen.conversation()
+    conv = Conversation(qwen)
     base = [Message("system", "Agent."), Message("user", "task")]
     a = conv.prepare(base + [Message("user", "sub-agent A")], [BASH])
     b = conv.prepare(base + [Message("user", "sub-agent B")], [BASH])
@@ -128,11 +129,11 @@ def test_prepare_twice_before_commit_and_branches(qwen):
 
 def test_unknown_mode_is_a_clear_error(smol):
     with pytest.raises(ValueError, match="render mode"):
-        smol.conversation(mode="fast")
+        Conversation(smol, mode="fast")
 
 
 def test_turns_store_only_their_suffix_and_share_history_objects(qwen):
-    conv = qwen.conversation()
+    conv = Conversation(qwen)
     turns, _ = agent_turns(qwen, conv, 4)
     for k, (rendered, sampled) in enumerate(turns):
         turn = conv.turns[k]
@@ -152,7 +153,7 @@ def test_malformed_messages_and_refusing_templates_raise_typed_errors(smol, smol
     from harnessrl.render.errors import RenderError, RenderInputError, TemplateError
     from harnessrl.render.renderer import Renderer
 
-    conv = smol.conversation()
+    conv = Conversation(smol)
     with pytest.raises(RenderInputError, match="content must be text"):
         conv.prepare([Message("user", [{"type": "text", "text": "hi"}])])  # type: ignore[arg-type]
     with pytest.raises(RenderInputError, match="JSON"):
@@ -161,7 +162,7 @@ def test_malformed_messages_and_refusing_templates_raise_typed_errors(smol, smol
               "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
               "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     r = Renderer(smol_tokenizer, chat_template=strict)
-    conv = r.conversation()
+    conv = Conversation(r)
     first = conv.prepare([Message("user", "x")])
     conv.commit(first, r.encode("ok") + [r.eot_id], 0)
     with pytest.raises(TemplateError, match="no such word") as err:  # on the incremental path too
@@ -176,7 +177,7 @@ def test_common_prefix_and_summary(smol):
     assert _common_prefix(a, a) == 5000
     assert _common_prefix(a, a[:3000] + [-1] + a[3001:]) == 3000
     assert _common_prefix(a, a[:10]) == 10 and _common_prefix([], a) == 0
-    conv = smol.conversation()
+    conv = Conversation(smol)
     turns, _ = agent_turns(smol, conv, 2)
     s = turns[1][0].summary()
     assert s["parent_turn"] == 0 and s["incremental"] and s["reused_tokens"] == len(turns[0][0].ids) + len(turns[0][1])

@@ -13,6 +13,7 @@ import re
 
 import pytest
 
+from harnessrl.render.conversation import Conversation
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 from harnessrl.render.tool_formats import render_calls
 from harnessrl.store.records import PROMPT
@@ -146,7 +147,7 @@ def renderer(request):
 
 @pytest.mark.parametrize("harness", sorted(HARNESSES))
 def test_prefix_property_through_reserialised_history(renderer, harness):
-    conv = renderer.conversation()
+    conv = Conversation(renderer)
     turns = run_loop(renderer, conv, harness, HARNESSES[harness])
     for k in range(1, len(turns)):
         prev, prev_sampled, _ = turns[k - 1]
@@ -163,7 +164,7 @@ def test_prefix_property_through_reserialised_history(renderer, harness):
 
 
 def test_parallel_and_malformed_turns_parse_as_expected(smol):
-    conv = smol.conversation()
+    conv = Conversation(smol)
     run_loop(smol, conv, "mini_swe", resend_mini_swe)
     parsed = [t.parsed for t in conv.turns]
     assert len(parsed[1].tool_calls) == 2 and parsed[1].finish_reason == "tool_calls"
@@ -172,7 +173,7 @@ def test_parallel_and_malformed_turns_parse_as_expected(smol):
 
 
 def test_length_truncated_reply_gets_closing_token(renderer):
-    conv = renderer.conversation()
+    conv = Conversation(renderer)
     turns = run_loop(renderer, conv, "codex", resend_codex, truncate_turn=2)
     assert conv.turns[2].parsed.finish_reason == "length"
     prev, prev_sampled, _ = turns[2]
@@ -185,7 +186,7 @@ def test_length_truncated_reply_gets_closing_token(renderer):
 
 
 def test_openclaw_context_message_branches_but_keeps_sampled_tokens(renderer):
-    conv = renderer.conversation()
+    conv = Conversation(renderer)
     turns = run_loop(renderer, conv, "openclaw", resend_openclaw)
     for k in range(1, len(turns)):
         prev, prev_sampled, _ = turns[k - 1]
@@ -199,7 +200,7 @@ def test_openclaw_context_message_branches_but_keeps_sampled_tokens(renderer):
 
 
 def test_retry_gets_the_same_ids(smol):
-    conv = smol.conversation()
+    conv = Conversation(smol)
     request = first_history("codex")
     first = conv.prepare(request, TOOLS)
     conv.commit(first, smol.encode("Hi.") + [smol.eot_id], 0)

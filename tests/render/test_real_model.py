@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from harnessrl.render.conversation import Conversation
 from harnessrl.render.messages import Message, ToolSpec
 
 pytestmark = pytest.mark.model
@@ -37,7 +38,7 @@ def sample(model, prompt_ids, stop_ids, n=24, seed=0):
 def test_real_checkpoint_template_and_two_sampled_turns(real):
     renderer, model = real
     assert renderer.eot_text == "<|im_end|>" and not renderer.info.native_tools
-    conv = renderer.conversation()
+    conv = Conversation(renderer)
     history = [Message("system", "You are a shell agent."), Message("user", "Show the files here.")]
     prev = None
     for k in range(2):

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harnessrl.render.conversation import Conversation
 from harnessrl.render.incremental import full_tail_text, stub_tail_text
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 from harnessrl.render.renderer import Renderer
@@ -83,7 +84,7 @@ def test_template_that_cannot_be_cut_falls_back_to_full(smol_tokenizer):
                 "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     r = Renderer(smol_tokenizer, chat_template=counting)
     assert not r.incremental_ok
-    conv = r.conversation()
+    conv = Conversation(r)
     first = conv.prepare([Message("user", "a")])
     conv.commit(first, r.encode("b") + [r.eot_id], 0)
     second = conv.prepare([Message("user", "a"), Message("assistant", "b"), Message("user", "c")])

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harnessrl.render.conversation import Conversation
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 from harnessrl.render.shell_dialect import (
     INSTRUCTION,
@@ -309,7 +310,7 @@ def test_exact_history_with_dialect_turns(fmt, harness, request):
     full rendering of the history."""
     r = request.getfixturevalue(fmt)
     tools = harness_tools(harness)
-    conv = r.conversation()
+    conv = Conversation(r)
     history = [Message("system", "You are an agent."), Message("user", "Put the word cobalt in answer.txt.")]
     prev = None
     for k, text in enumerate(REPLIES):
@@ -342,7 +343,7 @@ def test_full_rendering_splices_dialect_replies(bash_renderer):
     dialect reply as its sampled ids."""
     r = bash_renderer
     tools = harness_tools("openclaw")
-    conv = r.conversation()
+    conv = Conversation(r)
     history = [Message("system", "Agent."), Message("user", "go"), Message("user", "<<<CTX 0>>>")]
     rendered = conv.prepare(history, tools)
     sampled = r.encode("Listing.\n```bash\nls\n```") + [r.eot_id]

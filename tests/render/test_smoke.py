@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harnessrl.render.conversation import Conversation
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 from harnessrl.store.records import PROMPT
 
@@ -9,7 +10,7 @@ BASH = ToolSpec("bash", "Run a shell command", {"type": "object", "properties": 
 
 
 def test_two_turns_extend_exactly(smol):
-    conv = smol.conversation()
+    conv = Conversation(smol)
     msgs = [Message("system", "You are an agent."), Message("user", "list files")]
     first = conv.prepare(msgs, [BASH])
     sampled = smol.encode('<tool_call>\n{"arguments": {"command": "ls"}, "name": "bash"}\n</tool_call><|im_end|>')

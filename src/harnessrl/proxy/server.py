@@ -27,6 +27,7 @@ from harnessrl.proxy.app import AppConfig, build_app
 from harnessrl.proxy.calls import DEFAULT_ROLLOUT_QUOTA, CallHandler
 from harnessrl.proxy.rollouts import RolloutRegistry
 from harnessrl.proxy.writer import CallWriter
+from harnessrl.render.conversation import Conversation
 from harnessrl.store import RunStore
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # per request, every route (docs/proxy.md)
@@ -38,7 +39,7 @@ class ProxyStartError(HarnessRLError, RuntimeError):
 
 def load_renderer(renderer_or_model_dir: Any) -> Any:
     """A Renderer from a model directory / HF id, or the given object when it already renders."""
-    if hasattr(renderer_or_model_dir, "conversation"):
+    if not isinstance(renderer_or_model_dir, (str, os.PathLike)):
         return renderer_or_model_dir
     from harnessrl.render.renderer import Renderer  # noqa: PLC0415 (transformers)
 
@@ -66,7 +67,7 @@ class ProxyServer:
         self._thread: threading.Thread | None = None
         self._server: Any = None
         self.writer: CallWriter | None = None
-        self.registry = RolloutRegistry(lambda: self.renderer.conversation(history_mode), store.next_seq,
+        self.registry = RolloutRegistry(lambda: Conversation(self.renderer, mode=history_mode), store.next_seq,
                                         on_close=store.forget_rollout)
         self._default_max_tokens = default_max_tokens
         self._max_tokens_cap = max_tokens_cap

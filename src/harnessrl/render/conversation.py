@@ -1,6 +1,6 @@
 """Exact history: one Conversation per rollout, held by the proxy.
 
-    conv = renderer.conversation(mode="exact")
+    conv = Conversation(renderer, mode="exact")
     rendered = conv.prepare(messages, tools)           # -> RenderedPrompt (ids for the engine)
     gen = await engine.generate(rendered.ids, params)
     parsed = conv.commit(rendered, gen.token_ids, gen.policy_version, gen.finish_reason)

@@ -3,7 +3,7 @@
     r = Renderer.from_pretrained(model_dir)
     ids = r.render(messages, tools)                  # stateless, full rendering
     parsed = r.parse(sampled_ids, tools=tools)       # text / reasoning / tool calls / finish
-    conv = r.conversation()                          # one per rollout: exact history reuse
+    conv = Conversation(r)                           # one per rollout: exact history reuse (conversation.py)
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harnessrl.render.conversation import Conversation
 from harnessrl.render.errors import RenderError
 from harnessrl.render.incremental import incremental_is_exact
 from harnessrl.render.messages import Message, ParsedCompletion, ToolSpec
@@ -144,11 +143,6 @@ class Renderer:
             ids = ids[:-1]
         return parse_text(self.decode(ids), stopped=stopped, tools=tools, id_seed=id_seed,
                           think_opened=self.think_opened, shell=self.info.shell_tool(tools))
-
-    # ---- conversations ------------------------------------------------------------------
-    def conversation(self, mode: str = "exact") -> Conversation:
-        """A new exact-history conversation (one per rollout); mode "exact" or "rerender"."""
-        return Conversation(self, mode=mode)
 
     # ---- probes -------------------------------------------------------------------------
     def _find_eot(self) -> str:
