@@ -134,7 +134,7 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
     from harnessrl.store.run_store import RunStore
     from harnessrl.train.checkpoint import latest_checkpoint, load_trainer_state
     from harnessrl.run.metrics import MetricsLog
-    from harnessrl.run.setup import build_trainer, engine_dtype, load_policy, restore_trainer, seed_everything
+    from harnessrl.run.setup import build_trainer, load_policy, restore_trainer, seed_everything
 
     cfg = with_run_dir(cfg)
     run_dir = Path(cfg.output.run_dir)
@@ -161,9 +161,9 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
     weights_dir = ckpt[1] / "policy" if ckpt and cfg.model.lora is None else model_dir
     console.print(f"[bold]harnessrl train[/bold] run_dir={run_dir} model={model_dir.name} "
                   f"algorithm={cfg.algorithm.name} engine={resolve_engine_type(cfg.engine.type)} "
-                  f"({engine_dtype(cfg)}) attempt={attempt}"
+                  f"({cfg.engine.dtype}) attempt={attempt}"
                   + (f" resuming after step {last}" if last else ""))
-    engine_cfg = cfg.engine.model_copy(update={"model": str(weights_dir), "dtype": engine_dtype(cfg),
+    engine_cfg = cfg.engine.model_copy(update={"model": str(weights_dir),
                                                "seed": cfg.engine.seed + cfg.loop.seed + attempt})
     closers: list = []
     if cfg.cluster.backend == "ray":  # trainer and engine replicas as Ray actors (cluster/)

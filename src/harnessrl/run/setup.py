@@ -21,20 +21,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def engine_dtype(cfg: RunConfig) -> str:
-    """engine.dtype with "auto" resolved. A vLLM engine on CPU serves in the trainer's dtype
-    (model.dtype): in bf16 the engine cannot follow small fp32 updates (most round away), so the
-    trainer/engine gap grows as training goes on (docs/training.md, "Trainer/engine mismatch").
-    On a GPU, "auto" keeps vLLM's bf16 (TIS/MIS correct for the gap); the HF engine uses model.dtype."""
-    from harnessrl.engine.factory import resolve_engine_type
-
-    if cfg.engine.dtype != "auto":
-        return cfg.engine.dtype
-    if resolve_engine_type(cfg.engine.type) == "vllm" and not torch.cuda.is_available():
-        return cfg.model.dtype
-    return "auto"
-
-
 def load_policy(cfg: RunConfig, weights_dir: Path):
     """The trainable causal LM (SDPA attention so a 4D tree mask works; flex on CUDA)."""
     from transformers import AutoModelForCausalLM
