@@ -50,32 +50,41 @@ def test_serve_rejects_bad_options():
     assert r.exit_code != 0 and "--tool-format" in r.output and "bash" in r.output
 
 
-def test_serve_prints_urls_serves_and_stops_on_ctrl_c(tmp_path):
+def start_serve(run_dir, *extra: str):
+    """`harnessrl serve --engine scripted` in a subprocess; (process, {"openai", "anthropic"} URLs)."""
     import os
     import re
-    import signal
     import subprocess
     import sys
     import time
 
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harnessrl.cli", "serve", "--engine", "scripted", "--port", "0", "--run-dir",
+         str(run_dir), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"})
+    urls, deadline = {}, time.monotonic() + 120
+    while len(urls) < 2 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        for name, pattern in (("openai", r"(http://127\.0\.0\.1:\d+/v1)\b"), ("anthropic", r"(http://127\.0\.0\.1:\d+)\s")):
+            m = re.search(pattern, line)
+            if m and name not in urls and ("Anthropic" in line) == (name == "anthropic"):
+                urls[name] = m.group(1)
+    if set(urls) != {"openai", "anthropic"}:
+        proc.kill()
+        raise AssertionError(f"serve did not print its URLs: {urls}")
+    return proc, urls
+
+
+def test_serve_prints_urls_serves_and_stops_on_ctrl_c(tmp_path):
+    import signal
+
     import httpx
 
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harnessrl.cli", "serve", "--engine", "scripted", "--port", "0", "--run-dir", str(run_dir),
-         "--tool-format", "bash"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"})
+    proc, urls = start_serve(run_dir, "--tool-format", "bash")
     try:
-        urls, deadline = {}, time.monotonic() + 120
-        while len(urls) < 2 and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            for name, pattern in (("openai", r"(http://127\.0\.0\.1:\d+/v1)\b"), ("anthropic", r"(http://127\.0\.0\.1:\d+)\s")):
-                m = re.search(pattern, line)
-                if m and name not in urls and ("Anthropic" in line) == (name == "anthropic"):
-                    urls[name] = m.group(1)
-        assert set(urls) == {"openai", "anthropic"}, urls
         r = httpx.post(urls["openai"] + "/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]},
                        timeout=60)
         assert r.json()["choices"][0]["message"]["content"] == "Hello from the scripted engine."
@@ -92,3 +101,47 @@ def test_serve_prints_urls_serves_and_stops_on_ctrl_c(tmp_path):
 
     with RunStore(run_dir) as store:  # the run records how it rendered (train = serve)
         assert store.get_meta("render") == {"tool_format": "bash", "history": "exact"}
+
+
+def test_serve_drains_streams_on_sigterm(tmp_path):
+    """SIGTERM mid-load: every stream already running completes (all events), new connections are
+    refused, the process exits 0 and the store holds exactly the completed calls."""
+    import asyncio
+    import signal
+
+    import httpx
+
+    run_dir = tmp_path / "run"
+    proc, urls = start_serve(run_dir, "--scripted-latency-s", "2", "--drain-s", "60")
+    body = {"max_tokens": 20, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+
+    async def main() -> tuple[list[str], str]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            tasks = [asyncio.create_task(client.post(urls["anthropic"] + "/v1/messages", json=body)) for _ in range(8)]
+            for _ in range(200):  # wait until the server has all 8 calls in flight
+                if (await client.get(urls["anthropic"] + "/health")).json()["inflight"] == 8:
+                    break
+                await asyncio.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            texts = [r.text for r in await asyncio.gather(*tasks)]
+        late = ""
+        for _ in range(100):  # after the listener closes, a new client cannot get in
+            try:
+                async with httpx.AsyncClient(timeout=5) as c2:
+                    await c2.get(urls["anthropic"] + "/health")
+                await asyncio.sleep(0.05)
+            except httpx.HTTPError as e:
+                late = type(e).__name__
+                break
+        return texts, late
+
+    try:
+        texts, late = asyncio.run(main())
+        assert proc.wait(120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert len(texts) == 8 and all(t.rstrip().endswith('data: {"type":"message_stop"}') for t in texts)
+    assert late == "ConnectError"
+    out = CliRunner().invoke(app, ["calls", str(run_dir), "--json"])
+    assert [c["status"] for c in json.loads(out.stdout)] == ["ok"] * 8

@@ -38,6 +38,8 @@ class ScriptedEngine:
     `script` is either a sequence of outputs consumed in order (one per generate call; EngineError
     when exhausted) or a callable(prompt_ids) -> ids. A script output that ends without a stop id
     and below max_tokens finishes with "stop" (as if an eos followed). Logprobs are `fake_logprob`.
+    `calls` keeps the last `record_calls` (prompt ids, params) asked, for assertions (bounded, so a
+    long-running `serve --engine scripted` does not grow); `n_calls` counts them all.
     """
 
     def __init__(
@@ -49,6 +51,7 @@ class ScriptedEngine:
         eos_ids: Iterable[int] = (),
         fake_logprob: float = -0.5,
         latency_s: float = 0.0,
+        record_calls: int = 1024,
     ):
         self.model_path = model_path
         self.max_model_len = max_model_len
@@ -59,7 +62,8 @@ class ScriptedEngine:
         self._outputs: deque[list[int]] = deque() if callable(script) else deque(list(o) for o in script)
         self._lock = threading.Lock()
         self._version = 0
-        self.calls: list[tuple[list[int], SamplingParams]] = []  # what was asked, for assertions
+        self.calls: deque[tuple[list[int], SamplingParams]] = deque(maxlen=record_calls)
+        self.n_calls = 0
 
     @property
     def policy_version(self) -> int:
@@ -75,7 +79,9 @@ class ScriptedEngine:
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
         limit = _fit(prompt_ids, params, self.max_model_len)
-        self.calls.append((list(prompt_ids), params))
+        self.n_calls += 1
+        if self.calls.maxlen:
+            self.calls.append((list(prompt_ids), params))
         if self._latency_s:
             await asyncio.sleep(self._latency_s)
         ids, reason = _cut(self._next_output(prompt_ids), limit, stop_ids_for(params, self._eos_ids))

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 from typing import Any, List, Optional
@@ -16,17 +17,20 @@ import typer
 ENGINES = ("hf", "vllm", "scripted")
 
 
-def build_engine(kind: str, model_dir: Path, max_model_len: int | None, renderer: Any = None) -> Any:
+def build_engine(kind: str, model_dir: Path, max_model_len: int | None, renderer: Any = None,
+                 scripted_latency_s: float = 0.0) -> Any:
     """An engine of `kind` over `model_dir`. `scripted` answers every call with one fixed sentence
-    (a smoke-test policy: no model weights are loaded)."""
+    after `scripted_latency_s` (a smoke-test / load-test policy: no model weights are loaded)."""
     from harnessrl.engine import make_engine
+    from harnessrl.engine.scripted import ScriptedEngine
 
+    if kind == "scripted":
+        reply = list(renderer.encode("Hello from the scripted engine.")) + [renderer.eot_id]
+        return ScriptedEngine(lambda prompt_ids: reply, model_path=str(model_dir), max_model_len=max_model_len or 4096,
+                              eos_ids=[renderer.eot_id], latency_s=scripted_latency_s, record_calls=0)
     cfg: dict[str, Any] = {"type": kind, "model": str(model_dir)}
     if max_model_len:
         cfg["max_model_len"] = max_model_len
-    if kind == "scripted":
-        reply = list(renderer.encode("Hello from the scripted engine.")) + [renderer.eot_id]
-        cfg.update(script=lambda prompt_ids: reply, eos_ids=[renderer.eot_id])
     return make_engine(cfg)
 
 
@@ -51,6 +55,12 @@ def serve(
         help="How the model writes tool calls: hermes | smollm2 | bash (one fenced ```bash block runs the "
              "harness's shell tool; for small models). Default: the chat template's own. Use the run's "
              "render.tool_format so serve = train."),
+    max_body_mb: float = typer.Option(8.0, "--max-body-mb", help="Request body limit on every route (413 above)."),
+    rollout_quota_mb: float = typer.Option(256.0, "--rollout-quota-mb",
+                                           help="Store quota per rollout key: request + response bytes (413 when spent)."),
+    drain_s: float = typer.Option(30.0, "--drain-s", help="On SIGTERM / Ctrl-C: how long in-flight calls may finish."),
+    scripted_latency_s: float = typer.Option(0.0, "--scripted-latency-s",
+                                             help="scripted engine only: seconds per call (stands in for a model)."),
 ) -> None:
     """Serve a policy over the OpenAI Chat, Anthropic Messages and OpenAI Responses APIs, recording every call."""
     from rich.console import Console
@@ -75,7 +85,7 @@ def serve(
             # the scripted engine needs only the default tokenizer, not the weights
             model_dir = smollm2_tokenizer_dir() if engine == "scripted" and model is None else resolve_model(model)
             renderer = Renderer.from_pretrained(model_dir, tool_format=tool_format)
-            eng = build_engine(engine, model_dir, max_model_len, renderer)
+            eng = build_engine(engine, model_dir, max_model_len, renderer, scripted_latency_s)
     except ModelNotFound as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=2) from None
@@ -84,22 +94,32 @@ def serve(
     store.set_meta("serve", {"default_temperature": default_temperature, "max_tokens_cap": max_tokens_cap})
     server = ProxyServer(eng, store, renderer, host=host, port=port, history_mode=history, uds=uds,
                          default_max_tokens=max_tokens, served_model=Path(model_dir).name,
-                         max_tokens_cap=max_tokens_cap, default_temperature=default_temperature)
+                         max_tokens_cap=max_tokens_cap, default_temperature=default_temperature,
+                         max_body_bytes=int(max_body_mb * 1024 * 1024),
+                         rollout_quota=int(rollout_quota_mb * 1024 * 1024), drain_s=drain_s)
     try:
         server.start()
     except ProxyStartError as err:
         console.print(f"[red]error:[/red] {err} (pick another --port)")
         raise typer.Exit(code=2) from None
     _print_urls(console, server, run_dir)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         while True:
             time.sleep(1.0)
     except KeyboardInterrupt:
-        console.print("stopping")
+        console.print(f"stopping: draining in-flight calls (up to {drain_s:g} s)")
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the drain
         server.stop()
         eng.close()
         store.close()
+        console.print("stopped")
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM stops `serve` the way Ctrl-C does: graceful drain, then exit 0."""
+    raise KeyboardInterrupt
 
 
 def _print_urls(console: Any, server: Any, run_dir: Path) -> None:
@@ -115,7 +135,7 @@ def _print_urls(console: Any, server: Any, run_dir: Path) -> None:
     console.print(table)
     console.print(f"calls are recorded in {run_dir}; list them with [bold]harnessrl calls {run_dir}[/bold]")
     console.print(f"admin token (POST /admin/rollouts): {server.admin_token}")
-    console.print("Ctrl-C to stop")
+    console.print("Ctrl-C or SIGTERM to stop (in-flight calls finish first)")
 
 
 def calls(

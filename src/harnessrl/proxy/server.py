@@ -26,6 +26,7 @@ from harnessrl.errors import HarnessRLError
 from harnessrl.proxy.app import AppConfig, build_app
 from harnessrl.proxy.calls import DEFAULT_ROLLOUT_QUOTA, CallHandler
 from harnessrl.proxy.rollouts import RolloutRegistry
+from harnessrl.proxy.transport import ConnectionGuard, guarded_protocol
 from harnessrl.proxy.writer import CallWriter
 from harnessrl.render.conversation import Conversation
 from harnessrl.store import RunStore
@@ -53,7 +54,8 @@ class ProxyServer:
                  default_max_tokens: int = 2048, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                  stream_keepalive_s: float = 5.0, rollout_quota: int = DEFAULT_ROLLOUT_QUOTA,
                  body_timeout_s: float = 30.0, max_inflight_per_key: int = 32, drain_s: float = 30.0,
-                 max_tokens_cap: int | None = None, default_temperature: float = 1.0):
+                 max_tokens_cap: int | None = None, default_temperature: float = 1.0,
+                 header_timeout_s: float = 15.0, max_connections_per_client: int = 2048):
         self.engine = engine
         self.store = store
         self.renderer = load_renderer(renderer_or_model_dir)
@@ -78,6 +80,7 @@ class ProxyServer:
         self._body_timeout_s = body_timeout_s
         self._max_inflight_per_key = max_inflight_per_key
         self.drain_s = drain_s  # stop(): in-flight calls get this long to finish
+        self.guard = ConnectionGuard(header_timeout_s, max_connections_per_client)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -104,7 +107,8 @@ class ProxyServer:
                         body_timeout_s=self._body_timeout_s, max_inflight_per_key=self._max_inflight_per_key)
         app = build_app(handler, self.registry, cfg)
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
-                                timeout_keep_alive=75, backlog=2048)
+                                timeout_keep_alive=75, backlog=2048, http=guarded_protocol(self.guard),
+                                timeout_graceful_shutdown=self.drain_s)  # type: ignore[arg-type]
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": socks},
                                         name="harnessrl-proxy", daemon=True)
@@ -143,11 +147,12 @@ class ProxyServer:
         return sock
 
     def stop(self) -> None:
-        """Stop serving (in-flight calls finish first) and flush the call writer. Idempotent."""
+        """Drain and stop: accept no new connection, let in-flight calls and streams finish for up
+        to `drain_s` (then cancel them), commit what is queued, close the sockets. Idempotent."""
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=self.drain_s + 30)
             self._thread = None
         if self.writer is not None:
             self.writer.close()
