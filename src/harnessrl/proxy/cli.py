@@ -59,6 +59,8 @@ def serve(
     rollout_quota_mb: float = typer.Option(256.0, "--rollout-quota-mb",
                                            help="Store quota per rollout key: request + response bytes (413 when spent)."),
     drain_s: float = typer.Option(30.0, "--drain-s", help="On SIGTERM / Ctrl-C: how long in-flight calls may finish."),
+    store_sync: str = typer.Option("normal", "--store-sync",
+                                   help="SQLite synchronous: normal (survives process crashes) | full (+ power loss)."),
     scripted_latency_s: float = typer.Option(0.0, "--scripted-latency-s",
                                              help="scripted engine only: seconds per call (stands in for a model)."),
 ) -> None:
@@ -68,6 +70,8 @@ def serve(
     console = Console()
     if engine not in ENGINES:
         raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}")
+    if store_sync not in ("normal", "full"):
+        raise typer.BadParameter("--store-sync must be normal or full")
     if history not in ("exact", "rerender"):
         raise typer.BadParameter("--history must be exact or rerender")
     from harnessrl.render.tool_formats import TOOL_FORMATS
@@ -89,7 +93,7 @@ def serve(
     except ModelNotFound as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=2) from None
-    store = RunStore(run_dir)
+    store = RunStore(run_dir, synchronous=store_sync)
     store.set_meta("render", {"tool_format": renderer.info.tool_format, "history": history})
     store.set_meta("serve", {"default_temperature": default_temperature, "max_tokens_cap": max_tokens_cap})
     server = ProxyServer(eng, store, renderer, host=host, port=port, history_mode=history, uds=uds,
