@@ -167,3 +167,14 @@ def test_closing_a_key_frees_its_state(proxy, engine, store):
         proxy.close_rollout(k)
     assert len(proxy.registry) == 0 and len(store._prefix._bases) == 0
     assert httpx.get(f"http://127.0.0.1:{proxy.port}/health").json()["open_keys"] == 0
+
+
+def test_adhoc_history_is_bounded(proxy, monkeypatch):
+    from harnessrl.proxy import rollouts
+
+    monkeypatch.setattr(rollouts, "ADHOC_MAX_TURNS", 3)
+    url = proxy.base_urls()["openai"] + "/chat/completions"
+    for i in range(7):
+        body = {**CHAT, "messages": [{"role": "user", "content": f"unrelated {i}"}]}
+        assert httpx.post(url, json=body).status_code == 200
+        assert len(proxy.registry.adhoc().conversation.turns) <= 3

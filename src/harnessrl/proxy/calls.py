@@ -123,23 +123,24 @@ class CallHandler:
     def count_tokens(self, protocol: WireProtocol, rollout: RolloutState, body: bytes) -> int:
         """Prompt length of a request as this rollout would render it (nothing is stored)."""
         req = protocol.parse(_load(body))
-        return len(self._prepare(rollout, req).ids)
+        return len(self._prepare(rollout.conversation, req).ids)
 
     async def _run(self, call: _Call, body: bytes) -> Reply:
         call.request = _load(body)
         call.req = req = call.protocol.parse(call.request)
+        conversation = call.rollout.conversation  # one object from prepare to commit
         t_render = time.perf_counter()
         if len(body) > _THREAD_RENDER_BYTES:
-            rendered = await asyncio.to_thread(self._prepare, call.rollout, req)
+            rendered = await asyncio.to_thread(self._prepare, conversation, req)
         else:
-            rendered = self._prepare(call.rollout, req)
+            rendered = self._prepare(conversation, req)
         prompt_ids = list(rendered.ids)
         call.n_prompt = len(prompt_ids)
         params = replace(self._sampling(req, call.n_prompt, call.protocol), route_key=call.rollout.rollout_id)
         t_engine = time.perf_counter()
         gen: Generation = await self.engine.generate(prompt_ids, params)
         t_parse = time.perf_counter()
-        completion = call.rollout.conversation.commit(rendered, list(gen.token_ids), gen.policy_version,
+        completion = conversation.commit(rendered, list(gen.token_ids), gen.policy_version,
                                                       gen.finish_reason)
         result = CallResult(call.call_id, req.model or self.served_model, int(call.t_start), completion, call.n_prompt,
                             len(gen.token_ids), gen.finish_reason)
@@ -164,9 +165,9 @@ class CallHandler:
             meta=self._meta(call, params, timings=timings, n_reused=len(provenance) - provenance.count(PROMPT)),
         )
 
-    def _prepare(self, rollout: RolloutState, req: ChatRequest) -> Any:
+    def _prepare(self, conversation: Any, req: ChatRequest) -> Any:
         try:
-            return rollout.conversation.prepare(req.messages, req.tools)
+            return conversation.prepare(req.messages, req.tools)
         except ValueError as e:  # TemplateError and other rendering refusals
             raise bad_request(f"cannot render the conversation: {e}") from None
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 ADHOC = "adhoc"
+ADHOC_MAX_TURNS = 2048  # the ad-hoc rollout never closes: past this many turns its history starts afresh
 
 
 @dataclass
@@ -72,10 +73,14 @@ class RolloutRegistry:
         return self._by_key.get(key)
 
     def adhoc(self) -> RolloutState:
-        """The unnamed rollout of the plain `/v1/...` routes (created on first use)."""
+        """The unnamed rollout of the plain `/v1/...` routes (created on first use). It never
+        closes, so its memory is bounded instead: after `ADHOC_MAX_TURNS` turns its Conversation
+        starts afresh (a conversation resent after that renders in full: correct ids, less reuse)."""
         with self._lock:
             if self._adhoc is None:
                 self._adhoc = RolloutState("", ADHOC, self._new_conversation(), self._first_seq(ADHOC))
+            elif len(getattr(self._adhoc.conversation, "turns", ())) >= ADHOC_MAX_TURNS:
+                self._adhoc.conversation = self._new_conversation()
             return self._adhoc
 
     def active(self) -> dict[str, str]:
