@@ -22,10 +22,10 @@ def test_kill9_mid_load_loses_no_acknowledged_call(tmp_path):
 
     async def load_then_kill() -> None:
         task = asyncio.create_task(run_sessions(url, token, n_sessions=16, turns=8, outcomes=outcomes))
-        for _ in range(1200):  # until 40 calls came back complete (bounded wait)
+        for _ in range(6000):  # until 40 calls came back complete (bounded wait; slow on a loaded machine)
             if sum(o.complete for o in outcomes) >= 40 or task.done():
                 break
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.1)
         os.kill(proc.pid, signal.SIGKILL)
         await task
 

@@ -178,3 +178,14 @@ def test_adhoc_history_is_bounded(proxy, monkeypatch):
         body = {**CHAT, "messages": [{"role": "user", "content": f"unrelated {i}"}]}
         assert httpx.post(url, json=body).status_code == 200
         assert len(proxy.registry.adhoc().conversation.turns) <= 3
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/v1/messages", {**MSGS, "messages": [{"role": "user", "content": [{"type": ["text"]}]}]}),
+    ("/v1/chat/completions", {**CHAT, "messages": [{"role": "user", "content": [{"type": {"a": 1}}]}]}),
+    ("/v1/chat/completions", {**CHAT, "tools": [{"type": ["function"], "function": {"name": "f"}}]}),
+    ("/v1/responses", {**RESP, "input": [{"type": ["message"], "role": "user", "content": "x"}]}),
+])
+def test_a_type_that_is_not_a_string_is_a_400(proxy, path, body):  # found by test_fuzz.py (was a 500)
+    r = post(proxy, path, body)
+    assert r.status_code == 400 and "unsupported content type" in r.text

@@ -19,7 +19,7 @@ from harnessrl.proxy.canonical import CallResult, ChatRequest
 from harnessrl.proxy.errors import ProxyError, bad_request, validation_message
 from harnessrl.proxy.jsonutil import dumps, dumps_str
 from harnessrl.proxy.sse import event
-from harnessrl.proxy.wire import Dropped, WireProtocol, object_schema, unknown_block
+from harnessrl.proxy.wire import Dropped, WireProtocol, object_schema, type_of, unknown_block
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 
 _STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -116,7 +116,7 @@ def _text_of(content: str | list[dict[str, Any]], where: str, dropped: Dropped, 
         return content
     parts = []
     for j, block in enumerate(content, start=first):
-        kind = block.get("type") if isinstance(block, dict) else None
+        kind = type_of(block, f"{where}.{j}")
         if kind == "text":
             text = block.get("text")
             if not isinstance(text, str):
@@ -145,7 +145,7 @@ def _assistant_message(blocks: list[dict[str, Any]], where: str, dropped: Droppe
     msg = Message(role="assistant")
     texts: list[str] = []
     for j, block in enumerate(blocks):
-        kind = block.get("type")
+        kind = type_of(block, f"{where}.{j}")
         if kind == "text":
             texts.append(str(block.get("text", "")))
         elif kind == "thinking":

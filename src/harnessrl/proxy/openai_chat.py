@@ -18,7 +18,7 @@ from harnessrl.proxy.canonical import CallResult, ChatRequest
 from harnessrl.proxy.errors import bad_request, validation_message
 from harnessrl.proxy.jsonutil import DecodeError, dumps_str, loads
 from harnessrl.proxy.sse import DONE, data
-from harnessrl.proxy.wire import Dropped, OpenAIWire, object_schema, unknown_block
+from harnessrl.proxy.wire import Dropped, OpenAIWire, object_schema, type_of, unknown_block
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text", "refusal"})
@@ -92,7 +92,7 @@ def _text_of(content: str | list[dict[str, Any]] | None, where: str, dropped: Dr
         return content or ""
     parts = []
     for j, part in enumerate(content):
-        kind = part.get("type")
+        kind = type_of(part, f"{where}.{j}")
         if kind in _TEXT_PARTS:
             parts.append(str(part.get("text", part.get("refusal", ""))))
         elif kind in _PLACEHOLDER_PARTS:
@@ -137,7 +137,7 @@ def _convert_tool_call(tc: dict[str, Any], where: str) -> ToolCall:
 
 
 def _convert_tool(tool: dict[str, Any], i: int) -> ToolSpec:
-    kind = tool.get("type", "function")
+    kind = type_of(tool, f"tools.{i}", "function")
     spec = tool.get(kind) if isinstance(tool.get(kind), dict) else tool
     name = spec.get("name")
     if not isinstance(name, str) or not name:

@@ -21,7 +21,7 @@ from harnessrl.proxy.errors import bad_request, validation_message
 from harnessrl.proxy.jsonutil import dumps_str
 from harnessrl.proxy.openai_chat import parse_arguments
 from harnessrl.proxy.sse import event
-from harnessrl.proxy.wire import Dropped, OpenAIWire, object_schema, unknown_block
+from harnessrl.proxy.wire import Dropped, OpenAIWire, object_schema, type_of, unknown_block
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 
 _REASONING_PREFIX = "harnessrl:"
@@ -88,6 +88,7 @@ def _text_of(content: Any, where: str, dropped: Dropped | None) -> str:
     parts = []
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
+        kind = kind if isinstance(kind, str) else None
         if kind in _TEXT_PARTS:
             parts.append(str(part.get("text", part.get("refusal", ""))))
         elif kind in _PLACEHOLDER_PARTS and dropped is not None:
@@ -112,7 +113,7 @@ def _convert_items(items: list[dict[str, Any]], dropped: Dropped) -> list[Messag
     out: list[Message] = []
     turn: Message | None = None  # the assistant turn being assembled
     for i, item in enumerate(items):
-        kind = item.get("type", "message")
+        kind = type_of(item, f"input.{i}", "message")
         role = item.get("role")
         where = f"input.{i}"
         if kind == "message" and role != "assistant":

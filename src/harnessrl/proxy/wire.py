@@ -116,6 +116,15 @@ def object_schema(schema: Any, where: str) -> dict[str, Any]:
     return schema
 
 
+def type_of(obj: Any, where: str, default: str | None = None) -> str | None:
+    """The `type` of a content block, input item or tool: a string, or `default` when absent
+    (None for a non-object); any other value is a 400 naming the field."""
+    kind = obj.get("type", default) if isinstance(obj, dict) else None
+    if kind is not None and not isinstance(kind, str):
+        raise unknown_block(where, kind)
+    return kind
+
+
 def unknown_block(where: str, kind: Any) -> ProxyError:
     return bad_request(f"invalid request: {where}.type: unsupported content type {str(kind)[:80]!r}",
                        f"{where}.type")
