@@ -71,7 +71,10 @@ def test_real_harness_fully_captured_with_prefix_property(harness, kit, tmp_path
 
 def test_claude_code_prompt_too_long_is_a_clean_harness_error(kit, tmp_path):
     """Claude Code's ~12k-token prompt does not fit SmolLM2's 8192 context: the proxy answers 400
-    'too long', Claude Code gives up at once, and the adapter reports a harness error (no hang)."""
+    'too long', Claude Code gives up at once, and the adapter reports a harness error (no hang);
+    the runner turns it into the rollout status context_exceeded (its rule, read from the store)."""
+    from harnessrl.rollout.jobs import context_refusal
+
     kit.require_installed("claude-code")
     rig = kit.ProxyRig("claude-code", tmp_path / "run", max_model_len=8192)
     try:
@@ -80,5 +83,6 @@ def test_claude_code_prompt_too_long_is_a_clean_harness_error(kit, tmp_path):
         assert written is None and engine_calls == 0
         calls = rig.calls("too-long")
         assert len(calls) >= 1 and all(c.status == "error" for c in calls)
+        assert "too long" in context_refusal(rig.store, "too-long")
     finally:
         rig.close()
