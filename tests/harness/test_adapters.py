@@ -382,3 +382,29 @@ def test_openclaw_profiles_config():
     assert "--local-model-lean" in cfg_of("openclaw:lean")[0].argv
     launch, gw = cfg_of("openclaw:gateway-small")
     assert gw["tools"] == small["tools"] and any("openclaw_gateway.py" in a for a in launch.argv)
+
+
+def test_openclaw_compile_cache_env_and_install(tmp_path):
+    import os
+
+    from harnessrl.harness import openclaw_warm
+
+    cold = OpenClawAdapter(cache=tmp_path).build(_req()).env
+    assert cold["NODE_DISABLE_COMPILE_CACHE"] == "1" and "NODE_COMPILE_CACHE" not in cold
+    # a warm-up run's cache subdir is published under its uid's name, the host uid's and bwrap's (1000)
+    produced = tmp_path / "ws" / ".ncc" / "v24.0.0-x64-abcd1234-1000"
+    produced.mkdir(parents=True)
+    (produced / "0a1b2c3d").write_bytes(b"code cache")
+    target = openclaw_warm.cache_dir(tmp_path)
+    target.parent.mkdir(parents=True)
+    assert openclaw_warm._install(produced, target) is None and openclaw_warm.is_warm(tmp_path)
+    names = {p.name for p in target.iterdir() if p.is_dir()}
+    assert names == {"v24.0.0-x64-abcd1234-1000", f"v24.0.0-x64-abcd1234-{os.getuid()}"}
+    assert all((target / n / "0a1b2c3d").stat().st_mode & 0o004 for n in names)  # readable by the sandbox uid
+    warm = OpenClawAdapter(cache=tmp_path).build(_req()).env
+    assert warm["NODE_COMPILE_CACHE"] == str(target) and "NODE_DISABLE_COMPILE_CACHE" not in warm
+    assert warm["OPENCLAW_PACKAGED_COMPILE_CACHE_RESPAWNED"] == "1"  # no respawn to move the cache dir
+    off = OpenClawAdapter(cache=tmp_path, compile_cache=False).build(_req()).env
+    assert off["NODE_DISABLE_COMPILE_CACHE"] == "1"
+    # the install dir is what the sandbox binds read-only: the cache lies inside it
+    assert str(target).startswith(str(OpenClawAdapter(cache=tmp_path).ro_paths()[0]))

@@ -106,7 +106,8 @@ class OpenClawAdapter(CachedInstallAdapter):
     default_profile = "full"
 
     def __init__(self, cache: Path | None = None, context_window: int = 32768, max_tokens: int = 1024,
-                 lean: bool | None = None, mode: str | None = None, profile: str | None = None) -> None:
+                 lean: bool | None = None, mode: str | None = None, profile: str | None = None,
+                 compile_cache: bool = True) -> None:
         if mode is not None and mode not in MODES:
             raise HarnessConfigError(f"openclaw mode must be one of {MODES}, got {mode!r}")
         self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
@@ -115,6 +116,27 @@ class OpenClawAdapter(CachedInstallAdapter):
         self.context_window = context_window
         self.max_tokens = max_tokens
         self.lean = self.profile.settings["lean"] if lean is None else bool(lean)
+        # a pre-warmed read-only Node compile cache (openclaw_warm.py); filled once, on first use
+        self.compile_cache = compile_cache
+        self.compile_cache_problem: str | None = None
+
+    def preflight(self) -> str | None:
+        problem = super().preflight()
+        if problem is None and self.compile_cache and self.compile_cache_problem is None:
+            from harnessrl.harness import openclaw_warm
+
+            # None once warm; a reason (kept, so it is not retried) when it cannot be warmed here
+            self.compile_cache_problem = openclaw_warm.warm(self.cache)
+        return problem
+
+    def _cache_env(self) -> dict[str, str]:
+        from harnessrl.harness import openclaw_warm
+
+        if self.compile_cache and openclaw_warm.is_warm(self.cache):
+            return {"NODE_COMPILE_CACHE": str(openclaw_warm.cache_dir(self.cache)),
+                    "OPENCLAW_PACKAGED_COMPILE_CACHE_RESPAWNED": "1"}
+        # no shared cache: a per-rollout one (private TMPDIR) would be written cold every time
+        return {"NODE_DISABLE_COMPILE_CACHE": "1"}
 
     def build(self, req: RunRequest) -> LaunchSpec:
         home = req.dirs.home
@@ -151,7 +173,7 @@ class OpenClawAdapter(CachedInstallAdapter):
             "OPENCLAW_SKIP_BROWSER_CONTROL_SERVER": "1",
             "OPENCLAW_SKIP_CANVAS_HOST": "1",
             "OPENCLAW_SKIP_STARTUP_MODEL_PREWARM": "1",
-            "NODE_DISABLE_COMPILE_CACHE": "1",
+            **self._cache_env(),
         }
         return LaunchSpec(argv=argv, env=env, cwd=workspace, run_id=req.dirs.run_id,
                           dirs=[*req.dirs.all(), f"{home}/.openclaw"],
