@@ -4,13 +4,16 @@ harness's own cost (start-up, prompt building, tool execution) plus proxy + rend
 
     .venv/bin/python benchmarks/harness_overhead.py [--harness builtin codex ...] [--runs 3]
 
-Prints one row per harness: median / min wall seconds per rollout, calls per rollout, prompt tokens
-of the first call, and the status of every run.
+Prints one row per harness: median / min wall seconds per rollout, median CPU seconds per rollout
+(user + system of the whole sandboxed process tree, from getrusage: robust on a shared box where wall
+time mostly measures waiting for a core), calls per rollout, prompt tokens of the first call, and the
+status of every run.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import sys
 import tempfile
@@ -63,17 +66,19 @@ def bench(spec: str, runs: int, renderer, model_dir: Path) -> dict:
     server = ProxyServer(engine, store, renderer).start()
     cfg = SandboxConfig(type="bwrap", extra_ro_binds=[str(p) for p in adapter.ro_paths()])
     (tmp / "ws").mkdir()
-    walls, statuses, ncalls, first_prompt = [], [], [], 0
+    walls, cpus, statuses, ncalls, first_prompt = [], [], [], [], 0
     try:
         for i in range(runs):
             rid = f"{name}-{i}"
             key = server.register_rollout(rid)
             with make_sandbox(cfg, workspace_src=tmp / "ws", proxy=ProxyEndpoint(server.port, key=key)) as sb:
-                t0 = time.monotonic()
+                t0, ru0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
                 res = adapter.run(sb, instruction="Write hello into hello.txt.",
                                   proxy_base=f"{sb.proxy_base}/r/{key}", api_key=key, model="policy",
                                   timeout_s=600, max_turns=6)
                 walls.append(time.monotonic() - t0)
+                ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpus.append(ru1.ru_utime - ru0.ru_utime + ru1.ru_stime - ru0.ru_stime)
             statuses.append(res.status)
             calls = store.list_calls([rid])
             ncalls.append(len(calls))
@@ -81,6 +86,7 @@ def bench(spec: str, runs: int, renderer, model_dir: Path) -> dict:
     finally:
         server.stop()
     return {"harness": spec, "median_s": statistics.median(walls), "min_s": min(walls),
+            "cpu_s": statistics.median(cpus),
             "calls": statistics.median(ncalls), "prompt0": first_prompt, "statuses": statuses}
 
 
@@ -94,12 +100,12 @@ def main() -> int:
 
     model_dir = resolve_model(None)
     renderer = Renderer.from_pretrained(model_dir)
-    print("| harness | wall s/rollout (median) | min | calls/rollout | first prompt tokens "
+    print("| harness | wall s/rollout (median) | min | CPU s/rollout (median) | calls/rollout | first prompt tokens "
           f"| statuses ({args.runs} runs) |")
-    print("|---|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---|")
     for spec in args.harness:
         r = bench(spec, args.runs, renderer, model_dir)
-        print(f"| {r['harness']} | {r['median_s']:.1f} | {r['min_s']:.1f} | {r['calls']:.0f} "
+        print(f"| {r['harness']} | {r['median_s']:.1f} | {r['min_s']:.1f} | {r['cpu_s']:.1f} | {r['calls']:.0f} "
               f"| {r['prompt0']} | {', '.join(r['statuses'])} |", flush=True)
     return 0
 
