@@ -54,7 +54,7 @@ def measure(spec: str, renderer: Any, model_dir: Path, tool_format: str | None, 
         key = server.register_rollout("r0")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            sb = make_sandbox(SandboxConfig(type="local"), workspace_src=tmp / "ws", proxy=ProxyEndpoint(server.port))
+            sb = make_sandbox(SandboxConfig(type="local"), workspace_src=tmp / "ws", proxy=ProxyEndpoint(server.port, key=key))
         with sb:
             res = adapter.run(sb, instruction="Write the word hello into the file hello.txt.",
                               proxy_base=f"{sb.proxy_base}/r/{key}", api_key=key, model="policy",

@@ -92,7 +92,7 @@ def executed_calls(calls) -> list[tuple[str, str]]:
 
 
 def _one_rollout(server, store, adapter, rid: str, tmp_path):
-    from harnessrl.sandbox.base import ProxyEndpoint, SandboxConfig, SandboxUnavailable, make_sandbox
+    from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, SandboxUnavailable, make_sandbox
 
     key = server.register_rollout(rid)
     src = tmp_path / f"ws-{rid}"
@@ -100,7 +100,7 @@ def _one_rollout(server, store, adapter, rid: str, tmp_path):
     (src / "notes.txt").write_text("apple\n")
     cfg = SandboxConfig(type="bwrap", extra_ro_binds=[str(p) for p in adapter.ro_paths()])
     try:
-        sb = make_sandbox(cfg, workspace_src=src, proxy=ProxyEndpoint(server.port))
+        sb = make_sandbox(cfg, workspace_src=src, proxy=ProxyEndpoint(server.port, key=key))
     except SandboxUnavailable as e:
         pytest.skip(f"bwrap is not usable here: {e}")
     with sb:

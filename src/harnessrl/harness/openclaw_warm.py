@@ -100,7 +100,7 @@ def warm(cache: Path | None = None, sandbox_cfg: Any = None, timeout_s: float = 
 def _warm_locked(target: Path, cache: Path | None, sandbox_cfg: Any, timeout_s: float) -> str | None:
     from harnessrl.harness.base import RunDirs, RunRequest, launch
     from harnessrl.harness.openclaw import OpenClawAdapter
-    from harnessrl.sandbox.base import SandboxConfig, make_sandbox
+    from harnessrl.sandbox import SandboxConfig, make_sandbox
 
     adapter = OpenClawAdapter(cache=cache, profile="full", compile_cache=False)
     problem = adapter.preflight()
