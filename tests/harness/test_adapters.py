@@ -408,3 +408,20 @@ def test_openclaw_compile_cache_env_and_install(tmp_path):
     assert off["NODE_DISABLE_COMPILE_CACHE"] == "1"
     # the install dir is what the sandbox binds read-only: the cache lies inside it
     assert str(target).startswith(str(OpenClawAdapter(cache=tmp_path).ro_paths()[0]))
+
+
+def test_openclaw_failed_warm_up_is_not_retried(tmp_path, monkeypatch):
+    from harnessrl.harness import openclaw_warm
+
+    tries = []
+
+    def fail(target, cache, sandbox_cfg, timeout_s):
+        tries.append(1)
+        return "no sandbox here"
+
+    monkeypatch.setattr(openclaw_warm, "_warm_locked", fail)
+    (tmp_path / "harnesses" / "openclaw").mkdir(parents=True)
+    assert openclaw_warm.warm(tmp_path) == "no sandbox here"
+    assert "earlier warm-up failed" in openclaw_warm.warm(tmp_path) and len(tries) == 1
+    assert openclaw_warm.warm(tmp_path, force=True) == "no sandbox here" and len(tries) == 2
+    assert not openclaw_warm.is_warm(tmp_path)

@@ -85,16 +85,32 @@ def _lock(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def warm(cache: Path | None = None, sandbox_cfg: Any = None, timeout_s: float = WARM_TIMEOUT_S) -> str | None:
+def failed_marker(cache: Path | None = None) -> Path:
+    return cache_dir(cache).parent / f".{CACHE_NAME}.failed"
+
+
+def warm(cache: Path | None = None, sandbox_cfg: Any = None, timeout_s: float = WARM_TIMEOUT_S,
+         force: bool = False) -> str | None:
     """Fill the compile cache once (idempotent, under a file lock). Returns None when the cache is
-    warm, else why it could not be warmed (the adapter then runs without it)."""
+    warm, else why it could not be warmed (the adapter then runs without it). A failed warm-up is
+    remembered on disk and not retried unless `force` (one failure must not cost every run)."""
     target = cache_dir(cache)
     if is_warm(cache):
         return None
+    failed = failed_marker(cache)
+    if failed.is_file() and not force:
+        return f"an earlier warm-up failed ({failed}): {failed.read_text()[:300]}"
     with _lock(target.parent / f".{CACHE_NAME}.lock"):
         if is_warm(cache):
             return None
-        return _warm_locked(target, cache, sandbox_cfg, timeout_s)
+        if failed.is_file() and not force:
+            return f"an earlier warm-up failed ({failed}): {failed.read_text()[:300]}"
+        problem = _warm_locked(target, cache, sandbox_cfg, timeout_s)
+        if problem:
+            failed.write_text(problem)
+        else:
+            failed.unlink(missing_ok=True)
+        return problem
 
 
 def _warm_locked(target: Path, cache: Path | None, sandbox_cfg: Any, timeout_s: float) -> str | None:
