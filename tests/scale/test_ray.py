@@ -55,7 +55,7 @@ def _cfg(tiny_dir, run_dir, **extra):
 
 def _trees(store, plans):
     from harnessrl.algo import grpo
-    from harnessrl.run.collect import read_groups
+    from harnessrl.rollout.groups import read_groups
     from harnessrl.tree.build import build_tree
 
     out = []
@@ -81,7 +81,7 @@ def test_one_step_trees_and_update_equal_local_backend(tiny_dir, tmp_path, clust
     warnings.simplefilter("ignore")
     cfg = _cfg(tiny_dir, tmp_path / "run")
     renderer = Renderer.from_pretrained(str(tiny_dir))
-    tasks = [load_tasks(f"builtin:{f}:test")[0] for f in ("write_word", "csv_sum", "count_lines")]
+    tasks = [load_tasks(f"builtin:{f}:test")[0] for f in ("write_word", "copy_file", "csv_count_rows")]
     plans = [GroupPlan(f"s1-a1-g{i}", t, "builtin", 2, "train", 1) for i, t in enumerate(tasks)]
     solver = _solver().solver_engine(renderer, tasks, lambda t: t.family != "write_word")
 
@@ -142,7 +142,7 @@ def test_training_run_on_ray_backend(tiny_dir, tmp_path, cluster):
     warnings.simplefilter("ignore")
     cfg = _cfg(tiny_dir, tmp_path / "run", **{
         "loop.steps": 1, "loop.groups_per_step": 2, "loop.n_per_group": 2, "loop.eval_size": 0,
-        "loop.max_tokens": 8, "engine.max_batch": 4, "tasks.families": "[csv_sum, write_word]"})
+        "loop.max_tokens": 8, "engine.max_batch": 4, "tasks.families": "[copy_file, write_word]"})
     res = run_training(cfg, console=Console(quiet=True))
     assert res.last_step == 1
     rec = res.records[-1]
