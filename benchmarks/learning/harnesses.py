@@ -15,14 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from run import train  # noqa: E402  (benchmarks/learning/run.py: train or resume one config)
 
 from harnessrl.rollout.metrics import rollout_passed  # noqa: E402
 from harnessrl.store import RunStore  # noqa: E402
@@ -104,13 +105,7 @@ def main() -> None:
     args, overrides = ap.parse_known_args()
     run_dir = (ROOT / args.run_dir).resolve()
     if not args.summarise_only:
-        t0 = time.time()
-        cmd = [sys.executable, "-m", "harnessrl.cli", "train", "--config", str(ROOT / args.config),
-               f"output.run_dir={run_dir}", *overrides]
-        if (run_dir / "harnessrl.sqlite").exists():
-            cmd.append("--resume")
-        subprocess.run(cmd, check=True, cwd=ROOT)
-        print(f"{args.config}: {time.time() - t0:.0f} s wall")
+        train(args.config, run_dir, overrides)
     print(summarise(run_dir))
 
 

@@ -38,6 +38,17 @@ def summarise(run_dir: Path) -> str:
     return "\n".join(lines)
 
 
+def train(config: str, run_dir: Path, overrides: list[str]) -> None:
+    """`harnessrl train` on a config into run_dir, resuming when the run dir already holds a run."""
+    t0 = time.time()
+    cmd = [sys.executable, "-m", "harnessrl.cli", "train", "--config", str(ROOT / config),
+           f"output.run_dir={run_dir}", *overrides]
+    if (run_dir / "harnessrl.sqlite").exists():
+        cmd.append("--resume")
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    print(f"{config}: {time.time() - t0:.0f} s wall")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configs", nargs="+", default=["configs/learning_mixed.yaml", "configs/ppo_builtin.yaml"])
@@ -47,13 +58,7 @@ def main() -> None:
     for cfg in args.configs:
         run_dir = ROOT / args.out / Path(cfg).stem
         if not args.summarise_only:
-            t0 = time.time()
-            cmd = [sys.executable, "-m", "harnessrl.cli", "train", "--config", str(ROOT / cfg),
-                   f"output.run_dir={run_dir}", *overrides]
-            if (run_dir / "harnessrl.sqlite").exists():
-                cmd.append("--resume")
-            subprocess.run(cmd, check=True, cwd=ROOT)
-            print(f"{cfg}: {time.time() - t0:.0f} s wall")
+            train(cfg, run_dir, overrides)
         print(summarise(run_dir))
 
 
