@@ -38,7 +38,7 @@ def test_tools(tmp_path, monkeypatch):
 def test_tools_format_end_to_end(renderer, store, tasks):
     from harnessrl.proxy.server import ProxyServer
 
-    task = tasks[0]  # write_word: "Put the word rocket in a file named sheet.txt."
+    task = tasks[0]  # the first write_word task (its word and file are in its metadata)
     word, name = task.metadata["word"], task.metadata["file"]
     call = f'<tool_call>\n{{"name": "write_file", "arguments": {{"path": "{name}", "content": "{word}"}}}}\n</tool_call>'
     def reply(prompt_ids):  # first a tool call, then (after the tool result) a final answer
