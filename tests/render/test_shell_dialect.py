@@ -372,3 +372,21 @@ def test_examples_format_adds_worked_turns_only_with_a_shell_tool(examples_rende
     assert with_examples.index(shell_dialect.INSTRUCTION) < with_examples.index(shell_dialect.EXAMPLES[0][0])
     assert with_examples.rstrip().endswith("Delete a.txt.<|im_end|>\n<|im_start|>assistant".rstrip())
     assert examples_renderer.render_text(msgs, []) == bash_renderer.render_text(msgs, [])
+
+
+def test_examples_sit_right_before_the_task_after_context_turns(examples_renderer):
+    """A harness that sends context turns first (Codex: permissions, then the environment) gets the
+    worked examples between those and the task, and the place stays put in later calls (each call's
+    prompt extends the one before: the prefix property the trees rely on)."""
+    from harnessrl.render import shell_dialect
+
+    tools = harness_tools("codex")
+    first = [Message("system", "You are Codex."), Message("user", "<permissions>sandboxed</permissions>"),
+             Message("user", "<environment_context>/work</environment_context>"), Message("user", "Delete a.txt.")]
+    text = examples_renderer.render_text(first, tools)
+    assert (text.index("<environment_context>") < text.index(shell_dialect.EXAMPLES[0][0])
+            < text.index(shell_dialect.EXAMPLES[-1][0]) < text.index("Delete a.txt."))
+    reply = Message("assistant", "", tool_calls=[ToolCall("c1", "exec_command", {"cmd": "rm a.txt"})])
+    later = first + [reply, Message("tool", "", tool_call_id="c1"), Message("user", "Anything else?")]
+    prompt = examples_renderer.render_text(first, tools, add_generation_prompt=False)
+    assert examples_renderer.render_text(later, tools).startswith(prompt)

@@ -114,10 +114,21 @@ def _injected_messages(messages: list[Message], tools: list[ToolSpec], info: Tem
         else:
             out.insert(0, {"role": "system", "content": block})
         if shell and info.tool_format == "bash_examples":  # worked examples as earlier turns
-            out[1:1] = shell_dialect.example_turns()
+            at = _examples_at(out)
+            out[at:at] = shell_dialect.example_turns()
     for item in out:
         item.pop("_tool_run", None)
     return out
+
+
+def _examples_at(out: list[dict[str, Any]]) -> int:
+    """Where the worked examples go: right before the task, i.e. the last user message before the
+    first assistant reply (after any context messages a harness sends first, such as Codex's
+    permissions and environment turns); after the system prompt when there is none. The place is the
+    same in every call of a conversation, so each call's prompt still extends the one before."""
+    first_reply = next((i for i, m in enumerate(out) if m["role"] == "assistant"), len(out))
+    users = [i for i in range(1, first_reply) if out[i]["role"] == "user"]
+    return users[-1] if users else 1
 
 
 def to_template(
