@@ -28,6 +28,7 @@ Errors are defined next to the code that raises them; this module only holds the
     ├── ProxyStartError        proxy/server.py       the proxy could not start listening
     ├── ClientGone             proxy/httputil.py     the client hung up mid-request (not reported)
     ├── ProxyLinkError         rollout/proxy_link.py a running proxy cannot be reached or refused
+    ├── RolloutsFailed         rollout/jobs.py       every rollout of a batch failed before calling the model
     ├── StoreError             store/run_store.py    the run store is unusable (schema, corruption)
     ├── ExportError            store/export.py       an export format or path is invalid
     ├── RunNotFound            tree/groups.py        the directory holds no run store

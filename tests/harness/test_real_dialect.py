@@ -52,7 +52,7 @@ class DialectRig:
 
 @pytest.mark.parametrize("harness", ["claude-code", "codex", "openclaw", "mini-swe-agent:tool"])
 def test_real_harness_runs_the_bash_block(harness, kit, tmp_path):
-    from harnessrl.sandbox.base import ProxyEndpoint, SandboxConfig, make_sandbox
+    from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, make_sandbox
 
     kit.require_installed(harness.split(":")[0])
     rig = DialectRig(tmp_path / "run", FINALS.get(harness, FINAL))

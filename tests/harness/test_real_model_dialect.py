@@ -1,5 +1,6 @@
 """The real SmolLM2-135M-Instruct (HF engine) drives the real Claude Code, Codex and OpenClaw (their
-`small` profiles) inside bwrap through the `bash` tool format: the model writes a fenced ```bash
+`small` profiles) inside bwrap through the `bash_examples` tool format (the one the shipped configs
+use: the `bash` instruction plus three worked examples as earlier turns): the model writes a fenced ```bash
 block, the proxy turns it into the harness's own shell-tool call, the harness runs it and sends the
 output back. Asserted per harness: within a few rollouts of a trivial task, at least one shell call
 that came from the model was executed by the harness (its result, under the same call id, is in the
@@ -34,7 +35,7 @@ def bash_rig(tmp_path_factory):
     model_dir = resolve_model(None)
     engine = HFEngine(str(model_dir), max_model_len=8192, num_threads=2, seed=0)
     store = RunStore(tmp_path_factory.mktemp("run"))
-    renderer = Renderer.from_pretrained(model_dir, tool_format="bash")
+    renderer = Renderer.from_pretrained(model_dir, tool_format="bash_examples")
     server = ProxyServer(engine, store, renderer, default_max_tokens=MAX_TOKENS, max_tokens_cap=MAX_TOKENS,
                          default_temperature=0.7).start()
     yield server, store

@@ -4,6 +4,7 @@ sandbox: statuses, rewards, groups, retries, store."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from harnessrl.harness.base import HarnessResult
 from harnessrl.harness.builtin import BuiltinAdapter
@@ -138,3 +139,45 @@ def test_every_rollout_records_its_harness_profile(proxy, store, tasks):
     assert by_spec["mini-swe-agent:tool"].profile == "tool"
     assert by_spec["mini-swe-agent:tool"].meta["harness_profile"]["settings"] == {"mode": "tool"}
     assert by_spec["command:true"].profile == "" and len(records) == 3
+
+
+def test_interrupt_ends_running_harnesses_and_records_them_cancelled(proxy, store, tasks):
+    """Ctrl-C (or SIGTERM, which the CLI turns into KeyboardInterrupt) while rollouts run: their
+    harnesses are ended with their sandboxes instead of running out their 600 s limit, rollouts not
+    yet started never start, and the ended ones are stored as `cancelled` (nothing half-written)."""
+    import os
+    import signal
+    import threading
+
+    import pytest
+
+    threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT)).start()  # the harnesses are asleep by then
+    with pytest.raises(KeyboardInterrupt):
+        run_groups(tasks[:1], ["command:sleep 617"], 3, proxy=proxy, store=store, sandbox_cfg=LOCAL,
+                   concurrency=2, harness_timeout_s=600, progress=False)
+    stored = store.list_rollouts()
+    assert len(stored) == 2  # the two that were running; the third was never started
+    assert {r.status for r in stored} == {"cancelled"} and all(r.reward is None for r in stored)
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p) == "sleep 617"]
+    assert not left, f"harness processes outlived their sandboxes: {left}"
+
+
+def _cmdline(proc_dir) -> str:
+    try:
+        return (proc_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
+def test_a_batch_where_every_rollout_failed_to_start_is_a_typed_error(proxy, store, tasks):
+    """A broken setup (the harness's binary is missing) must not read as a 0% pass rate: the batch
+    raises RolloutsFailed with the first error, after every record is stored."""
+    import pytest
+
+    from harnessrl.rollout.jobs import RolloutsFailed
+
+    with pytest.raises(RolloutsFailed, match="failed before the model was called") as err:
+        run_groups(tasks[:1], ["command:/nonexistent/harness-binary"], 2, proxy=proxy, store=store,
+                   sandbox_cfg=LOCAL, concurrency=2, start_retries=0, progress=False)
+    assert "harness install" in str(err.value)
+    assert {r.status for r in store.list_rollouts()} == {"harness_error"} and len(store.list_rollouts()) == 2

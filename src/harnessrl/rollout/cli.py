@@ -52,7 +52,7 @@ def _execute(tasks: str | list[Any], harness: list[str], n: int, concurrency: in
     from harnessrl.harness import HarnessConfigError
     from harnessrl.proxy.server import ProxyStartError
     from harnessrl.rollout.proxy_link import ProxyLinkError
-    from harnessrl.rollout.jobs import run_groups
+    from harnessrl.rollout.jobs import RolloutsFailed, run_groups
     from harnessrl.rollout.session import proxy_session
     from harnessrl.sandbox.base import SandboxConfig
     from harnessrl.tasks.loader import load_tasks
@@ -78,6 +78,9 @@ def _execute(tasks: str | list[Any], harness: list[str], n: int, concurrency: in
     except (TaskError, HarnessConfigError, ValueError, ModelNotFound, ProxyStartError, ProxyLinkError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(code=2) from None
+    except RolloutsFailed as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(code=1) from None
     return task_list, records
 
 

@@ -20,11 +20,13 @@ Every record carries the harness profile it ran with (`profile`, and its setting
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
+from harnessrl.errors import HarnessRLError
 from harnessrl.rollout.plan import GroupPlan, RolloutJob, next_attempt, plan_cross
 from harnessrl.rollout.proxy_link import as_proxy_link
 from harnessrl.store.records import RolloutRecord
@@ -32,7 +34,7 @@ from harnessrl.tasks.model import Task
 from harnessrl.tasks.validate import open_task_sandbox
 from harnessrl.tasks.verifier import run_verifier
 
-__all__ = ["RolloutJob", "RunOptions", "make_adapters", "run_groups", "run_plans", "run_rollout"]
+__all__ = ["RolloutJob", "RolloutsFailed", "RunOptions", "make_adapters", "run_groups", "run_plans", "run_rollout"]
 
 FINAL_MESSAGE_CHARS = 2000
 
@@ -51,6 +53,7 @@ class RunOptions:
     start_retries: int = 2
     step: int = 0
     harness_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec -> make_harness kwargs
+    live: "LiveSandboxes | None" = None  # set by run_plans: lets an interrupt end the running harnesses
 
 
 def run_groups(tasks: list[Task], harness_specs: list[str], n: int, *, proxy: Any, store: Any,
@@ -84,15 +87,75 @@ def run_plans(plans: Sequence[GroupPlan], *, proxy: Any, store: Any, opts: RunOp
                                                                     opts.harness_options)
     work = [(job, replace(opts, step=p.step)) for p in plans for job in p.jobs()]
     results: dict[int, RolloutRecord] = {}
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        futures = {pool.submit(run_rollout, job, adapters[job.harness_spec], link, store, o): i
+    live = LiveSandboxes()
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    try:
+        futures = {pool.submit(run_rollout, job, adapters[job.harness_spec], link, store, replace(o, live=live)): i
                    for i, (job, o) in enumerate(work)}
         for fut in as_completed(futures):
             record = fut.result()
             results[futures[fut]] = record
             if on_done is not None:
                 on_done(record)
-    return [results[i] for i in range(len(work))]
+    except BaseException:  # Ctrl-C / SIGTERM (KeyboardInterrupt) or a failing callback: end the rollouts now
+        pool.shutdown(wait=False, cancel_futures=True)  # rollouts not started yet never start
+        live.cancel()  # the running ones: their harnesses end with their sandboxes
+        pool.shutdown(wait=True)
+        raise
+    pool.shutdown(wait=True)
+    records = [results[i] for i in range(len(work))]
+    check_not_all_broken(records)
+    return records
+
+
+class RolloutsFailed(HarnessRLError, RuntimeError):
+    """Every rollout of a batch failed before its harness called the model: the setup is broken
+    (a harness not installed, a sandbox that cannot start), so there is nothing to score or train on."""
+
+
+START_STATUSES = ("harness_error", "sandbox_error")
+
+
+def check_not_all_broken(records: Sequence[RolloutRecord]) -> None:
+    """Raise RolloutsFailed when every record failed to start (no model call); the records are stored."""
+    if not records or any(r.status not in START_STATUSES or r.call_count for r in records):
+        return
+    first = records[0].error or records[0].status
+    raise RolloutsFailed(
+        f"all {len(records)} rollouts failed before the model was called ({records[0].harness}: "
+        f"{first[-400:].strip()}). The records are stored in the run. Check the harness install "
+        "(`harnessrl harness install <name>`) and the sandbox (`harnessrl rollout --sandbox local` to compare).")
+
+
+class LiveSandboxes:
+    """The open sandboxes of one `run_plans` call. `cancel()` destroys them (which ends the harness
+    processes inside) and refuses new ones, so an interrupted run stops within seconds instead of
+    waiting out every running rollout's time limit. Thread-safe; one per call, never shared."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[Any] = set()
+        self.cancelled = False
+
+    def enter(self, sandbox: Any) -> bool:
+        """Track `sandbox`; False (and nothing tracked) once the run is cancelled."""
+        with self._lock:
+            if not self.cancelled:
+                self._open.add(sandbox)
+            return not self.cancelled
+
+    def leave(self, sandbox: Any) -> None:
+        with self._lock:
+            self._open.discard(sandbox)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled, doomed = True, list(self._open)
+        for sandbox in doomed:
+            try:
+                sandbox.destroy()  # idempotent; the owning thread's own destroy() then does nothing
+            except Exception:  # noqa: BLE001 - best effort: the next sandbox must still be ended
+                pass
 
 
 def make_adapters(specs: set[str], options: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -159,6 +222,19 @@ def _one_attempt(job: RolloutJob, adapter: Any, link: Any, key: str, store: Any,
     except Exception as e:  # noqa: BLE001 - SandboxError, OSError, bad config: all a sandbox failure
         return replace(base, status="sandbox_error", error=f"sandbox start failed: {e}")
     durations = {"sandbox_s": time.monotonic() - t0}
+    if opts.live is not None and not opts.live.enter(sandbox):
+        sandbox.destroy()
+        return replace(base, status="cancelled", error="the run was interrupted before this rollout started")
+    try:
+        return _run_in(sandbox, job, adapter, key, store, opts, base, durations, link)
+    finally:
+        if opts.live is not None:
+            opts.live.leave(sandbox)
+
+
+def _run_in(sandbox: Any, job: RolloutJob, adapter: Any, key: str, store: Any, opts: RunOptions,
+            base: RolloutRecord, durations: dict[str, float], link: Any) -> RolloutRecord:
+    """The harness in an open sandbox, then the verifier (the sandbox is destroyed on the way out)."""
     with sandbox:
         t1 = time.monotonic()
         result = adapter.run(sandbox, instruction=job.task.instruction, proxy_base=f"{sandbox.proxy_base}/r/{key}",
@@ -168,6 +244,9 @@ def _one_attempt(job: RolloutJob, adapter: Any, link: Any, key: str, store: Any,
         meta = {"harness_meta": result.meta, "exit_code": result.exit_code,
                 "final_message": (result.final_message or "")[:FINAL_MESSAGE_CHARS]}
         meta = {**base.meta, **meta}
+        if opts.live is not None and opts.live.cancelled:
+            return replace(base, status="cancelled", error="the run was interrupted; the harness was ended",
+                           durations=durations, meta=meta)
         too_long = context_refusal(store, job.rollout_id)
         if too_long:  # whatever the harness's exit: its last request got no reply
             error = f"{too_long} (harness: {result.status}{': ' + result.error[:300] if result.error else ''})"

@@ -35,6 +35,7 @@ def train(
         raise typer.Exit(2) from None
     import signal
 
+    from harnessrl.rollout.jobs import RolloutsFailed
     from harnessrl.run.loop import TrainError, run_training
 
     def _stop(signum, frame):  # noqa: ARG001 - SIGTERM unwinds like Ctrl-C, so engines are shut down
@@ -43,7 +44,7 @@ def train(
     signal.signal(signal.SIGTERM, _stop)
     try:
         result = run_training(cfg, resume=resume, console=console, verbose=verbose)
-    except TrainError as err:
+    except (TrainError, RolloutsFailed) as err:
         console.print(f"[red]training failed:[/red] {err}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -86,6 +87,30 @@ def copy_tree_or_file(src: Path, dest: Path) -> None:
         shutil.copy2(src, dest, follow_symlinks=False)
     else:
         raise SandboxError(f"copy source {src} does not exist")
+
+
+STOP_GRACE_S = 3.0  # a harness launcher ends its own process tree on SIGTERM (harness/launcher.py)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send `sig` to a process group; False when the group is gone."""
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def end_groups(pgids: set[int], grace_s: float) -> None:
+    """SIGTERM the live groups (a launcher then ends its harness, which runs in a session of its own
+    and would outlive a plain SIGKILL of the group), then SIGKILL whatever is left after `grace_s`."""
+    live = [g for g in pgids if _signal_group(g, signal.SIGTERM)]
+    deadline = time.monotonic() + grace_s
+    while live and time.monotonic() < deadline:
+        time.sleep(0.05)
+        live = [g for g in live if _signal_group(g, 0)]
+    for g in live:
+        _signal_group(g, signal.SIGKILL)
 
 
 class LocalSandbox(Sandbox):
@@ -206,9 +231,5 @@ class LocalSandbox(Sandbox):
             if self._closed:
                 return
             self._closed = True
-        for pgid in self._pgids:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        end_groups(self._pgids, grace_s=STOP_GRACE_S)
         shutil.rmtree(self._root, ignore_errors=True)

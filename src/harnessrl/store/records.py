@@ -11,7 +11,9 @@ PROMPT = -1
 
 # context_exceeded: the rollout ended because a request did not fit the model's context (the proxy
 # answered its typed "prompt too long" error and the harness could not go on)
-ROLLOUT_STATUSES = ("ok", "harness_error", "timeout", "verifier_error", "sandbox_error", "context_exceeded")
+# cancelled: the run was interrupted (Ctrl-C, SIGTERM) while the rollout ran; its harness was ended
+ROLLOUT_STATUSES = ("ok", "harness_error", "timeout", "verifier_error", "sandbox_error", "context_exceeded",
+                    "cancelled")
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harnessrl.store.records import CallRecord, RolloutRecord
 
-ABNORMAL_STATUSES = ("harness_error", "timeout", "sandbox_error", "verifier_error", "context_exceeded")
+ABNORMAL_STATUSES = ("harness_error", "timeout", "sandbox_error", "verifier_error", "context_exceeded",
+                     "cancelled")
 
 
 class FilterConfig(BaseModel):
