@@ -129,7 +129,9 @@ def test_system_forms_and_inline_system_message(client, engine, store, renderer)
     last = store.list_calls(include_raw=True)[-1]
     assert last.status == "ok" and last.request["messages"][1]["role"] == "system"
     text = renderer.decode(last.prompt_ids)
-    assert text.index("system\nS<") < text.index("system\nENV<") < text.index("user\ny<")
+    # an inline system message after a user turn joins that turn, in front (render/template.py fold_late_system)
+    assert text.index("system\nS<") < text.index("user\nENV\n\nx<") < text.index("user\ny<")
+    assert text.count("system\n") == 1
 
 
 def test_count_tokens(client, store):

@@ -390,3 +390,22 @@ def test_examples_sit_right_before_the_task_after_context_turns(examples_rendere
     later = first + [reply, Message("tool", "", tool_call_id="c1"), Message("user", "Anything else?")]
     prompt = examples_renderer.render_text(first, tools, add_generation_prompt=False)
     assert examples_renderer.render_text(later, tools).startswith(prompt)
+
+
+def test_a_system_message_after_the_task_joins_the_task_turn(examples_renderer):
+    """Claude Code 2.1 sends its environment as a system message after the task's user message:
+    rendered, it joins that user turn in front of the task (the task is read last), the worked
+    examples stay before it, and the next call's prompt still extends this one."""
+    from harnessrl.render import shell_dialect
+
+    tools = harness_tools("claude-code")
+    first = [Message("system", "You are Claude Code."), Message("user", "Delete a.txt."),
+             Message("system", "# Environment\\nPrimary working directory: /workspace")]
+    text = examples_renderer.render_text(first, tools)
+    assert text.count("<|im_start|>system") == 1
+    assert (text.index(shell_dialect.EXAMPLES[-1][0]) < text.index("# Environment") < text.index("Delete a.txt.")
+            < text.index("<|im_start|>assistant", text.index("Delete a.txt.")))
+    reply = Message("assistant", "", tool_calls=[ToolCall("c1", "Bash", {"command": "rm a.txt"})])
+    later = first + [reply, Message("tool", "", tool_call_id="c1")]
+    prompt = examples_renderer.render_text(first, tools, add_generation_prompt=False)
+    assert examples_renderer.render_text(later, tools).startswith(prompt)

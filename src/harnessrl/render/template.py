@@ -9,7 +9,7 @@ results as ``<tool_response>`` blocks in one user turn per run of tool messages.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harnessrl.render.errors import TemplateError
@@ -121,6 +121,25 @@ def _injected_messages(messages: list[Message], tools: list[ToolSpec], info: Tem
     return out
 
 
+def fold_late_system(messages: list[Message]) -> list[Message]:
+    """A system message right after a user message joins that user turn, in front of its text.
+
+    Claude Code 2.1 sends its environment block as a system message AFTER the task's user message, so
+    a template would show the model the task and then a system turn: a small model then answers the
+    environment ("What's your task?") instead of the task. Folded, the task is the last thing it
+    reads. Many templates (Qwen's among them) also reject a system message past the first. Histories
+    only grow at the end, and the user message a system message follows has no reply yet, so the
+    fold never changes text an earlier call rendered: each call's prompt still extends the last."""
+    out: list[Message] = []
+    for m in messages:
+        if m.role == "system" and out and out[-1].role == "user":
+            prev = out[-1]
+            out[-1] = replace(prev, content=f"{m.content}\n\n{prev.content}" if prev.content else m.content)
+        else:
+            out.append(m)
+    return out
+
+
 def _examples_at(out: list[dict[str, Any]]) -> int:
     """Where the worked examples go: right before the task, i.e. the last user message before the
     first assistant reply (after any context messages a harness sends first, such as Codex's
@@ -135,6 +154,7 @@ def to_template(
     messages: list[Message], tools: list[ToolSpec], info: TemplateInfo
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     """(template messages, template tools or None) for ``apply_chat_template``."""
+    messages = fold_late_system(messages)
     shell = info.shell_tool(tools)
     if shell is not None:  # the "bash" format, whatever the template's own tool support
         return _injected_messages(messages, tools, info, shell), None
