@@ -7,7 +7,7 @@ import sys
 from harnessrl.run.config import load_config
 from harnessrl.run.loop import run_training
 
-from fakes import fake_collector_factory, fake_tasks  # noqa: E402  (run with tests/train on sys.path)
+from fakes import fake_collector_factory, fake_tasks  # noqa: E402  (run with tests/run on sys.path)
 
 if __name__ == "__main__":
     cfg = load_config(None, sys.argv[3:])
