@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from harnessrl.harness.base import HarnessAdapter, HarnessConfigError, HarnessResult
+from harnessrl.harness.profiles import Profile
 
 __all__ = ["HARNESS_SPECS", "HarnessAdapter", "HarnessConfigError", "HarnessResult", "make_harness",
-           "harness_profiles"]
+           "harness_profiles", "spec_profile"]
 
 HARNESS_SPECS = ("builtin", "mini-swe-agent[:profile]", "claude-code[:profile]", "codex[:profile]",
                  "openclaw[:profile]", "command:<template>")
@@ -70,3 +71,13 @@ def make_harness(spec: str, cache: Path | None = None, **options: Any) -> Harnes
     if name in ("claude-code", "codex", "openclaw"):
         options["cache"] = cache
     return cls(**options)
+
+
+def spec_profile(spec: str) -> str:
+    """The canonical profile name a spec runs with ("" for `command:` and unknown harnesses)."""
+    try:
+        adapter = make_harness(spec)
+    except HarnessConfigError:
+        return ""
+    profile = getattr(adapter, "profile", None)
+    return profile.name if isinstance(profile, Profile) else ""

@@ -56,15 +56,3 @@ def split_spec(spec: str) -> tuple[str, str]:
     `command:<template>` -> ("command", "<template>") (the rest is the template, colons and all)."""
     name, _, arg = spec.strip().partition(":")
     return name, arg
-
-
-def spec_profile(spec: str) -> str:
-    """The canonical profile name a spec runs with ("" for `command:` and unknown harnesses)."""
-    from harnessrl.harness import make_harness
-
-    try:
-        adapter = make_harness(spec)
-    except HarnessConfigError:
-        return ""
-    profile = getattr(adapter, "profile", None)
-    return profile.name if isinstance(profile, Profile) else ""
