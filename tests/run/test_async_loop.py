@@ -24,9 +24,9 @@ def test_limit_policy_lag_counts_and_drops_stale_tokens():
                             adv_neg=np.zeros(5, np.float32), weight=np.ones(5, np.float32))
     tree = SimpleNamespace(flat=lambda: SimpleNamespace(policy_version=version))
     out = limit_policy_lag(batch, [tree], trainer_version=3, max_lag=1)
-    assert out["policy_lag_tokens"] == {"0": 2.0, "1": 1.0, "2": 1.0}
-    assert out["policy_lag_max"] == 2.0 and out["policy_lag_dropped"] == 1.0
-    assert out["policy_lag_mean"] == pytest.approx(0.75)
+    assert out.policy_lag_tokens == {"0": 2.0, "1": 1.0, "2": 1.0}
+    assert out.policy_lag_max == 2.0 and out.policy_lag_dropped == 1.0
+    assert out.policy_lag_mean == pytest.approx(0.75)
     assert batch.decision.tolist() == [False, True, True, False, True]  # the lag-2 token left the loss
     assert batch.weight[3] == 0 and batch.adv_pos[3] == 0 and batch.weight[1] == 1
 

@@ -45,7 +45,7 @@ def test_weight_sync_engine_matches_trainer_and_records_new_version(tiny_dir, tm
         before = {k: v.detach().clone() for k, v in parts.trainer.policy.named_parameters()}
         with RunDisplay(Console(quiet=True), 1, 1) as display:
             rec = train_step(parts, 1, display)
-        assert rec["policy_version"] == 1 == parts.engine.policy_version
+        assert rec.policy_version == 1 == parts.engine.policy_version
         assert any(not torch.equal(before[k], v) for k, v in parts.trainer.policy.named_parameters())
         prompt = list(range(100, 120))
         gen = asyncio_run(parts.engine.generate(prompt, SamplingParams(temperature=0.7, max_tokens=8)))
@@ -56,8 +56,8 @@ def test_weight_sync_engine_matches_trainer_and_records_new_version(tiny_dir, tm
         with torch.no_grad():
             lp, _ = token_logprobs(parts.trainer.policy, chunk, tgt, torch.full((len(tgt),), 0.7))
         assert np.max(np.abs(lp.numpy() - np.asarray(gen.logprobs))) < 1e-4
-        assert rec["tokens_computed"] <= rec["per_call_tokens"]
-        assert set(rec["reward"]) == {"builtin", "mini-swe-agent"}
+        assert rec.update.tokens_computed <= rec.trees.per_call_tokens
+        assert set(rec.rollouts.reward) == {"builtin", "mini-swe-agent"}
     finally:
         parts.engine.close()
         parts.store.close()

@@ -9,18 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harnessrl.cluster.ray_rollout import RayCollector
+from harnessrl.engine import resolve_model
 from harnessrl.run.collect import Collector
 from harnessrl.run.collector import RunnerCollector
 
 
 def default_collector(cfg: Any, engine: Any, store: Any, run_dir: Path) -> Collector:
     """RunnerCollector in this process, or (cluster.backend=ray) rollout workers as Ray actors."""
-    from harnessrl.engine import resolve_model
-
     model_dir = Path(resolve_model(cfg.model.path))
     if cfg.cluster.backend == "ray":
-        from harnessrl.cluster.ray_rollout import RayCollector
-
         r = cfg.cluster.ray
         return RayCollector(cfg, engine, store, model_dir, workers=r.rollout_workers, cpus=r.worker_cpus,
                             shard_root=r.shard_dir)

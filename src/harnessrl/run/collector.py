@@ -10,19 +10,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from harnessrl.harness import HarnessConfigError
+from harnessrl.proxy.server import ProxyServer
+from harnessrl.render.renderer import Renderer
 from harnessrl.rollout.jobs import RunOptions, make_adapters, run_plans
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.rollout.proxy_link import LocalProxy
 from harnessrl.run.collect import Progress
 from harnessrl.run.errors import TrainError
+from harnessrl.sandbox.base import SandboxConfig
+from harnessrl.tasks.loader import interleave_families, load_tasks
+from harnessrl.tasks.model import TaskError
 
 
 def default_tasks(cfg) -> tuple[list, dict[str, list]]:
     """(train tasks, {eval set name: tasks}): `tasks.suite` is "builtin" or a task directory;
     `tasks.families` filters the train split and every eval set but `unseen` (see TasksSection)."""
-    from harnessrl.tasks.loader import interleave_families, load_tasks
-    from harnessrl.tasks.model import TaskError
-
     t = cfg.tasks
     keep = set(t.families or ())
 
@@ -56,10 +59,6 @@ class RunnerCollector:
     """Rollouts through the real runner: proxy (in-process) -> sandbox -> harness -> verifier."""
 
     def __init__(self, cfg, engine: Any, store: Any, model_dir: Path):
-        from harnessrl.proxy.server import ProxyServer
-        from harnessrl.render.renderer import Renderer
-        from harnessrl.sandbox.base import SandboxConfig
-
         self.cfg, self.store = cfg, store
         renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format)
         self.proxy = ProxyServer(engine, store, renderer,
@@ -77,8 +76,6 @@ class RunnerCollector:
 
     def _check(self, name: str) -> None:
         """Fail at start, with the fix, when a harness is unknown or not installed."""
-        from harnessrl.harness import HarnessConfigError
-
         try:
             adapter = self._adapter(name)
         except (HarnessConfigError, TypeError) as err:

@@ -18,6 +18,8 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColu
 from rich.table import Table
 from rich.text import Text
 
+from harnessrl.run.report import eval_table
+
 PHASES = ("rollout", "tree", "train", "sync", "eval", "checkpoint")
 
 
@@ -98,8 +100,6 @@ class RunDisplay:
 def summary_table(records: list[dict[str, Any]], run_dir: Path, report: Path, plots_dir: Path,
                   log_file: Path | None, trees: Path | None = None) -> Table:
     """Held-out pass@1 before/after per harness, wall time per phase, and where the outputs are."""
-    from harnessrl.run.report import eval_table
-
     before, after = eval_table(records)
     table = Table(title=f"run {run_dir.name}", show_header=True, header_style="bold", title_justify="left")
     table.add_column("")

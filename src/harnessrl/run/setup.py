@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from harnessrl.run.config import RunConfig
+from harnessrl.train.critic import ValueModel
 from harnessrl.train.packing import default_backend
 from harnessrl.train.trainer import Trainer
 from harnessrl.train.weights import apply_lora, is_peft
@@ -60,8 +61,6 @@ def build_trainer(cfg: RunConfig, policy, model_dir: Path) -> Trainer:
             p.requires_grad_(False)
     critic = critic_opt = None
     if cfg.algorithm.name == "ppo":
-        from harnessrl.train.critic import ValueModel
-
         critic = ValueModel.from_pretrained(str(model_dir), getattr(torch, cfg.model.dtype)).to(device)
         critic_opt = torch.optim.AdamW(critic.parameters(), lr=cfg.algorithm.critic_lr)
     return Trainer(policy, opt, cfg.algorithm, cfg.algorithm.token_budget, _backend(cfg, device),
