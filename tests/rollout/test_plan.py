@@ -55,7 +55,7 @@ def _loop_eval_plans(tmp_path, tasks: list, n: int) -> list:
                                 collector=Recorder(), store=store)
         with RunDisplay(Console(quiet=True), 1, 1) as display:
             ev = loop.evaluate(parts, 0, display)
-            assert ev["eval"] == {} and ev["eval_sets"] == {"test": {}}  # nothing was recorded
+            assert ev.pass_at_1 == {} and ev.sets == {"test": {}}  # nothing was recorded
     return seen
 
 
