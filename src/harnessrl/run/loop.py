@@ -235,7 +235,7 @@ def resume_point(store: RunStore, run_dir: Path, resume: bool) -> tuple[int, Pat
 
 
 def trainer_seed(cfg: RunConfig, attempt: int) -> int:
-    """Each attempt (a resume) seeds differently, so a redone step does not replay the same sampling."""
+    """The seed of this attempt's RNGs: the run's seed, shifted for each attempt (a resume is a new one)."""
     return cfg.loop.seed + 7919 * (attempt - 1)
 
 
