@@ -92,6 +92,22 @@ def test_exact_duplicates_merge_and_count_once():
     assert len(tree.paths) == 1 and tree.stats.branches == 0
 
 
+def test_a_complete_duplicate_of_a_truncated_call_still_trains():
+    """The same completion cut by max_tokens first (untrainable), then sent again and complete: one
+    merged call, and the complete one's tokens are decisions (hypothesis seed 5993 of
+    tests/algo/test_exactness.py: they used to be dropped with the truncated twin)."""
+    cut = make_call("a", 0, [7, 7, 1], [2, 0], finish="length")
+    full = make_call("a", 1, [7, 7, 1], [2, 0])
+    tree = build_tree([cut, full], [make_rollout("a", 1.0)])
+    assert tree.stats.merged_duplicates == 1 and tree.stats.calls == 1
+    assert tree.stats.decision_tokens == 2 and tree.stats.per_call_tokens == 5
+    decisions = [int(t) for n in tree.nodes for t, d in zip(n.tokens, n.decision) if d]
+    assert decisions == [2, 0]
+    # the other order is a plain duplicate: the complete call is in first and trains
+    assert build_tree([full, make_call("a", 2, [7, 7, 1], [2, 0], finish="length")],
+                      [make_rollout("a", 1.0)]).stats.decision_tokens == 2
+
+
 def test_retry_branch_only_last_attempt_trains():
     calls = linear("a", 2)
     retry = make_call("a", 2, calls[1].prompt_ids, [555, 556], call_id="a:retry")

@@ -54,20 +54,28 @@ def reference(calls, rollouts, cfg: FilterConfig):
     kept = {r.rollout_id for r in rollouts if r.status == "ok" and r.reward is not None}
     order = {r.rollout_id: i for i, r in enumerate(rollouts)}
     ordered = sorted(calls, key=lambda c: (order[c.rollout_id], c.seq))
-    seen, inserted, merged = set(), [], 0
+
+    def trainable_of(c) -> bool:
+        same_prompt = [d for d in ordered if d.rollout_id == c.rollout_id and d.prompt_ids == c.prompt_ids]
+        retried = cfg.duplicate_branches and same_prompt[-1].sampled_ids != c.sampled_ids
+        return c.rollout_id in kept and not retried and c.finish_reason != "length"
+
+    # exact duplicates merge; one that trains after untrainable twins still marks its decisions
+    seen: dict[tuple, bool] = {}
+    inserted, merged = [], 0
     for c in ordered:
         key = (c.rollout_id, tuple(c.prompt_ids), tuple(c.sampled_ids))
+        trains = trainable_of(c)
         if key in seen:
             merged += 1
-            continue
-        seen.add(key)
+            if seen[key] or not trains:
+                continue
+        seen[key] = trains
         inserted.append(c)
     prefixes: dict[tuple, tuple[bool, float]] = {}
     owners: dict[tuple, set[str]] = {}
     for c in inserted:
-        same_prompt = [d for d in ordered if d.rollout_id == c.rollout_id and d.prompt_ids == c.prompt_ids]
-        retried = cfg.duplicate_branches and same_prompt[-1].sampled_ids != c.sampled_ids
-        trainable = c.rollout_id in kept and not retried and c.finish_reason != "length"
+        trainable = trainable_of(c)
         seq = tuple(c.prompt_ids) + tuple(c.sampled_ids)
         for pos in range(len(seq)):
             p = seq[:pos + 1]

@@ -15,7 +15,9 @@ vector compares plus at most one split, independent of how many tokens it shares
   history edited in place, e.g. dropped thinking or a harness-internal tail that is not resent), ``group_sample`` (another rollout sampled a
   different token here) and ``group_context`` (other rollouts saw different context here:
   different tool output, harness, or system prompt).
-- Exact duplicates (same rollout, same prompt and completion) are merged and counted once.
+- Exact duplicates (same rollout, same prompt and completion) are merged and counted once, unless
+  the later one trains and the earlier did not (the same tokens cut by max_tokens first, then
+  complete): then its decisions are marked on the shared path, so the complete sample still trains.
 - Sampled tokens of kept, trainable calls are decision tokens; a span sampled in one call and
   resent as context in a later call keeps its decision flag, logprobs and policy version (the
   first sampling call wins where two calls sampled the same token at the same tree position).
@@ -219,7 +221,7 @@ def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
     cfg = filters or FilterConfig()
     plan = plan_filters(calls, rollouts, cfg)
     trie = _Trie()
-    seen: set[tuple[str, bytes]] = set()
+    seen: dict[tuple[str, bytes], bool] = {}  # (rollout, digest of prompt + completion) -> inserted trainable
     merged = 0
     per_call = 0
     last_end: dict[str, float] = {}
@@ -227,16 +229,21 @@ def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
     for call in plan.calls:
         rid = call.rollout_id
         key = (rid, plan.keys[call.call_id])
-        if key in seen:
+        trainable = plan.trainable[call.call_id]
+        duplicate = key in seen
+        if duplicate and (seen[key] or not trainable):
             merged += 1
             continue
-        seen.add(key)
-        n_calls[rid] += 1
-        ca = _CallArrays(call, *plan.ids[call.call_id], plan.trainable[call.call_id])
+        seen[key] = trainable
+        if duplicate:  # inserted only to mark its decisions: still one call
+            merged += 1
+        else:
+            n_calls[rid] += 1
+        ca = _CallArrays(call, *plan.ids[call.call_id], trainable)
         parallel = call.t_end > 0 and call.t_start < last_end.get(rid, 0.0)  # no times recorded: not parallel
         trie.insert(ca, call, parallel)
         last_end[rid] = max(last_end.get(rid, 0.0), call.t_end)
-        if not plan.rollout_reason[rid]:
+        if not plan.rollout_reason[rid] and not duplicate:
             per_call += len(ca.seq)
     nodes = _freeze(trie, prune=cfg.prune)
     paths, path_ids = _paths(nodes, [r.rollout_id for r in rollouts])
