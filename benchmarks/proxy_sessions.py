@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import socket
 import tempfile
 import threading
 import time
 
+import httpx
 import psutil
 
-from harnessrl.proxy.loadgen import percentile, run_sessions, start_serve
+from harnessrl.proxy.loadgen import Outcome, percentile, run_sessions, start_serve
+from harnessrl.store import RunStore
 
 
 class RssSampler:
@@ -52,6 +55,30 @@ class RssSampler:
         self._thread.join()
 
 
+class Staller:
+    """Stops the server process (SIGSTOP) for `stop_s` after every `run_s`, in a thread, until stop()."""
+
+    def __init__(self, pid: int, run_s: float, stop_s: float):
+        self.pid, self.run_s, self.stop_s = pid, run_s, stop_s
+        self.stalls = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(self.run_s):
+            os.kill(self.pid, signal.SIGSTOP)
+            try:
+                self._done.wait(self.stop_s)
+            finally:
+                os.kill(self.pid, signal.SIGCONT)
+            self.stalls += 1
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
 def slowloris(port: int, n: int) -> list[socket.socket]:
     """n connections that send headers and half a body, then stall."""
     socks = []
@@ -72,8 +99,35 @@ def cpu_s(proc: psutil.Process) -> float:
     return t.user + t.system
 
 
-def run_n(url: str, token: str, pid: int, n: int, turns: int, slow: int, port: int) -> dict:
+def health(url: str) -> dict:
+    return httpx.get(url + "/health", timeout=600).json()
+
+
+def audit(outcomes: list[Outcome], store: RunStore) -> dict[str, int]:
+    """Every call the client made, against the store. A conversation's turn t is its rollout's seq t
+    (each earlier turn completed, so it was stored exactly once; refused 429/529 attempts are not
+    stored). Classes: complete (the client got message_stop); typed (the client got a typed error:
+    an HTTP error status with the protocol's error body, or the in-stream error event); no answer
+    (a transport error or a stream cut: the client got nothing typed). Each with what the store holds."""
+    rows = {(c["rollout_id"], c["seq"]): c["status"]
+            for c in store.list_call_summaries(sorted({o.rollout_id for o in outcomes}))}
+    out: dict[str, int] = {}
+    for o in outcomes:
+        stored = rows.get((o.rollout_id, o.turn), "none")
+        if o.complete:
+            kind = "complete, stored ok" if stored == "ok" else f"LOST: complete, stored {stored}"
+        elif o.status >= 400 or o.error.startswith("{'type': 'error'"):
+            what = f"{o.status}" if o.status >= 400 else "in-stream"
+            kind = f"typed {what}, stored {stored}"
+        else:
+            kind = f"no answer ({o.error.split(':')[0][:40] or 'stream cut'}), stored {stored}"
+        out[kind] = out.get(kind, 0) + 1
+    return out
+
+
+def run_n(url: str, token: str, pid: int, n: int, turns: int, slow: int, port: int, store: RunStore) -> dict:
     held = slowloris(port, slow) if slow else []
+    conn0 = health(url).get("connections", {})
     with RssSampler(pid) as rss:
         before = rss.now()
         cpu0 = cpu_s(rss.proc)
@@ -84,21 +138,22 @@ def run_n(url: str, token: str, pid: int, n: int, turns: int, slow: int, port: i
         after = rss.now()
     for s in held:
         s.close()
+    conn1 = health(url).get("connections", {})
     done = [o for o in outcomes if o.complete]
     lat = [o.latency_s for o in done]
-    kinds: dict[str, int] = {}
-    for o in outcomes:
-        if not o.complete:
-            kind = f"{o.status} {o.error.split(':')[0][:60]}"
-            kinds[kind] = kinds.get(kind, 0) + 1
-    if kinds:
-        print(f"  errors at {n} sessions: {kinds}", flush=True)
+    classes = audit(outcomes, store)
+    print(f"  {n} sessions, every call against the store: {classes}; transport: "
+          f"{ {k: conn1.get(k, 0) - conn0.get(k, 0) for k in ('refused', 'header_timeouts', 'late_reads')} }", flush=True)
+    lost = sum(v for k, v in classes.items() if k.startswith("LOST") or (k.startswith("no answer") and
+                                                                         k.endswith("stored none")))
     return {"sessions": n, "calls": len(outcomes), "complete": len(done),
-            "errors": len(outcomes) - len(done) + (n * turns - len(outcomes)),
+            "incomplete": len(outcomes) - len(done), "not_made": n * turns - len(outcomes),
+            "typed": sum(v for k, v in classes.items() if k.startswith("typed")),
+            "untyped": sum(v for k, v in classes.items() if k.startswith("no answer")), "lost": lost,
             "typed_retries": sum(o.retries for o in outcomes),
             "p50_ms": percentile(lat, 0.5) * 1e3, "p99_ms": percentile(lat, 0.99) * 1e3,
-            "calls_per_s": len(done) / wall, "server_cpu_ms": cpu / max(1, len(done)) * 1e3, "rss_before_mb": mb(before), "rss_peak_mb": mb(rss.peak),
-            "rss_after_mb": mb(after), "slowloris": slow}
+            "calls_per_s": len(done) / wall, "server_cpu_ms": cpu / max(1, len(done)) * 1e3,
+            "rss_before_mb": mb(before), "rss_peak_mb": mb(rss.peak), "rss_after_mb": mb(after), "slowloris": slow}
 
 
 def churn(url: str, token: str, pid: int, total: int, wave: int, turns: int) -> list[tuple[int, str]]:
@@ -120,23 +175,35 @@ def main() -> None:
     ap.add_argument("--churn", type=int, default=5000, help="short rollouts for the memory plateau (0: skip)")
     ap.add_argument("--wave", type=int, default=500)
     ap.add_argument("--churn-turns", type=int, default=3)
+    ap.add_argument("--keep-alive-s", type=float, default=None, help="serve --keep-alive-s (default: serve's)")
+    ap.add_argument("--stall", type=float, nargs=2, metavar=("RUN_S", "STOP_S"), default=None,
+                    help="a starved server: SIGSTOP it for STOP_S after every RUN_S (what a loaded machine does to "
+                         "a low-priority process, made repeatable)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as run_dir:
-        proc, url, token = start_serve(run_dir, "--scripted-latency-s", str(args.latency))
+        extra = ["--keep-alive-s", str(args.keep_alive_s)] if args.keep_alive_s is not None else []
+        proc, url, token = start_serve(run_dir, "--scripted-latency-s", str(args.latency), *extra)
         port = int(url.rsplit(":", 1)[1])
+        stalls = Staller(proc.pid, *args.stall) if args.stall else None
+        store = RunStore(run_dir)
         try:
-            print("| sessions | calls | errors | typed 429/529 retries | p50 ms | p99 ms | calls/s | server CPU ms/call | "
-                  "RSS before / peak / after MB | slowloris held |")
-            print("|---|---|---|---|---|---|---|---|---|---|")
+            print("| sessions | calls made | complete | typed errors | no typed answer | lost | calls not made | "
+                  "typed 429/529 retries | p50 ms | p99 ms | calls/s | server CPU ms/call | "
+                  "RSS before / peak / after MB | slowloris held |", flush=True)
+            print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
             for n in args.sessions:
-                r = run_n(url, token, proc.pid, n, args.turns, args.slowloris, port)
-                print(f"| {r['sessions']} | {r['calls']} | {r['errors']} | {r['typed_retries']} | {r['p50_ms']:.0f} | "
+                r = run_n(url, token, proc.pid, n, args.turns, args.slowloris, port, store)
+                print(f"| {r['sessions']} | {r['calls']} | {r['complete']} | {r['typed']} | {r['untyped']} | {r['lost']} | "
+                      f"{r['not_made']} | {r['typed_retries']} | {r['p50_ms']:.0f} | "
                       f"{r['p99_ms']:.0f} | {r['calls_per_s']:.0f} | {r['server_cpu_ms']:.1f} | {r['rss_before_mb']} / {r['rss_peak_mb']} / "
                       f"{r['rss_after_mb']} | {r['slowloris']} |", flush=True)
             if args.churn:
                 points = churn(url, token, proc.pid, args.churn, args.wave, args.churn_turns)
                 print("\nchurn (rollouts done -> server RSS MB): " + ", ".join(f"{n}: {m}" for n, m in points))
         finally:
+            if stalls is not None:
+                stalls.stop()
+            store.close()
             proc.send_signal(signal.SIGTERM)
             proc.wait(120)
 

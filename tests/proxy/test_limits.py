@@ -114,9 +114,36 @@ def test_rollout_quota_is_a_typed_413_recorded_once(engine, store, renderer):
         r = httpx.post(url, json=CHAT, timeout=30)
         assert r.status_code == 413 and r.json()["error"]["code"] == "store_quota_exceeded"
         other = server.base_urls(server.register_rollout("modest"))["openai"] + "/chat/completions"
-        assert httpx.post(other, json=CHAT, timeout=30).status_code == 200  # the quota is per key
+        assert httpx.post(other, json=CHAT, timeout=30).status_code == 200  # the quota is per rollout
     calls = store.list_calls(["greedy"])
     assert [c.meta.get("error_kind") for c in calls if c.status == "error"] == ["quota"]  # recorded once
+
+
+def test_rollout_quota_survives_a_restart_and_a_new_key(engine, tmp_path, renderer):
+    """The quota belongs to the rollout and lives in the store: a proxy restarted on the same run
+    directory, and a second key of the same rollout, do not get a fresh one."""
+    from harnessrl.store import RunStore
+
+    pad = {**CHAT, "messages": [{"role": "user", "content": "z" * 6000}]}
+    with RunStore(tmp_path / "run") as store, ProxyServer(engine, store, renderer, rollout_quota=15_000) as server:
+        url = server.base_urls(server.register_rollout("greedy"))["openai"] + "/chat/completions"
+        assert [httpx.post(url, json=pad, timeout=30).status_code for _ in range(2)] == [200, 200]
+        spent = store.quota_usage("greedy")[0]
+        assert 10_000 < spent < 15_000  # charged per call, as meta["quota_bytes"]
+        # a second key of the same rollout shares what the first one spent
+        url2 = server.base_urls(server.register_rollout("greedy"))["openai"] + "/chat/completions"
+        assert [httpx.post(url2, json=pad, timeout=30).status_code for _ in range(2)] == [200, 413]
+    with RunStore(tmp_path / "run") as store:  # a restart: a new store connection and a new proxy
+        assert store.quota_usage("greedy") == (store.quota_usage("greedy")[0], 1)
+        with ProxyServer(engine, store, renderer, rollout_quota=15_000) as server:
+            url = server.base_urls(server.register_rollout("greedy"))["openai"] + "/chat/completions"
+            r = httpx.post(url, json=CHAT, timeout=30)
+            assert r.status_code == 413 and r.json()["error"]["code"] == "store_quota_exceeded"
+            other = server.base_urls(server.register_rollout("fresh"))["openai"] + "/chat/completions"
+            assert httpx.post(other, json=pad, timeout=30).status_code == 200
+        calls = store.list_calls(["greedy"])
+        assert [c.status for c in calls] == ["ok", "ok", "ok", "error"]  # the refusal after restart: not recorded
+        assert [c.seq for c in calls] == [0, 1, 2, 3]
 
 
 def test_slow_body_gets_408_and_the_connection_is_closed(engine, store, renderer):

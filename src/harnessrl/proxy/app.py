@@ -48,6 +48,7 @@ class AppConfig:
     body_timeout_s: float = 30.0  # a request body must be complete within this
     max_inflight_per_key: int = 32  # concurrent calls of one rollout key (more: 429)
     max_inflight: int = 8192  # concurrent calls of the whole proxy (more: 529 / 503)
+    connection_stats: Callable[[], dict[str, int]] | None = None  # the transport guard's counters (/health)
 
 
 def _reply(reply: Reply) -> Response:
@@ -162,7 +163,8 @@ class _Endpoints:
     async def health(self, request: Request) -> Response:
         return json_response(200, {"ok": True, "model": self.cfg.served_model,
                                    "policy_version": self.handler.engine.policy_version, "time": time.time(),
-                                   "open_keys": len(self.registry), "inflight": self.inflight})
+                                   "open_keys": len(self.registry), "inflight": self.inflight,
+                                   "connections": self.cfg.connection_stats() if self.cfg.connection_stats else {}})
 
     def routes(self) -> list[Route]:
         routes = [Route("/health", self.health, methods=["GET"])]

@@ -3,8 +3,10 @@ commit to the store -> response bytes. Every outcome, failures included, is stor
 is durable before the response is handed back to the HTTP layer.
 
 Disk bound: an error call stores at most `ERROR_REQUEST_LIMIT` bytes of its request, and each
-rollout key has a byte quota (request + response bytes of its calls); once it is spent, calls
-get a 413 `quota` error: the first one is recorded, later ones are answered without a record."""
+rollout has a byte quota (request + response bytes of its calls, over all its keys); once it is
+spent, calls get a 413 `quota` error: the first one is recorded, later ones are answered without
+a record. Each record keeps what it charged (`meta["quota_bytes"]`), so the quota survives a
+restart of the proxy on the same run directory (rollouts.py loads it from the store)."""
 
 from __future__ import annotations
 
@@ -85,7 +87,7 @@ class CallHandler:
         self._id_counter = itertools.count()
 
     async def handle(self, protocol: WireProtocol, rollout: RolloutState, body: bytes, endpoint: str) -> Reply:
-        if rollout.stored_bytes >= self.rollout_quota:
+        if rollout.usage.stored_bytes >= self.rollout_quota:
             return await self._refuse_over_quota(protocol, rollout, endpoint)
         call_id = f"{self._id_prefix}{next(self._id_counter):010x}"
         call = _Call(protocol, rollout, endpoint, call_id, rollout.take_seq(), time.time(), raw=body)
@@ -103,7 +105,7 @@ class CallHandler:
 
     async def reject(self, protocol: WireProtocol, rollout: RolloutState, endpoint: str, err: ProxyError) -> Reply:
         """Answer and record a call refused before its body was read (413 too large, 408 timeout)."""
-        if rollout.stored_bytes >= self.rollout_quota:
+        if rollout.usage.stored_bytes >= self.rollout_quota:
             return await self._refuse_over_quota(protocol, rollout, endpoint)
         call_id = f"{self._id_prefix}{next(self._id_counter):010x}"
         call = _Call(protocol, rollout, endpoint, call_id, rollout.take_seq(), time.time())
@@ -112,8 +114,8 @@ class CallHandler:
 
     async def _refuse_over_quota(self, protocol: WireProtocol, rollout: RolloutState, endpoint: str) -> Reply:
         err = quota_spent(rollout.rollout_id, self.rollout_quota)
-        rollout.refused_over_quota += 1
-        if rollout.refused_over_quota > 1:  # recorded once: a flood of refusals must not fill the disk either
+        rollout.usage.refused_over_quota += 1
+        if rollout.usage.refused_over_quota > 1:  # recorded once: a flood of refusals must not fill the disk either
             return Reply(protocol.error_status(err), dumps(protocol.error_body(err)), error=err)
         call = _Call(protocol, rollout, endpoint, f"{self._id_prefix}{next(self._id_counter):010x}",
                      rollout.take_seq(), time.time())
@@ -146,11 +148,13 @@ class CallHandler:
                             len(gen.token_ids), gen.finish_reason)
         response = call.protocol.respond(result, req)
         out = b"".join(call.protocol.stream(result, req)) if req.stream else dumps(response)
-        call.rollout.stored_bytes += len(body) + len(out)
+        charged = len(body) + len(out)
+        call.rollout.usage.stored_bytes += charged
         t_done = time.perf_counter()
         timings = {"render_s": t_engine - t_render, "engine_s": t_parse - t_engine, "respond_s": t_done - t_parse,
                    **{f"engine_{k}": v for k, v in (gen.timings or {}).items()}}
         record = self._ok_record(call, prompt_ids, list(rendered.provenance), gen, params, response, timings)
+        record.meta["quota_bytes"] = charged
         await self.writer.write(record)
         return Reply(200, out, "text/event-stream" if req.stream else "application/json")
 
@@ -218,7 +222,8 @@ class CallHandler:
                        "_bytes": len(call.raw)}
         elif request is None:
             request = {"_unparsed": call.raw.decode("utf-8", errors="replace")}
-        call.rollout.stored_bytes += min(len(call.raw), ERROR_REQUEST_LIMIT) + 512
+        charged = min(len(call.raw), ERROR_REQUEST_LIMIT) + 512
+        call.rollout.usage.stored_bytes += charged
         req = call.req
         record = CallRecord(
             call_id=call.call_id, rollout_id=call.rollout.rollout_id, seq=call.seq, protocol=call.protocol.name,
@@ -227,7 +232,7 @@ class CallHandler:
             temperature=1.0 if req is None or req.temperature is None else req.temperature,
             top_p=1.0 if req is None or req.top_p is None else req.top_p, finish_reason="stop", status="error",
             t_start=call.t_start, t_end=time.time(), request=request, response=body,
-            meta=self._meta(call, None, error=err.message, error_kind=err.kind),
+            meta=self._meta(call, None, error=err.message, error_kind=err.kind, quota_bytes=charged),
         )
         try:
             await self.writer.write(record)

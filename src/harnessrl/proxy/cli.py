@@ -61,6 +61,10 @@ def serve(
     drain_s: float = typer.Option(30.0, "--drain-s", help="On SIGTERM / Ctrl-C: how long in-flight calls may finish."),
     store_sync: str = typer.Option("normal", "--store-sync",
                                    help="SQLite synchronous: normal (survives process crashes) | full (+ power loss)."),
+    keep_alive_s: float = typer.Option(75.0, "--keep-alive-s",
+                                       help="Close a keep-alive connection idle this long (seconds)."),
+    header_timeout_s: float = typer.Option(15.0, "--header-timeout-s",
+                                           help="A connection's request headers must arrive within this (408)."),
     scripted_latency_s: float = typer.Option(0.0, "--scripted-latency-s",
                                              help="scripted engine only: seconds per call (stands in for a model)."),
 ) -> None:
@@ -100,7 +104,8 @@ def serve(
                          default_max_tokens=max_tokens, served_model=Path(model_dir).name,
                          max_tokens_cap=max_tokens_cap, default_temperature=default_temperature,
                          max_body_bytes=int(max_body_mb * 1024 * 1024),
-                         rollout_quota=int(rollout_quota_mb * 1024 * 1024), drain_s=drain_s)
+                         rollout_quota=int(rollout_quota_mb * 1024 * 1024), drain_s=drain_s,
+                         keep_alive_s=keep_alive_s, header_timeout_s=header_timeout_s)
     try:
         server.start()
     except ProxyStartError as err:

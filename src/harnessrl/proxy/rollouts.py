@@ -2,7 +2,12 @@
 Conversation (exact history for that rollout), its call sequence counter and its store usage.
 
 Everything a key holds is freed when the key closes: the registry drops its state, and
-`on_close(rollout_id)` lets the store forget the rollout's prefix base once no key of it is open."""
+`on_close(rollout_id)` lets the store forget the rollout's prefix base once no key of it is open.
+
+Store usage (the byte quota, calls.py) belongs to the rollout id, not to a key: every open key of
+a rollout shares one `QuotaUsage`, and the first key of a rollout loads it from the run store
+(`usage(rollout_id)`), so neither a new key nor a restart of the proxy on the same run directory
+gives a rollout a fresh quota."""
 
 from __future__ import annotations
 
@@ -16,13 +21,20 @@ ADHOC_MAX_TURNS = 2048  # the ad-hoc rollout never closes: past this many turns 
 
 
 @dataclass
+class QuotaUsage:
+    """What one rollout has spent of its store quota (shared by its open keys)."""
+
+    stored_bytes: int = 0  # request + response bytes recorded for this rollout (the quota counts these)
+    refused_over_quota: int = 0  # quota refusals; only the first is recorded
+
+
+@dataclass
 class RolloutState:
     key: str
     rollout_id: str
     conversation: Any  # render.conversation.Conversation (or a test double with prepare/commit)
     next_seq: int = 0
-    stored_bytes: int = 0  # request + response bytes recorded under this key (the quota counts these)
-    refused_over_quota: int = 0
+    usage: QuotaUsage = field(default_factory=QuotaUsage)
     inflight: int = 0  # calls of this key being served now
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -37,13 +49,21 @@ class RolloutRegistry:
     """Key -> RolloutState. Thread-safe: the runner registers from its own thread or over HTTP."""
 
     def __init__(self, new_conversation: Callable[[], Any], first_seq: Callable[[str], int],
-                 on_close: Callable[[str], None] | None = None):
+                 on_close: Callable[[str], None] | None = None,
+                 usage: Callable[[str], tuple[int, int]] | None = None):
+        """`usage(rollout_id)` -> (bytes, quota refusals) the store already holds for a rollout."""
         self._new_conversation = new_conversation
         self._first_seq = first_seq
         self._on_close = on_close
+        self._usage_of = usage or (lambda rollout_id: (0, 0))
         self._by_key: dict[str, RolloutState] = {}
+        self._usage: dict[str, QuotaUsage] = {}  # rollout id -> usage, while a key of it is open
         self._lock = threading.Lock()
         self._adhoc: RolloutState | None = None
+
+    def _load_usage(self, rollout_id: str) -> QuotaUsage:
+        stored, refused = self._usage_of(rollout_id)
+        return QuotaUsage(stored, refused)
 
     def register(self, rollout_id: str, key: str | None = None) -> str:
         """A fresh secret key for `rollout_id` (a rollout may hold several keys, e.g. after a retry)."""
@@ -54,6 +74,13 @@ class RolloutRegistry:
         with self._lock:
             if key in self._by_key:
                 raise ValueError("rollout key already registered")
+            usage = self._usage.get(rollout_id)
+        if usage is None:
+            usage = self._load_usage(rollout_id)  # a store read: outside the lock
+        with self._lock:
+            if key in self._by_key:
+                raise ValueError("rollout key already registered")
+            state.usage = self._usage.setdefault(rollout_id, usage)  # a key registered meanwhile wins
             self._by_key[key] = state
         return key
 
@@ -62,6 +89,8 @@ class RolloutRegistry:
         with self._lock:
             state = self._by_key.pop(key, None)
             last = state is not None and all(s.rollout_id != state.rollout_id for s in self._by_key.values())
+            if state is not None and last:
+                self._usage.pop(state.rollout_id, None)
         if state is not None and last and self._on_close is not None:
             self._on_close(state.rollout_id)
         return state is not None
@@ -78,7 +107,8 @@ class RolloutRegistry:
         starts afresh (a conversation resent after that renders in full: correct ids, less reuse)."""
         with self._lock:
             if self._adhoc is None:
-                self._adhoc = RolloutState("", ADHOC, self._new_conversation(), self._first_seq(ADHOC))
+                self._adhoc = RolloutState("", ADHOC, self._new_conversation(), self._first_seq(ADHOC),
+                                           self._load_usage(ADHOC))
             elif len(getattr(self._adhoc.conversation, "turns", ())) >= ADHOC_MAX_TURNS:
                 self._adhoc.conversation = self._new_conversation()
             return self._adhoc

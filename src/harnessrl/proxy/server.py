@@ -55,7 +55,8 @@ class ProxyServer:
                  stream_keepalive_s: float = 5.0, rollout_quota: int = DEFAULT_ROLLOUT_QUOTA,
                  body_timeout_s: float = 30.0, max_inflight_per_key: int = 32, drain_s: float = 30.0,
                  max_tokens_cap: int | None = None, default_temperature: float = 1.0,
-                 header_timeout_s: float = 15.0, max_connections_per_client: int = 2048):
+                 header_timeout_s: float = 15.0, max_connections_per_client: int = 2048,
+                 keep_alive_s: float = 75.0):
         self.engine = engine
         self.store = store
         self.renderer = load_renderer(renderer_or_model_dir)
@@ -70,7 +71,7 @@ class ProxyServer:
         self._server: Any = None
         self.writer: CallWriter | None = None
         self.registry = RolloutRegistry(lambda: Conversation(self.renderer, mode=history_mode), store.next_seq,
-                                        on_close=store.forget_rollout)
+                                        on_close=store.forget_rollout, usage=store.quota_usage)
         self._default_max_tokens = default_max_tokens
         self._max_tokens_cap = max_tokens_cap
         self._default_temperature = default_temperature  # for requests that send no temperature  # None: the harness's max_tokens, bounded by the context only
@@ -80,7 +81,8 @@ class ProxyServer:
         self._body_timeout_s = body_timeout_s
         self._max_inflight_per_key = max_inflight_per_key
         self.drain_s = drain_s  # stop(): in-flight calls get this long to finish
-        self.guard = ConnectionGuard(header_timeout_s, max_connections_per_client)
+        self.keep_alive_s = keep_alive_s  # an idle connection (kept alive, or fresh and silent) is closed after this
+        self.guard = ConnectionGuard(header_timeout_s, max_connections_per_client, idle_timeout_s=keep_alive_s)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -104,10 +106,11 @@ class ProxyServer:
                               served_model=self.served_model, rollout_quota=self._rollout_quota,
                               max_tokens_cap=self._max_tokens_cap, default_temperature=self._default_temperature)
         cfg = AppConfig(self.served_model, self.admin_token, self._max_body_bytes, self.base_urls, self._keepalive_s,
-                        body_timeout_s=self._body_timeout_s, max_inflight_per_key=self._max_inflight_per_key)
+                        body_timeout_s=self._body_timeout_s, max_inflight_per_key=self._max_inflight_per_key,
+                        connection_stats=self.guard.stats)
         app = build_app(handler, self.registry, cfg)
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
-                                timeout_keep_alive=75, backlog=2048, http=guarded_protocol(self.guard),
+                                timeout_keep_alive=self.keep_alive_s, backlog=2048, http=guarded_protocol(self.guard),
                                 timeout_graceful_shutdown=self.drain_s)  # type: ignore[arg-type]
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": socks},

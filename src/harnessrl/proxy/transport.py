@@ -2,17 +2,31 @@
 
 - Framing errors (a request uvicorn cannot parse) are answered with a 400 in the error shape of
   the protocol the request line names (OpenAI Chat when unknown), not uvicorn's plain text.
-- A connection must complete its request headers within `header_timeout_s` of its opening or of
-  its first byte after a finished response; otherwise it gets a 408 and is closed (slowloris).
-  Bodies have their own timeout in the app (app.py).
+- A request's headers must be complete within `header_timeout_s` of its first byte; otherwise it
+  gets a 408 and the connection is closed (slowloris). Bodies have their own timeout in the app
+  (app.py). A connection that has sent nothing yet is idle, not slow: like an idle keep-alive
+  connection it is closed without an answer after `idle_timeout_s` (the server's keep-alive).
+  (Timing a fresh connection with the header timeout cut starved clients: a client that opened a
+  connection and was descheduled before writing its request got a 408 it never read, then a
+  connection reset for the request it sent; 48 of 2,951 calls at 1,000 sessions on a loaded
+  machine, docs/benchmarks.md.)
 - At most `max_connections_per_client` open connections per client address; more are answered
   503 + Retry-After and closed at once. On loopback every local client shares 127.0.0.1, so there
   this bounds the descriptors all clients together can hold (docs/proxy.md).
+
+A stalled server must not close a connection whose request has already arrived. uvloop (libuv)
+runs due timers before it reads the sockets in each loop iteration, so after a stall (a starved
+process, a long callback) the keep-alive, idle or header timer of a connection fires while the
+client's next request sits unread in the socket; closing then resets the connection (RST: the
+client gets "connection reset", no answer, and nothing is recorded). These timers therefore peek
+at the socket first: bytes waiting means the server is late, not the client, and the connection
+is kept.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,9 +46,32 @@ class ConnectionGuard:
 
     header_timeout_s: float = 15.0
     max_connections_per_client: int = 2048
+    idle_timeout_s: float = 75.0  # a connection that has sent nothing yet is closed after this
+    loop: asyncio.AbstractEventLoop | None = None  # the server's event loop (set by its first connection)
     open_by_client: Counter = field(default_factory=Counter)
     refused: int = 0
     timed_out: int = 0
+    idle_closed: int = 0  # connections closed having sent nothing within idle_timeout_s
+    late_reads: int = 0  # timers that found the client's bytes waiting unread (a stalled server): kept open
+
+    def stats(self) -> dict[str, int]:
+        """Open connections now, and the connections refused / timed out / closed idle / kept
+        after a stall so far (GET /health)."""
+        return {"open": sum(self.open_by_client.values()), "refused": self.refused, "header_timeouts": self.timed_out,
+                "idle_closed": self.idle_closed, "late_reads": self.late_reads}
+
+
+def bytes_waiting(transport: asyncio.BaseTransport) -> bool:
+    """Whether the peer's bytes wait unread in the transport's socket (a peek on a duplicate of its
+    descriptor: nothing is consumed, the connection is untouched)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        with socket.fromfd(sock.fileno(), sock.family, sock.type) as dup:
+            return bool(dup.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except OSError:  # nothing waiting (EAGAIN), or the socket is gone
+        return False
 
 
 def guarded_protocol(guard: ConnectionGuard) -> type:
@@ -45,10 +82,12 @@ def guarded_protocol(guard: ConnectionGuard) -> type:
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            self._guard.loop = self._guard.loop or asyncio.get_running_loop()
             peer = transport.get_extra_info("peername")
             self._peer = peer[0] if isinstance(peer, tuple) and peer else "local"
             self._counted = self._guard.open_by_client[self._peer] < self._guard.max_connections_per_client
             self._header_timer: asyncio.TimerHandle | None = None
+            self._idle_timer: asyncio.TimerHandle | None = None
             self._armed_cycle: Any = None
             if not self._counted:
                 self._guard.refused += 1
@@ -57,7 +96,7 @@ def guarded_protocol(guard: ConnectionGuard) -> type:
                 self._answer_and_close(503, err)
                 return
             self._guard.open_by_client[self._peer] += 1
-            self._arm_header_timer()
+            self._idle_timer = asyncio.get_running_loop().call_later(self._guard.idle_timeout_s, self._on_idle_timeout)
 
         def connection_lost(self, exc: Exception | None) -> None:
             if getattr(self, "_counted", False):
@@ -66,12 +105,23 @@ def guarded_protocol(guard: ConnectionGuard) -> type:
                 if self._guard.open_by_client[self._peer] <= 0:
                     del self._guard.open_by_client[self._peer]
             self._cancel_header_timer()
+            self._cancel_idle_timer()
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            self._cancel_idle_timer()  # the first byte: from now on the header timeout applies
             super().data_received(data)
             if self._header_timer is None and not self.transport.is_closing() and self._between_requests():
                 self._arm_header_timer()
+
+        def timeout_keep_alive_handler(self) -> None:
+            """uvicorn's idle keep-alive timeout, unless the next request is already waiting."""
+            if not self.transport.is_closing() and bytes_waiting(self.transport):
+                self._guard.late_reads += 1  # data_received comes next in this loop iteration and
+                self.timeout_keep_alive_task = self.loop.call_later(  # cancels this timer
+                    self.timeout_keep_alive, self.timeout_keep_alive_handler)
+                return
+            super().timeout_keep_alive_handler()
 
         def send_400_response(self, msg: str) -> None:
             self._answer_and_close(400, bad_request(f"malformed HTTP request: {msg}"))
@@ -92,11 +142,32 @@ def guarded_protocol(guard: ConnectionGuard) -> type:
                 self._header_timer.cancel()
                 self._header_timer = None
 
+        def _cancel_idle_timer(self) -> None:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+                self._idle_timer = None
+
+        def _on_idle_timeout(self) -> None:
+            """Nothing sent since the connection opened: close it quietly, as an idle keep-alive."""
+            self._idle_timer = None
+            if self.transport.is_closing():
+                return
+            if bytes_waiting(self.transport):  # the first bytes are here, unread: the loop is late
+                self._guard.late_reads += 1
+                return  # data_received comes next and the header timeout takes over
+            self._guard.idle_closed += 1
+            self.transport.close()
+
         def _on_header_timeout(self) -> None:
             self._header_timer = None
             if getattr(self, "cycle", None) is not self._armed_cycle or self.transport.is_closing():
                 return  # a request's headers arrived meanwhile (its body has the app's timeout)
             if not self._between_requests():
+                return
+            if bytes_waiting(self.transport):  # the loop is late, not the client: look again shortly
+                self._guard.late_reads += 1
+                self._header_timer = asyncio.get_running_loop().call_later(
+                    min(1.0, self._guard.header_timeout_s), self._on_header_timeout)
                 return
             self._guard.timed_out += 1
             self._answer_and_close(408, ProxyError("timeout", f"request headers did not arrive within "

@@ -180,6 +180,17 @@ class RunStore:
         row = self._conn().execute("SELECT MAX(seq) FROM calls WHERE rollout_id = ?", (rollout_id,)).fetchone()
         return 0 if row[0] is None else row[0] + 1
 
+    def quota_usage(self, rollout_id: str) -> tuple[int, int]:
+        """What a rollout's calls charged to the proxy's store quota: (bytes, quota refusals
+        recorded). Each call's charge is its `meta["quota_bytes"]`; a call stored without one (an
+        older run) counts its stored request + response size."""
+        row = self._conn().execute(
+            "SELECT COALESCE(SUM(COALESCE(json_extract(meta, '$.quota_bytes'),"
+            " IFNULL(length(request), 0) + IFNULL(length(response), 0))), 0),"
+            " COALESCE(SUM(json_extract(meta, '$.error_kind') = 'quota'), 0)"
+            " FROM calls WHERE rollout_id = ?", (rollout_id,)).fetchone()
+        return int(row[0]), int(row[1])
+
     # -- rollouts ------------------------------------------------------------------------------
 
     def put_rollout(self, rollout: RolloutRecord) -> None:
