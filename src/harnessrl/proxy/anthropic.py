@@ -57,6 +57,7 @@ class _Request(BaseModel):
 
 class AnthropicMessages(WireProtocol):
     name = "anthropic.messages"
+    request_model = _Request  # the request body's schema (openapi.py)
     routes = ("/v1/messages",)
     count_tokens_route: ClassVar[str] = "/v1/messages/count_tokens"
     keepalive = b'event: ping\ndata: {"type":"ping"}\n\n'

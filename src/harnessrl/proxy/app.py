@@ -87,6 +87,7 @@ class _Endpoints:
     def __init__(self, handler: CallHandler, registry: RolloutRegistry, cfg: AppConfig):
         self.handler, self.registry, self.cfg = handler, registry, cfg
         self.inflight = 0
+        self._openapi: dict[str, Any] | None = None
 
     def rollout_of(self, request: Request) -> RolloutState:
         key = request.path_params.get("key")
@@ -160,6 +161,13 @@ class _Endpoints:
             raise unknown_model(name, self.cfg.served_model)
         return json_response(200, _model_entry(name))
 
+    async def openapi(self, request: Request) -> Response:
+        from harnessrl.proxy.openapi import openapi_schema  # noqa: PLC0415 (built on first request)
+
+        if self._openapi is None:
+            self._openapi = openapi_schema(self.cfg.served_model)
+        return json_response(200, self._openapi)
+
     async def health(self, request: Request) -> Response:
         return json_response(200, {"ok": True, "model": self.cfg.served_model,
                                    "policy_version": self.handler.engine.policy_version, "time": time.time(),
@@ -167,7 +175,7 @@ class _Endpoints:
                                    "connections": self.cfg.connection_stats() if self.cfg.connection_stats else {}})
 
     def routes(self) -> list[Route]:
-        routes = [Route("/health", self.health, methods=["GET"])]
+        routes = [Route("/health", self.health, methods=["GET"]), Route("/openapi.json", self.openapi, methods=["GET"])]
         for prefix in ("", "/r/{key}"):
             for wire in WIRE_PROTOCOLS:
                 routes += [Route(prefix + path, self.call(wire), methods=["POST"]) for path in wire.routes]

@@ -54,6 +54,7 @@ class _Request(BaseModel):
 
 class OpenAIChat(OpenAIWire):
     name = "openai.chat"
+    request_model = _Request  # the request body's schema (openapi.py)
     routes = ("/v1/chat/completions",)
 
     def parse(self, body: Any) -> ChatRequest:

@@ -48,6 +48,7 @@ class _Request(BaseModel):
 
 class OpenAIResponses(OpenAIWire):
     name = "openai.responses"
+    request_model = _Request  # the request body's schema (openapi.py)
     routes = ("/v1/responses",)
 
     def parse(self, body: Any) -> ChatRequest:

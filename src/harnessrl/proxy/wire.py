@@ -25,6 +25,7 @@ from harnessrl.proxy.jsonutil import dumps
 
 class WireProtocol(ABC):
     name: ClassVar[str]  # stored in CallRecord.protocol
+    request_model: ClassVar[Any]  # the pydantic model of a request body (its JSON schema: openapi.py)
     routes: ClassVar[tuple[str, ...]]  # model-call routes (under "" and "/r/{key}")
     keepalive: ClassVar[bytes]  # what a slow stream sends while the engine works
 
