@@ -169,3 +169,39 @@ def test_bash_block_becomes_an_executed_call_scripted(spec, kit, tmp_path):
     done = executed_calls(calls)
     assert done and {n for _, n in done} == {shell}, [c.response for c in calls]
     assert [c.seq for c in calls] == list(range(len(calls))) and all(c.status == "ok" for c in calls)
+
+
+def test_codex_without_a_turn_limit_stops_at_the_call_budget(kit, tmp_path):
+    """`codex exec` has no turn limit: a policy that never stops running commands kept it busy until
+    the rollout's time limit (400 s rollouts in the learning runs). With the proxy's call budget
+    (max_turns model calls per rollout key) its next call gets a typed 400 and Codex ends; the
+    rollout is the policy's end, scored by the verifier."""
+    from harnessrl.engine.model import smollm2_tokenizer_dir
+    from harnessrl.engine.scripted import ScriptedEngine
+    from harnessrl.rollout.jobs import run_groups
+    from harnessrl.proxy.server import ProxyServer
+    from harnessrl.render.renderer import Renderer
+    from harnessrl.sandbox import SandboxConfig
+    from harnessrl.store import RunStore
+    from harnessrl.tasks import load_tasks
+
+    kit.require_installed("codex")
+    renderer = Renderer.from_pretrained(smollm2_tokenizer_dir(), tool_format="bash")
+    tok, stop = renderer.tokenizer, renderer.stop_ids[0]
+
+    def policy(prompt_ids):  # never done: one more command every time
+        return tok.encode("```bash\necho again >> log.txt\n```", add_special_tokens=False) + [stop]
+
+    store = RunStore(tmp_path / "run")
+    server = ProxyServer(ScriptedEngine(policy, max_model_len=1 << 17), store, renderer).start()
+    try:
+        task = load_tasks("builtin:write_word:test")[0]
+        [rec] = run_groups([task], ["codex:small"], 1, proxy=server, store=store, sandbox_cfg=SandboxConfig(type="bwrap"),
+                           concurrency=1, max_turns=3, harness_timeout_s=300, start_retries=0, progress=False)
+    finally:
+        server.stop()
+    calls = sorted(store.list_calls([rec.rollout_id]), key=lambda c: c.seq)
+    assert [c.status for c in calls] == ["ok", "ok", "ok", "error"], [(c.status, c.meta.get("error")) for c in calls]
+    assert calls[-1].meta["error_kind"] == "call_budget"
+    assert rec.status == "ok" and rec.meta["end_reason"] == "call_budget" and rec.reward is not None, rec.error
+    assert rec.durations["harness_s"] < 300  # it ended on the 400, not on the time limit

@@ -216,3 +216,31 @@ def test_adhoc_history_is_bounded(proxy, monkeypatch):
 def test_a_type_that_is_not_a_string_is_a_400(proxy, path, body):  # found by test_fuzz.py (was a 500)
     r = post(proxy, path, body)
     assert r.status_code == 400 and "unsupported content type" in r.text
+
+
+def test_call_budget_is_a_typed_400_recorded_once(engine, store, renderer):
+    """A key registered with max_calls (a harness with no turn limit of its own: Codex, OpenClaw)
+    gets that many model calls; the next one is a typed 400 in the caller's protocol, recorded once
+    (the runner reads it as the policy's end of the rollout); later ones are answered, not recorded."""
+    from harnessrl.rollout.proxy_link import RemoteProxy
+
+    with ProxyServer(engine, store, renderer) as server:
+        url = server.base_urls(server.register_rollout("looping", max_calls=2))["openai"] + "/chat/completions"
+        assert [httpx.post(url, json=CHAT, timeout=30).status_code for _ in range(2)] == [200, 200]
+        for _ in range(2):
+            r = httpx.post(url, json=CHAT, timeout=30)
+            assert r.status_code == 400 and r.json()["error"]["code"] == "call_budget_exceeded"
+        anth = server.base_urls(server.register_rollout("claude", max_calls=1))["anthropic"] + "/v1/messages"
+        body = {**CHAT, "max_tokens": 8}
+        assert httpx.post(anth, json=body, timeout=30).status_code == 200
+        r = httpx.post(anth, json=body, timeout=30)
+        assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+        # the same budget over the admin API (a runner in another process)
+        remote = RemoteProxy(f"http://127.0.0.1:{server.port}", server.admin_token)
+        url3 = server.base_urls(remote.register("remote", max_calls=1))["openai"] + "/chat/completions"
+        assert [httpx.post(url3, json=CHAT, timeout=30).status_code for _ in range(2)] == [200, 400]
+        bad = httpx.post(f"http://127.0.0.1:{server.port}/admin/rollouts", json={"rollout_id": "x", "max_calls": 0},
+                         headers={"Authorization": f"Bearer {server.admin_token}"})
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == "max_calls"
+    calls = store.list_calls(["looping"])
+    assert [c.status for c in calls] == ["ok", "ok", "error"] and calls[-1].meta["error_kind"] == "call_budget"

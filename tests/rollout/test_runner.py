@@ -181,3 +181,18 @@ def test_a_batch_where_every_rollout_failed_to_start_is_a_typed_error(proxy, sto
                    sandbox_cfg=LOCAL, concurrency=2, start_retries=0, progress=False)
     assert "harness install" in str(err.value)
     assert {r.status for r in store.list_rollouts()} == {"harness_error"} and len(store.list_rollouts()) == 2
+
+
+def test_a_harness_without_a_turn_limit_is_bounded_by_the_call_budget(proxy, store, tasks):
+    """For a harness with no turn limit of its own (Codex, OpenClaw: `enforces_max_turns = False`)
+    the rollout's proxy key gets max_turns model calls; the harness's next call gets a typed 400, and
+    the rollout is the policy's end: scored by the verifier (status ok), not a harness error."""
+
+    class NoTurnLimit(BuiltinAdapter):
+        enforces_max_turns = False
+
+    adapter = NoTurnLimit(extra_args=("--max-turns", "50"))  # the agent itself would go on
+    rec = run_rollout(_job(tasks[1]), adapter, LocalProxy(proxy), store, RunOptions(sandbox_cfg=LOCAL, max_turns=1))
+    assert (rec.status, rec.reward, rec.meta["end_reason"]) == ("ok", 1.0, "call_budget"), rec.error
+    calls = sorted(store.list_calls([rec.rollout_id]), key=lambda c: c.seq)
+    assert [c.status for c in calls] == ["ok", "error"] and calls[1].meta["error_kind"] == "call_budget"

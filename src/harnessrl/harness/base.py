@@ -263,6 +263,9 @@ class LaunchedAdapter:
     """Shared `run` of the adapters: build a LaunchSpec, launch it, parse the outcome."""
 
     name = "abstract"
+    # False for a harness with no turn limit of its own (Codex, OpenClaw): the runner then gives its
+    # proxy key a budget of max_turns model calls, and the call past it gets a typed 400
+    enforces_max_turns = True
 
     def ro_paths(self) -> list[Path]:
         return []

@@ -109,6 +109,7 @@ def policy_ended(text: str) -> bool:
 
 class CodexAdapter(CachedInstallAdapter):
     name = "codex"
+    enforces_max_turns = False  # `codex exec` has no turn limit: the proxy's call budget bounds it
     profiles = PROFILES
     default_profile = "full"
 

@@ -102,6 +102,7 @@ def openclaw_config(*, model: str, base_url: str, api_key: str, workspace: str, 
 
 class OpenClawAdapter(CachedInstallAdapter):
     name = "openclaw"
+    enforces_max_turns = False  # no turn limit of its own: the proxy's call budget bounds it
     profiles = PROFILES
     default_profile = "full"
 

@@ -47,9 +47,12 @@ def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s:
         payload = _json_object(await read_body(request, max_body_bytes, body_timeout_s))
         rollout_id = payload.get("rollout_id")
         if not isinstance(rollout_id, str) or not rollout_id:
-            raise bad_request('body must be {"rollout_id": "<id>"}', "rollout_id")
+            raise bad_request('body must be {"rollout_id": "<id>", "max_calls": <int, optional>}', "rollout_id")
+        max_calls = payload.get("max_calls")
+        if max_calls is not None and (not isinstance(max_calls, int) or isinstance(max_calls, bool) or max_calls < 1):
+            raise bad_request("max_calls must be a positive integer or absent", "max_calls")
         try:
-            key = registry.register(rollout_id)
+            key = registry.register(rollout_id, max_calls=max_calls)
         except ValueError as e:
             raise bad_request(str(e), "rollout_id") from None
         return json_response(200, {"key": key, "rollout_id": rollout_id, "base_urls": base_urls(key)})

@@ -20,7 +20,7 @@ from typing import Any
 
 from harnessrl.engine.base import Engine, EngineOverloaded, Generation, PromptTooLong, SamplingParams
 from harnessrl.proxy.canonical import CallResult, ChatRequest
-from harnessrl.proxy.errors import ProxyError, bad_request, internal, overloaded, quota_spent
+from harnessrl.proxy.errors import ProxyError, bad_request, call_budget_spent, internal, overloaded, quota_spent
 from harnessrl.proxy.jsonutil import DecodeError, dumps, loads
 from harnessrl.proxy.rollouts import RolloutState
 from harnessrl.proxy.wire import WireProtocol
@@ -89,6 +89,8 @@ class CallHandler:
     async def handle(self, protocol: WireProtocol, rollout: RolloutState, body: bytes, endpoint: str) -> Reply:
         if rollout.usage.stored_bytes >= self.rollout_quota:
             return await self._refuse_over_quota(protocol, rollout, endpoint)
+        if not rollout.admit():
+            return await self._refuse_over_budget(protocol, rollout, endpoint, body)
         call_id = f"{self._id_prefix}{next(self._id_counter):010x}"
         call = _Call(protocol, rollout, endpoint, call_id, rollout.take_seq(), time.time(), raw=body)
         try:
@@ -120,6 +122,20 @@ class CallHandler:
         call = _Call(protocol, rollout, endpoint, f"{self._id_prefix}{next(self._id_counter):010x}",
                      rollout.take_seq(), time.time())
         call.request = {"_unparsed": "(not read: quota spent)"}
+        return await self._fail(call, err)
+
+    async def _refuse_over_budget(self, protocol: WireProtocol, rollout: RolloutState, endpoint: str,
+                                  body: bytes) -> Reply:
+        """The key's call budget is spent: a typed 400. The first refusal is recorded (the runner reads
+        it as the policy's end of the rollout, then scores the workspace); repeats are only answered."""
+        err = call_budget_spent(rollout.rollout_id, rollout.max_calls or 0)
+        if rollout.admitted > (rollout.max_calls or 0):
+            return Reply(protocol.error_status(err), dumps(protocol.error_body(err)), error=err)
+        with rollout.lock:
+            rollout.admitted += 1  # one over the budget: marks the refusal as recorded
+        call = _Call(protocol, rollout, endpoint, f"{self._id_prefix}{next(self._id_counter):010x}",
+                     rollout.take_seq(), time.time())
+        call.request = {"_unparsed": "(not read: call budget spent)", "_bytes": len(body)}
         return await self._fail(call, err)
 
     def count_tokens(self, protocol: WireProtocol, rollout: RolloutState, body: bytes) -> int:

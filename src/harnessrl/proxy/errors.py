@@ -4,7 +4,7 @@ Each wire protocol (wire.py) renders a `ProxyError` in its own error shape and s
 module only knows the neutral kinds and the HTTP status each one means:
 
     invalid_request 400 | too_long 400 | auth 401 | forbidden 403 | not_found 404 |
-    method_not_allowed 405 | timeout 408 | too_large 413 | quota 413 | rate_limited 429 |
+    method_not_allowed 405 | timeout 408 | too_large 413 | quota 413 | call_budget 400 | rate_limited 429 |
     overloaded 503 (529 for Anthropic clients, which Claude Code retries) | internal 500
 
 `rate_limited` and `overloaded` carry a `retry_after` (seconds) sent as the Retry-After header.
@@ -19,11 +19,11 @@ from pydantic import ValidationError
 from harnessrl.errors import HarnessRLError
 
 Kind = Literal["invalid_request", "too_long", "auth", "forbidden", "not_found", "method_not_allowed", "timeout",
-               "too_large", "quota", "rate_limited", "overloaded", "internal"]
+               "too_large", "quota", "call_budget", "rate_limited", "overloaded", "internal"]
 
 STATUS: dict[str, int] = {
     "invalid_request": 400, "too_long": 400, "auth": 401, "forbidden": 403, "not_found": 404,
-    "method_not_allowed": 405, "timeout": 408, "too_large": 413, "quota": 413, "rate_limited": 429,
+    "method_not_allowed": 405, "timeout": 408, "too_large": 413, "quota": 413, "call_budget": 400, "rate_limited": 429,
     "overloaded": 503, "internal": 500,
 }
 
@@ -94,6 +94,11 @@ def body_timeout(seconds: float) -> ProxyError:
 def quota_spent(rollout_id: str, quota: int) -> ProxyError:
     return ProxyError("quota", f"rollout {rollout_id!r} has spent its store quota of {quota} bytes; "
                                "no further calls are recorded for it")
+
+
+def call_budget_spent(rollout_id: str, max_calls: int) -> ProxyError:
+    return ProxyError("call_budget", f"rollout {rollout_id!r} has made its {max_calls} model calls (the run's "
+                                     "loop.max_turns for a harness without a turn limit of its own); no further calls")
 
 
 def rate_limited(message: str, retry_after: float = 1.0) -> ProxyError:

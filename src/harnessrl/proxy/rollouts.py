@@ -36,6 +36,8 @@ class RolloutState:
     next_seq: int = 0
     usage: QuotaUsage = field(default_factory=QuotaUsage)
     inflight: int = 0  # calls of this key being served now
+    max_calls: int | None = None  # model calls this key may make (None: no limit); later ones get a 400
+    admitted: int = 0  # model calls admitted under max_calls
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def take_seq(self) -> int:
@@ -43,6 +45,14 @@ class RolloutState:
             seq = self.next_seq
             self.next_seq += 1
             return seq
+
+    def admit(self) -> bool:
+        """Count one model call against `max_calls`; False once the budget is spent."""
+        with self.lock:
+            if self.max_calls is not None and self.admitted >= self.max_calls:
+                return False
+            self.admitted += 1
+            return True
 
 
 class RolloutRegistry:
@@ -65,12 +75,16 @@ class RolloutRegistry:
         stored, refused = self._usage_of(rollout_id)
         return QuotaUsage(stored, refused)
 
-    def register(self, rollout_id: str, key: str | None = None) -> str:
-        """A fresh secret key for `rollout_id` (a rollout may hold several keys, e.g. after a retry)."""
+    def register(self, rollout_id: str, key: str | None = None, max_calls: int | None = None) -> str:
+        """A fresh secret key for `rollout_id` (a rollout may hold several keys, e.g. after a retry);
+        `max_calls`: the model calls the key may make, for harnesses with no turn limit of their own."""
         if not rollout_id or rollout_id == ADHOC:
             raise ValueError(f"invalid rollout id {rollout_id!r}")
+        if max_calls is not None and max_calls < 1:
+            raise ValueError(f"max_calls must be >= 1, got {max_calls}")
         key = key or secrets.token_urlsafe(18)
-        state = RolloutState(key, rollout_id, self._new_conversation(), self._first_seq(rollout_id))
+        state = RolloutState(key, rollout_id, self._new_conversation(), self._first_seq(rollout_id),
+                             max_calls=max_calls)
         with self._lock:
             if key in self._by_key:
                 raise ValueError("rollout key already registered")

@@ -173,9 +173,9 @@ class ProxyServer:
 
     # -- rollouts ------------------------------------------------------------------------------
 
-    def register_rollout(self, rollout_id: str) -> str:
-        """A new secret key whose routes record into `rollout_id`."""
-        return self.registry.register(rollout_id)
+    def register_rollout(self, rollout_id: str, max_calls: int | None = None) -> str:
+        """A new secret key whose routes record into `rollout_id` (`max_calls`: its model-call budget)."""
+        return self.registry.register(rollout_id, max_calls=max_calls)
 
     def close_rollout(self, key: str) -> None:
         self.registry.close(key)

@@ -72,7 +72,8 @@ class OpenAIWire(WireProtocol):
     _CODE: ClassVar[dict[str, str]] = {
         "too_long": "context_length_exceeded", "auth": "invalid_api_key", "forbidden": "forbidden",
         "not_found": "not_found", "method_not_allowed": "method_not_allowed", "timeout": "request_timeout",
-        "too_large": "request_too_large", "quota": "store_quota_exceeded", "rate_limited": "rate_limit_exceeded",
+        "too_large": "request_too_large", "quota": "store_quota_exceeded", "call_budget": "call_budget_exceeded",
+        "rate_limited": "rate_limit_exceeded",
         "overloaded": "overloaded"}
 
     def error_body(self, err: ProxyError) -> dict[str, Any]:

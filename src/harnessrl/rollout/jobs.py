@@ -175,7 +175,8 @@ def run_rollout(job: RolloutJob, adapter: Any, link: Any, store: Any, opts: RunO
                          profile=getattr(profile, "name", ""),
                          meta={"harness_profile": profile.describe()} if hasattr(profile, "describe") else {})
     try:
-        key = link.register(job.rollout_id)
+        budget = None if getattr(adapter, "enforces_max_turns", True) else opts.max_turns
+        key = link.register(job.rollout_id, max_calls=budget)
     except Exception as e:  # noqa: BLE001 - recorded, the run goes on
         return _finish(store, replace(base, status="harness_error", error=f"proxy registration failed: {e}"), t0)
     try:
@@ -248,10 +249,13 @@ def _run_in(sandbox: Any, job: RolloutJob, adapter: Any, key: str, store: Any, o
             return replace(base, status="cancelled", error="the run was interrupted; the harness was ended",
                            durations=durations, meta=meta)
         too_long = context_refusal(store, job.rollout_id)
+        budget_spent = last_call_error(store, job.rollout_id) == "call_budget"
         if too_long:  # whatever the harness's exit: its last request got no reply
             error = f"{too_long} (harness: {result.status}{': ' + result.error[:300] if result.error else ''})"
             return replace(base, status="context_exceeded", error=error, durations=durations, meta=meta)
-        if result.status != "ok":
+        if budget_spent:  # the policy used every call it had: its end, like a harness's own max-turns stop
+            meta["end_reason"] = "call_budget"
+        elif result.status != "ok":
             error = result.error or (result.stderr_tail or "")[-1000:]
             return replace(base, status=result.status, error=error, durations=durations, meta=meta)
         payload = {"final_message": result.final_message, "metadata": job.task.metadata,
@@ -260,6 +264,18 @@ def _run_in(sandbox: Any, job: RolloutJob, adapter: Any, key: str, store: Any, o
         durations["verifier_s"] = verdict.duration_s
     return replace(base, status=verdict.status, reward=verdict.reward, checks=verdict.checks,
                    error=verdict.error, durations=durations, meta=meta)
+
+
+def last_call_error(store: Any, rollout_id: str) -> str:
+    """The error kind of the rollout's last call ("" when it was served or there is none)."""
+    try:
+        calls = store.list_calls([rollout_id])
+    except Exception:  # noqa: BLE001 - a status detail only
+        return ""
+    if not calls:
+        return ""
+    last = max(calls, key=lambda c: c.seq)
+    return str((last.meta or {}).get("error_kind") or "") if last.status == "error" else ""
 
 
 def context_refusal(store: Any, rollout_id: str) -> str:

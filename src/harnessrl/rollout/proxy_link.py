@@ -21,7 +21,7 @@ class ProxyLink(Protocol):
     port: int
     served_model: str
 
-    def register(self, rollout_id: str) -> str: ...
+    def register(self, rollout_id: str, max_calls: int | None = None) -> str: ...
 
     def close(self, key: str) -> None: ...
 
@@ -40,8 +40,8 @@ class LocalProxy:
     def served_model(self) -> str:
         return str(getattr(self.server, "served_model", "policy"))
 
-    def register(self, rollout_id: str) -> str:
-        return self.server.register_rollout(rollout_id)
+    def register(self, rollout_id: str, max_calls: int | None = None) -> str:
+        return self.server.register_rollout(rollout_id, max_calls=max_calls)
 
     def close(self, key: str) -> None:
         self.server.close_rollout(key)
@@ -76,11 +76,12 @@ class RemoteProxy:
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.admin_token}"}
 
-    def register(self, rollout_id: str) -> str:
+    def register(self, rollout_id: str, max_calls: int | None = None) -> str:
         import httpx
 
+        body = {"rollout_id": rollout_id, **({"max_calls": max_calls} if max_calls is not None else {})}
         try:
-            r = httpx.post(f"{self.url.rstrip('/')}/admin/rollouts", json={"rollout_id": rollout_id},
+            r = httpx.post(f"{self.url.rstrip('/')}/admin/rollouts", json=body,
                            headers=self._headers(), timeout=30)
         except httpx.HTTPError as e:
             raise ProxyLinkError(f"cannot reach the proxy at {self.url}: {e}") from e
