@@ -171,8 +171,9 @@ def test_bash_block_becomes_an_executed_call_scripted(spec, kit, tmp_path):
     assert [c.seq for c in calls] == list(range(len(calls))) and all(c.status == "ok" for c in calls)
 
 
-def test_codex_without_a_turn_limit_stops_at_the_call_budget(kit, tmp_path):
-    """`codex exec` has no turn limit: a policy that never stops running commands kept it busy until
+@pytest.mark.parametrize("spec", ["codex:small", "openclaw:small"])
+def test_harness_without_a_turn_limit_stops_at_the_call_budget(spec, kit, tmp_path):
+    """`codex exec` (and OpenClaw) have no turn limit: a policy that never stops running commands kept it busy until
     the rollout's time limit (400 s rollouts in the learning runs). With the proxy's call budget
     (max_turns model calls per rollout key) its next call gets a typed 400 and Codex ends; the
     rollout is the policy's end, scored by the verifier."""
@@ -185,7 +186,7 @@ def test_codex_without_a_turn_limit_stops_at_the_call_budget(kit, tmp_path):
     from harnessrl.store import RunStore
     from harnessrl.tasks import load_tasks
 
-    kit.require_installed("codex")
+    kit.require_installed(spec.split(":")[0])
     renderer = Renderer.from_pretrained(smollm2_tokenizer_dir(), tool_format="bash")
     tok, stop = renderer.tokenizer, renderer.stop_ids[0]
 
@@ -196,7 +197,7 @@ def test_codex_without_a_turn_limit_stops_at_the_call_budget(kit, tmp_path):
     server = ProxyServer(ScriptedEngine(policy, max_model_len=1 << 17), store, renderer).start()
     try:
         task = load_tasks("builtin:write_word:test")[0]
-        [rec] = run_groups([task], ["codex:small"], 1, proxy=server, store=store, sandbox_cfg=SandboxConfig(type="bwrap"),
+        [rec] = run_groups([task], [spec], 1, proxy=server, store=store, sandbox_cfg=SandboxConfig(type="bwrap"),
                            concurrency=1, max_turns=3, harness_timeout_s=300, start_retries=0, progress=False)
     finally:
         server.stop()
