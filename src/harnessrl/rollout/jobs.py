@@ -249,7 +249,7 @@ def _run_in(sandbox: Any, job: RolloutJob, adapter: Any, key: str, store: Any, o
             return replace(base, status="cancelled", error="the run was interrupted; the harness was ended",
                            durations=durations, meta=meta)
         too_long = context_refusal(store, job.rollout_id)
-        budget_spent = last_call_error(store, job.rollout_id) == "call_budget"
+        budget_spent = last_call_error(store, job.rollout_id)[0] == "call_budget"
         if too_long:  # whatever the harness's exit: its last request got no reply
             error = f"{too_long} (harness: {result.status}{': ' + result.error[:300] if result.error else ''})"
             return replace(base, status="context_exceeded", error=error, durations=durations, meta=meta)
@@ -266,32 +266,24 @@ def _run_in(sandbox: Any, job: RolloutJob, adapter: Any, key: str, store: Any, o
                    error=verdict.error, durations=durations, meta=meta)
 
 
-def last_call_error(store: Any, rollout_id: str) -> str:
-    """The error kind of the rollout's last call ("" when it was served or there is none)."""
+def last_call_error(store: Any, rollout_id: str) -> tuple[str, str]:
+    """(error kind, message) of the rollout's last call; ("", "") when it was served or there is none."""
     try:
         calls = store.list_calls([rollout_id])
     except Exception:  # noqa: BLE001 - a status detail only
-        return ""
+        return "", ""
     if not calls:
-        return ""
+        return "", ""
     last = max(calls, key=lambda c: c.seq)
-    return str((last.meta or {}).get("error_kind") or "") if last.status == "error" else ""
+    meta = last.meta or {}
+    return (str(meta.get("error_kind") or ""), str(meta.get("error") or "")) if last.status == "error" else ("", "")
 
 
 def context_refusal(store: Any, rollout_id: str) -> str:
     """The proxy's "prompt too long" message when the rollout's LAST call was refused for not fitting
     the model's context, else "". (A harness that compacted and went on has a later, ok call.)"""
-    try:
-        calls = store.list_calls([rollout_id])
-    except Exception:  # noqa: BLE001 - a status detail only
-        return ""
-    if not calls:
-        return ""
-    last = max(calls, key=lambda c: c.seq)
-    meta = last.meta or {}
-    if last.status == "error" and meta.get("error_kind") == "too_long":
-        return f"context exceeded: {meta.get('error') or 'prompt too long'}"
-    return ""
+    kind, message = last_call_error(store, rollout_id)
+    return f"context exceeded: {message or 'prompt too long'}" if kind == "too_long" else ""
 
 
 def _transcript(store: Any, rollout_id: str) -> list[dict[str, Any]]:
