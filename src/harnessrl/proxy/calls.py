@@ -115,27 +115,29 @@ class CallHandler:
         return await self._fail(call, err)
 
     async def _refuse_over_quota(self, protocol: WireProtocol, rollout: RolloutState, endpoint: str) -> Reply:
-        err = quota_spent(rollout.rollout_id, self.rollout_quota)
         rollout.usage.refused_over_quota += 1
-        if rollout.usage.refused_over_quota > 1:  # recorded once: a flood of refusals must not fill the disk either
-            return Reply(protocol.error_status(err), dumps(protocol.error_body(err)), error=err)
-        call = _Call(protocol, rollout, endpoint, f"{self._id_prefix}{next(self._id_counter):010x}",
-                     rollout.take_seq(), time.time())
-        call.request = {"_unparsed": "(not read: quota spent)"}
-        return await self._fail(call, err)
+        return await self._refuse(protocol, rollout, endpoint, quota_spent(rollout.rollout_id, self.rollout_quota),
+                                  rollout.usage.refused_over_quota == 1, {"_unparsed": "(not read: quota spent)"})
 
     async def _refuse_over_budget(self, protocol: WireProtocol, rollout: RolloutState, endpoint: str,
                                   body: bytes) -> Reply:
         """The key's call budget is spent: a typed 400. The first refusal is recorded (the runner reads
         it as the policy's end of the rollout, then scores the workspace); repeats are only answered."""
-        err = call_budget_spent(rollout.rollout_id, rollout.max_calls or 0)
-        if rollout.admitted > (rollout.max_calls or 0):
-            return Reply(protocol.error_status(err), dumps(protocol.error_body(err)), error=err)
         with rollout.lock:
-            rollout.admitted += 1  # one over the budget: marks the refusal as recorded
+            first = rollout.admitted == (rollout.max_calls or 0)
+            rollout.admitted += 1  # past the budget: counts the refusals
+        return await self._refuse(protocol, rollout, endpoint, call_budget_spent(rollout.rollout_id, rollout.max_calls or 0),
+                                  first, {"_unparsed": "(not read: call budget spent)", "_bytes": len(body)})
+
+    async def _refuse(self, protocol: WireProtocol, rollout: RolloutState, endpoint: str, err: ProxyError,
+                      record: bool, request: dict) -> Reply:
+        """Answer a refused call; only the first refusal of a kind is recorded, so a flood of them
+        cannot fill the disk either."""
+        if not record:
+            return Reply(protocol.error_status(err), dumps(protocol.error_body(err)), error=err)
         call = _Call(protocol, rollout, endpoint, f"{self._id_prefix}{next(self._id_counter):010x}",
                      rollout.take_seq(), time.time())
-        call.request = {"_unparsed": "(not read: call budget spent)", "_bytes": len(body)}
+        call.request = request
         return await self._fail(call, err)
 
     def count_tokens(self, protocol: WireProtocol, rollout: RolloutState, body: bytes) -> int:
