@@ -1,7 +1,11 @@
 """Engine throughput: hf vs vllm backends on the same model, B concurrent requests, generated tokens/s.
 
-    .venv/bin/python benchmarks/engine_throughput.py [--backends hf,vllm] [--batches 1,16,64]
-        [--max-tokens 32] [--model smollm2-135m-instruct] [--json out.json]
+    .venv/bin/python benchmarks/engine_throughput.py [--backends hf,vllm,vllm@float32] [--batches 1,16,64]
+        [--max-tokens 32] [--prompt-tokens 0] [--model smollm2-135m-instruct] [--json out.json]
+
+A backend may name its dtype after `@` (default `auto`: float32 for hf and for vllm on CPU, bfloat16 for vllm on GPU).
+`--prompt-tokens N` pads each prompt to about N tokens (harness calls are 300-3000 tokens: prefill
+counts there, not only decoding); the figure is then (prompt + generated) and generated tokens/s.
 
 Each point sends B requests at once through `Engine.generate` (distinct chat prompts, T=0.7,
 top_p=1, max_tokens) and reports generated tokens / wall seconds, the time to the last completion.
@@ -31,35 +35,42 @@ class Point:
     tokens: int
     seconds: float
     load1: float  # 1-minute load average after the point (the machine is shared)
+    prompt_tokens: int = 0  # all prompts of the point together
 
     @property
     def tok_per_s(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
 
-def build_prompts(model_dir: str, n: int) -> list[list[int]]:
+FILLER = "The shell prints one line per file, and the agent reads each line before it answers. "
+
+
+def build_prompts(model_dir: str, n: int, prompt_tokens: int = 0) -> list[list[int]]:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
+    pad = FILLER * max(0, prompt_tokens // 17)  # ~17 tokens per filler sentence
     prompts = []
     for i in range(n):
-        messages = [{"role": "user", "content": f"{QUESTIONS[i % len(QUESTIONS)]} (#{i})"}]
+        messages = [{"role": "user", "content": f"{pad}{QUESTIONS[i % len(QUESTIONS)]} (#{i})"}]
         ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         prompts.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
     return prompts
 
 
-def make_backend(backend: str, model_dir: str, max_batch: int):
-    from harnessrl.engine.factory import EngineConfig, make_engine
+def make_backend(spec: str, model_dir: str, max_batch: int, max_model_len: int = 1024):
+    from harnessrl.engine.factory import EngineConfig, make_engine, resolved_dtype
 
+    backend, _, dtype = spec.partition("@")
     cfg = EngineConfig(
-        type=backend, model=model_dir, max_model_len=1024, max_batch=max_batch, kv_cache_gib=1.0
+        type=backend, model=model_dir, max_model_len=max_model_len, max_batch=max_batch, kv_cache_gib=1.0,
+        dtype=dtype or "auto",
     )
-    dtype = cfg.dtype if cfg.dtype != "auto" else ("float32" if backend == "hf" else "bfloat16")
-    return make_engine(cfg), dtype
+    return make_engine(cfg), resolved_dtype(cfg)
 
 
 async def run_point(engine, prompts: list[list[int]], max_tokens: int) -> tuple[int, float]:
+    """(generated tokens, wall seconds) of all prompts sent at once."""
     from harnessrl.engine.base import SamplingParams
 
     params = SamplingParams(temperature=0.7, top_p=1.0, max_tokens=max_tokens)
@@ -69,20 +80,22 @@ async def run_point(engine, prompts: list[list[int]], max_tokens: int) -> tuple[
 
 
 def bench_backend(
-    backend: str, model_dir: str, batches: list[int], max_tokens: int
+    backend: str, model_dir: str, batches: list[int], max_tokens: int, prompt_tokens: int = 0
 ) -> tuple[list[Point], float]:
     start = time.monotonic()
-    engine, dtype = make_backend(backend, model_dir, max(batches))
+    engine, dtype = make_backend(backend, model_dir, max(batches), max(1024, prompt_tokens + max_tokens + 256))
     startup = time.monotonic() - start
     points = []
     try:
-        prompts = build_prompts(model_dir, max(batches))
+        prompts = build_prompts(model_dir, max(batches), prompt_tokens)
         asyncio.run(run_point(engine, prompts[:1], 4))  # warm-up
         for batch in batches:
             tokens, seconds = asyncio.run(run_point(engine, prompts[:batch], max_tokens))
-            points.append(Point(backend, dtype, batch, tokens, seconds, os.getloadavg()[0]))
+            points.append(Point(backend, dtype, batch, tokens, seconds, os.getloadavg()[0],
+                                sum(map(len, prompts[:batch]))))
             print(
                 f"  {backend} batch {batch}: {tokens} tokens in {seconds:.1f} s = {tokens / seconds:.1f} tok/s"
+                f" (prompts {points[-1].prompt_tokens} tokens)"
             )
     finally:
         engine.close()
@@ -94,13 +107,14 @@ def print_table(points: list[Point], startups: dict[str, float]) -> None:
     from rich.table import Table
 
     table = Table(title="Engine throughput (generated tokens/s, B concurrent requests)")
-    for col in ("backend", "dtype", "batch", "tokens", "seconds", "tok/s", "load avg"):
+    for col in ("backend", "dtype", "batch", "prompt tokens", "tokens", "seconds", "tok/s", "load avg"):
         table.add_column(col, justify="right")
     for p in points:
         table.add_row(
             p.backend,
             p.dtype,
             str(p.batch),
+            str(p.prompt_tokens),
             str(p.tokens),
             f"{p.seconds:.1f}",
             f"{p.tok_per_s:.1f}",
@@ -118,6 +132,7 @@ def main() -> None:
     parser.add_argument("--backends", default="hf,vllm")
     parser.add_argument("--batches", default="1,16,64")
     parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--prompt-tokens", type=int, default=0, help="pad each prompt to about this many tokens")
     parser.add_argument("--model", default=None)
     parser.add_argument("--json", default=None, help="also write the points to this JSON file")
     args = parser.parse_args()
@@ -130,13 +145,14 @@ def main() -> None:
     startups: dict[str, float] = {}
     for backend in args.backends.split(","):
         print(f"{backend}: starting")
-        got, startups[backend] = bench_backend(backend, model_dir, batches, args.max_tokens)
+        got, startups[backend] = bench_backend(backend, model_dir, batches, args.max_tokens, args.prompt_tokens)
         points += got
     print_table(points, startups)
     if args.json:
         rows = [{**asdict(p), "tok_per_s": p.tok_per_s} for p in points]
         with open(args.json, "w") as fh:
-            json.dump({"points": rows, "startup_s": startups, "max_tokens": args.max_tokens}, fh, indent=2)
+            json.dump({"points": rows, "startup_s": startups, "max_tokens": args.max_tokens,
+                       "prompt_tokens": args.prompt_tokens}, fh, indent=2)
 
 
 if __name__ == "__main__":  # vLLM spawns processes: engine start must stay under this guard

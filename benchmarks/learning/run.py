@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -45,7 +46,16 @@ def train(config: str, run_dir: Path, overrides: list[str]) -> None:
            f"output.run_dir={run_dir}", *overrides]
     if (run_dir / "harnessrl.sqlite").exists():
         cmd.append("--resume")
-    subprocess.run(cmd, check=True, cwd=ROOT)
+    child = subprocess.Popen(cmd, cwd=ROOT)
+    # a SIGTERM to this script stops the run the way `harnessrl train` handles it (the harnesses end
+    # with their sandboxes, the engine shuts down), instead of leaving it running on its own
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: child.send_signal(signum))
+    try:
+        rc = child.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if rc != 0:
+        raise subprocess.CalledProcessError(rc, cmd)
     print(f"{config}: {time.time() - t0:.0f} s wall")
 
 

@@ -24,7 +24,7 @@ class EngineConfig(BaseModel):
     )
     model: str | None = Field(None, description="smollm2-135m-instruct (None), an HF dir, or a cached HF id")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="auto: float32 for hf, bfloat16 for vllm"
+        "auto", description="auto: float32 for hf and for vllm on CPU, bfloat16 for vllm on GPU"
     )
     max_model_len: int | None = Field(
         None, ge=16, description="context limit; None: the model's own window (max_position_embeddings)"
@@ -51,6 +51,24 @@ class EngineConfig(BaseModel):
 
 def _dtype(cfg: EngineConfig, default: str) -> str:
     return default if cfg.dtype == "auto" else cfg.dtype
+
+
+def vllm_auto_dtype() -> str:
+    """vLLM's dtype for `auto`: bfloat16 on a GPU; float32 on CPU, where it is the trainer's own
+    precision (no weight rounds away at a sync: docs/training.md) and, on CPUs without bf16 units
+    (AVX2-only, as here), 4.5x faster than emulated bf16 at 12 concurrent 450-token prompts
+    (benchmarks/engine_throughput.py, docs/benchmarks.md)."""
+    from vllm.platforms import current_platform
+
+    return "float32" if current_platform.is_cpu() else "bfloat16"
+
+
+def resolved_dtype(cfg: EngineConfig) -> str:
+    """The dtype the engine `cfg` builds will serve in (`auto` resolved), for logs and run records."""
+    kind = resolve_engine_type(cfg.type)
+    if cfg.dtype != "auto" or kind not in ("hf", "vllm"):
+        return cfg.dtype
+    return "float32" if kind == "hf" else vllm_auto_dtype()
 
 
 def resolve_engine_type(engine_type: str) -> str:
@@ -102,7 +120,7 @@ def _make_vllm(cfg: EngineConfig) -> Engine:
     model_dir = resolve_model(cfg.model)
     return VLLMEngine(
         str(model_dir),
-        dtype=_dtype(cfg, "bfloat16"),
+        dtype=_dtype(cfg, vllm_auto_dtype()),
         max_model_len=cfg.max_model_len or model_context_window(model_dir) or FALLBACK_MAX_MODEL_LEN,
         max_num_seqs=cfg.max_batch,
         max_pending=cfg.max_pending,

@@ -35,7 +35,7 @@ from harnessrl.algo import TokenAdvantages, gae, grpo, tree_grpo, whiten
 from harnessrl.cluster.ray_run import start_ray_parts
 from harnessrl.cluster.ray_trainer import RemoteTrainer
 from harnessrl.engine import Engine, ModelNotFound, make_engine, resolve_model
-from harnessrl.engine.factory import resolve_engine_type
+from harnessrl.engine.factory import resolve_engine_type, resolved_dtype
 from harnessrl.rollout.groups import PlannedGroup, read_groups
 from harnessrl.rollout.metrics import harness_summary, pass_at_1, summarize
 from harnessrl.rollout.plan import GroupPlan, next_attempt, plan_eval, plan_step
@@ -250,7 +250,7 @@ def find_model(path: str | None) -> Path:
 def announce(console: Console, cfg: RunConfig, run_dir: Path, model_dir: Path, attempt: int, last: int) -> None:
     console.print(f"[bold]harnessrl train[/bold] run_dir={run_dir} model={model_dir.name} "
                   f"algorithm={cfg.algorithm.name} engine={resolve_engine_type(cfg.engine.type)} "
-                  f"({cfg.engine.dtype}) attempt={attempt}"
+                  f"({resolved_dtype(cfg.engine)}) attempt={attempt}"
                   + (f" resuming after step {last}" if last else ""))
 
 
