@@ -126,3 +126,22 @@ def test_model_prepare_command(tiny_model_dir):
     bad = runner.invoke(_cli(), ["model", "prepare", "--model", "no-such-org/nothing-here"])
     assert bad.exit_code == 2
     assert "huggingface-cli" in bad.output and "Traceback" not in bad.output
+
+
+def test_cpu_bf16_detection_reads_the_flags_line():
+    from harnessrl.engine.factory import cpu_has_bf16
+
+    avx2 = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\nbugs\t\t: spectre_v1\n"
+    amx = "processor\t: 0\nflags\t\t: fpu avx2 avx512f amx_tile amx_bf16\n"
+    zen4 = "flags\t\t: avx2 avx512f avx512_bf16\n"
+    assert not cpu_has_bf16(avx2)
+    assert cpu_has_bf16(amx) and cpu_has_bf16(zen4)
+    assert not cpu_has_bf16("")  # no flags line (not Linux-x86): no native bf16 assumed
+
+
+def test_resolved_dtype_names_what_the_engine_serves_in():
+    from harnessrl.engine.factory import EngineConfig, resolved_dtype
+
+    assert resolved_dtype(EngineConfig(type="hf")) == "float32"
+    assert resolved_dtype(EngineConfig(type="vllm", dtype="bfloat16")) == "bfloat16"
+    assert resolved_dtype(EngineConfig(type="scripted")) == "auto"  # no dtype of its own

@@ -4,6 +4,7 @@ when that backend is built)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,7 +25,7 @@ class EngineConfig(BaseModel):
     )
     model: str | None = Field(None, description="smollm2-135m-instruct (None), an HF dir, or a cached HF id")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="auto: float32 for hf and for vllm on CPU, bfloat16 for vllm on GPU"
+        "auto", description="auto: float32 for hf; vllm: bfloat16 on GPU and bf16-capable CPUs, else float32"
     )
     max_model_len: int | None = Field(
         None, ge=16, description="context limit; None: the model's own window (max_position_embeddings)"
@@ -53,14 +54,28 @@ def _dtype(cfg: EngineConfig, default: str) -> str:
     return default if cfg.dtype == "auto" else cfg.dtype
 
 
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU computes bf16 natively (AMX-BF16 or AVX512-BF16 in /proc/cpuinfo's flags);
+    without either, bf16 matmuls are emulated."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = {f for line in cpuinfo.splitlines() if line.startswith("flags") for f in line.split(":", 1)[1].split()}
+    return bool(flags & {"amx_bf16", "avx512_bf16"})
+
+
 def vllm_auto_dtype() -> str:
-    """vLLM's dtype for `auto`: bfloat16 on a GPU; float32 on CPU, where it is the trainer's own
-    precision (no weight rounds away at a sync: docs/training.md) and, on CPUs without bf16 units
-    (AVX2-only, as here), 4.5x faster than emulated bf16 at 12 concurrent 450-token prompts
-    (benchmarks/engine_throughput.py, docs/benchmarks.md)."""
+    """vLLM's dtype for `auto`: bfloat16 on a GPU and on CPUs that compute bf16 natively; float32 on
+    other CPUs. There bf16 is emulated: on this 2-core AVX2 EPYC, float32 was 4.5x faster at 12
+    concurrent 450-token prompts (benchmarks/engine_throughput.py, docs/benchmarks.md), and float32
+    is the trainer's own precision, so no update rounds away at a sync (docs/training.md)."""
     from vllm.platforms import current_platform
 
-    return "float32" if current_platform.is_cpu() else "bfloat16"
+    if current_platform.is_cpu() and not cpu_has_bf16():
+        return "float32"
+    return "bfloat16"
 
 
 def resolved_dtype(cfg: EngineConfig) -> str:
