@@ -42,6 +42,9 @@ def test_make_harness_specs():
     assert isinstance(make_harness("builtin"), BuiltinAdapter)
     assert make_harness("mini-swe-agent").mode == "text"
     assert make_harness("mini-swe-agent:tool").mode == "tool"
+    small_tool = make_harness("mini-swe-agent:tool-small")
+    assert small_tool.mode == "tool" and "Task: {{task}}" in small_tool._config_text()
+    assert make_harness("mini-swe-agent:tool")._config_text() is None  # mini.yaml as shipped
     assert make_harness("mini-swe-agent", mode="tool").mode == "tool"
     assert isinstance(make_harness("claude-code"), ClaudeCodeAdapter)
     assert isinstance(make_harness("codex"), CodexAdapter)

@@ -20,11 +20,13 @@ pytestmark = [pytest.mark.harness, pytest.mark.timeout(900)]
 BLOCK = "I will write the file.\n```bash\necho hello > hello.txt\n```"
 FINAL = "Done: wrote hello.txt."
 # mini-swe-agent (tool mode, as shipped) ends the task when a command prints this line
-FINALS = {"mini-swe-agent:tool": "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"}
+FINALS = {"mini-swe-agent:tool": "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```",
+          "mini-swe-agent:tool-small": "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"}
 SHELL_CALL = {"claude-code": ("anthropic.messages", "Bash", "command"),
               "codex": ("openai.responses", "exec_command", "cmd"),
               "openclaw": ("openai.chat", "exec", "command"),
-              "mini-swe-agent:tool": ("openai.chat", "bash", "command")}
+              "mini-swe-agent:tool": ("openai.chat", "bash", "command"),
+              "mini-swe-agent:tool-small": ("openai.chat", "bash", "command")}
 
 
 class DialectRig:
@@ -50,7 +52,8 @@ class DialectRig:
         self.server = ProxyServer(self.engine, self.store, r).start()
 
 
-@pytest.mark.parametrize("harness", ["claude-code", "codex", "openclaw", "mini-swe-agent:tool"])
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "openclaw", "mini-swe-agent:tool",
+                                     "mini-swe-agent:tool-small"])
 def test_real_harness_runs_the_bash_block(harness, kit, tmp_path):
     from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, make_sandbox
 

@@ -5,7 +5,9 @@ Two modes: "text" (default; `--model-class litellm_textbased` with harnessrl's s
 (mini's default `mini.yaml`: a native `bash` tool call). Cost tracking is switched off (it
 crashes on unknown models) and the global config dir is private.
 
-Profiles: `text` (default; alias `small`) and `tool` (alias `full`: mini-swe-agent as shipped).
+Profiles: `text` (default; alias `small`), `tool` (alias `full`: mini-swe-agent as shipped) and
+`tool-small` (the native `bash` tool with harnessrl's short prompts, `mini_tool.yaml`: mini.yaml puts
+~1k tokens of workflow guide after the task, which a 135M model copies instead of doing the task).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ PROFILES = profile_table(
             {"mode": "text"}, aliases=("small",)),
     Profile("tool", "mini-swe-agent as shipped: mini.yaml, one native `bash` tool", {"mode": "tool"},
             aliases=("full",)),
+    Profile("tool-small", "the native `bash` tool with harnessrl's short prompts (mini_tool.yaml)",
+            {"mode": "tool", "config": "mini_tool.yaml"}),
 )
 
 
@@ -63,6 +67,8 @@ class MiniSweAgentAdapter(LaunchedAdapter):
     def _config_text(self) -> str | None:
         if self.config is not None:
             return self.config.read_text()
+        if self.profile.settings.get("config"):
+            return Path(__file__).with_name(self.profile.settings["config"]).read_text()
         return TEXT_CONFIG.read_text() if self.mode == "text" else None
 
     def preflight(self) -> str | None:
