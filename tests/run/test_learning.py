@@ -135,8 +135,9 @@ def test_grpo_through_claude_code_raises_the_reward_of_its_tasks(tmp_path):
     try:
         checked = []
         for step in (1, 2):
-            before = find_model(None) if step == 1 else checkpoint_dir(run_dir, step - 1)
-            for mean, estimate in reward_under_update(store, step, before, checkpoint_dir(run_dir, step)):
+            before = find_model(None) if step == 1 else checkpoint_dir(run_dir, step - 1) / "policy"
+            after = checkpoint_dir(run_dir, step) / "policy"
+            for mean, estimate in reward_under_update(store, step, before, after):
                 print(f"step {step}: group reward {mean:.3f} -> {estimate:.3f} under the updated policy")
                 checked.append(estimate - mean)
     finally:
