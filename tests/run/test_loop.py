@@ -18,7 +18,8 @@ from rich.console import Console
 from harnessrl.engine import SamplingParams, make_tiny_model
 from harnessrl.run.config import load_config
 from harnessrl.run.display import RunDisplay
-from harnessrl.run.loop import TrainError, open_run, run_training, train_step
+from harnessrl.run.loop import TrainError, close_run, open_run, record_step, run_training, train_step
+from harnessrl.store import RunStore
 from harnessrl.train.packing import forest_from_paths, pack_forest, token_logprobs
 
 from .fakes import fake_collector_factory, fake_task_sets, fake_tasks
@@ -171,3 +172,26 @@ def test_per_harness_loss_share_gives_each_harness_equal_weight():
     total = sum(a.norm for a in advs)
     shares = [float(o.weight_sum.sum()) / total for o in out]
     assert shares[0] == pytest.approx(shares[1]) == pytest.approx(0.5)
+
+
+def test_resume_with_fewer_steps_ends_with_the_eval_of_the_last_step(tiny_dir, tmp_path):
+    """A long run is cut short by resuming it with loop.steps lowered to the step it reached: that
+    step was recorded without an eval (it was not the last then); the resumed run evaluates it."""
+    run_dir = tmp_path / "run"
+    cfg = load_config(None, overrides(tiny_dir, run_dir, steps=3) + ["loop.eval_every=0"])
+    parts = open_run(cfg, False, Console(quiet=True), fake_collector_factory(), fake_tasks)
+    try:
+        with RunDisplay(Console(quiet=True), 3, 1) as display:
+            record_step(parts.store, parts.log, 1, train_step(parts, 1, display))
+    finally:
+        close_run(parts)
+    cut = load_config(None, overrides(tiny_dir, run_dir, steps=1) + ["loop.eval_every=0"])
+    run_training(cut, resume=True, console=Console(quiet=True), collector_factory=fake_collector_factory(),
+                 tasks_loader=fake_tasks)
+    rows = {r["step"]: r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())}
+    assert set(rows) == {0, 1}
+    assert set(rows[1]["eval"]) == {"builtin", "mini-swe-agent"} and rows[1]["time"]["eval"] > 0
+    assert "loss" in rows[1]  # the step's own record is kept
+    with RunStore(run_dir) as store:
+        evals = [r for r in store.list_rollouts(step=1) if r.group_id.startswith("eval-")]
+    assert evals, "no eval rollouts stored for step 1"

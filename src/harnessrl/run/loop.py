@@ -121,6 +121,8 @@ def run_training(cfg: RunConfig, resume: bool = False, console: Console | None =
                     record_step(parts.store, parts.log, step, rec)
                     display.step_done(step, time.perf_counter() - t0, step_line(step, rec))
                     warn_mismatch(console, step, rec, cfg.algorithm.mismatch_kl_warn)
+                # A run resumed with loop.steps lowered to the step it had reached still ends evaluated.
+                closing_eval(parts, display)
             # Finish: plots, the tree page of the last step, the report and the closing summary.
             return finish_run(parts, console, log_file)
         finally:
@@ -457,6 +459,26 @@ def evaluate(parts: RunParts, step: int, display: RunDisplay) -> EvalResult | No
         summary = summarize(records, {p.task.id: p.task for p in ps}, ks)
         per_set[name] = {h: compact(agg) for h, agg in summary["per_harness"].items()}
     return EvalResult(pass_at_1=headline, sets=per_set)
+
+
+def closing_eval(parts: RunParts, display: RunDisplay) -> None:
+    """When the run's last step (loop.steps) was recorded without an eval, because the run was
+    resumed with loop.steps lowered to the step it had reached (how a long run is cut short), the
+    engine serves that step's policy: evaluate it now and add the eval to the step's record."""
+    last = parts.cfg.loop.steps
+    steps = dict(parts.store.list_steps())
+    if last < 1 or parts.start_step != last + 1 or last not in steps or "eval" in steps[last]:
+        return
+    times: dict[str, float] = {}
+    with timed(times, "eval"):
+        ev = evaluate(parts, last, display)
+    if ev is None:
+        return
+    row = steps[last]
+    row.update(ev.to_json())
+    row["time"] = {**row.get("time", {}), "eval": times["eval"]}
+    parts.store.put_step(last, row)
+    parts.log.rewrite(parts.store.list_steps())
 
 
 def compact(agg: dict[str, Any]) -> dict[str, Any]:
