@@ -78,6 +78,23 @@ def test_split_covers_every_token_once_and_prefers_node_starts():
         assert list(ix[:n]) == anc[::-1]
 
 
+def test_split_under_a_long_shared_prefix_recomputes_it_a_bounded_number_of_times():
+    """A harness's 3,000-token prompt shared by 8 rollouts of 3 calls (300 new tokens each), budget
+    2,048: the prefix is longer than the budget, so each chunk recomputes it; the chunks must still
+    own budget/2 tokens each (before, one chunk per node: the prefix recomputed ~50 times)."""
+    trunk = list(range(3000))
+    paths = [trunk + [10_000 + 1000 * r + t for t in range(300 * c)] for r in range(8) for c in (1, 2, 3)]
+    forest, _ = forest_from_paths(paths)
+    chunks = split_forest(forest.parent, 2048)
+    owned = np.concatenate([ix[n:] for ix, n in chunks])
+    assert np.array_equal(np.sort(owned), np.arange(len(forest)))
+    computed = sum(len(ix) for ix, _ in chunks)
+    unique = len(forest)  # 3000 + 8 x 900
+    assert len(chunks) <= 2 + 2 * (unique - 3000) // 1024, len(chunks)
+    assert computed <= unique + len(chunks) * 3900, (computed, unique)
+    assert all(len(ix) <= 3000 + 900 + 1024 for ix, _ in chunks)  # path + owned tokens: bounded
+
+
 def test_dfs_layout_rejects_split_subtrees():
     with pytest.raises(ForestOrderError):
         dfs_layout(np.array([-1, 0, 0, 1]))  # token 3's parent (1) was left already

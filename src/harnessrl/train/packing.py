@@ -79,8 +79,9 @@ def split_forest(parent: np.ndarray, budget: int) -> list[tuple[np.ndarray, int]
     """Chunks of at most ~budget tokens: (global token indices, number of recomputed prefix tokens).
 
     Each chunk owns a contiguous DFS range and carries the ancestor path of its first token in
-    front. A single path longer than the budget cannot be split exactly by recomputation; such a
-    chunk holds its whole ancestor path plus at least one owned token (over budget, never wrong).
+    front. Where that path is longer than budget/2 (a harness's long system prompt and history
+    above the branches), the chunk still owns at least budget/2 tokens: it runs over budget (at
+    most path + budget/2 tokens) rather than recomputing the long path for every few owned tokens.
     """
     n = len(parent)
     if n <= budget:
@@ -88,9 +89,10 @@ def split_forest(parent: np.ndarray, budget: int) -> list[tuple[np.ndarray, int]
     cut_ok = np.ones(n, dtype=bool)  # node starts: a token whose parent is not its predecessor
     cut_ok[1:] = parent[1:] != np.arange(n - 1)
     chunks, a = [], 0
+    min_owned = max(1, budget // 2)
     while a < n:
         anc = ancestor_path(parent, a)
-        b = min(a + max(budget - len(anc), 1), n)
+        b = min(a + max(budget - len(anc), min_owned), n)
         if b < n:
             cands = np.flatnonzero(cut_ok[a + 1 : b + 1]) + a + 1
             if len(cands):
