@@ -58,6 +58,17 @@ def test_stop_reaper_kills_what_is_left_and_ignores_recycled_pids():
     assert kid.returncode == -signal.SIGKILL
 
 
+def test_stop_reaper_kills_the_targets_itself_when_the_watchdog_is_late():
+    """On a starved machine the watchdog may not have started when stop_reaper gives up on it: the
+    targets must still die (before, only the watchdog was killed and the targets lived on)."""
+    from harnessrl.engine.reaper import start_reaper, stop_reaper
+
+    kid = subprocess.Popen(["sleep", "300"])
+    reaper = start_reaper([kid.pid])
+    stop_reaper(reaper, timeout_s=0.001)  # the watchdog's interpreter cannot be up yet
+    kid.wait(timeout=10)  # `sleep 300` ended: killed (its status may read 0: psutil reaped our own child)
+
+
 @pytest.mark.parametrize("pids", [[], [999_999_999]])
 def test_nothing_to_watch_starts_nothing(pids):
     from harnessrl.engine.reaper import start_reaper

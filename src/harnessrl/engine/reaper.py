@@ -10,31 +10,41 @@ reason the pipe reaches EOF and the watchdog SIGKILLs the recorded processes and
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
 
 import psutil
 
-_WATCHDOG = r"""
-import json, sys, psutil
-targets = json.loads(sys.argv[1])
-sys.stdin.buffer.read()  # returns at EOF: the owner closed the pipe or died
-procs = []
-for pid, created in targets:
-    try:
-        p = psutil.Process(pid)
-        if abs(p.create_time() - created) < 0.01:
-            procs += [p] + p.children(recursive=True)
-    except psutil.Error:
-        pass
-for p in procs:
-    try:
-        p.kill()
-    except psutil.Error:
-        pass
-psutil.wait_procs(procs, timeout=10)
-"""
+
+def kill_targets(targets: list[tuple[int, float]]) -> None:
+    """SIGKILL each (pid, start time) that still runs with that start time, and its descendants
+    (what the watchdog does at EOF)."""
+    procs: list[psutil.Process] = []
+    for pid, created in targets:
+        try:
+            p = psutil.Process(pid)
+            if abs(p.create_time() - created) < 0.01:
+                procs += [p, *p.children(recursive=True)]
+        except psutil.Error:
+            pass
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=10)
+
+
+# the watchdog: a separate interpreter that runs kill_targets (this very source) once its stdin ends
+_WATCHDOG = (
+    "import json, sys\nimport psutil\n\n"
+    + inspect.getsource(kill_targets)
+    + "\ntargets = json.loads(sys.argv[1])\n"
+    + "sys.stdin.buffer.read()  # returns at EOF: the owner closed the pipe or died\n"
+    + "kill_targets(targets)\n"
+)
 
 
 def child_pids() -> set[int]:
@@ -69,5 +79,6 @@ def stop_reaper(proc: subprocess.Popen | None, timeout_s: float = 15.0) -> None:
         proc.stdin.close()
     try:
         proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired:  # a starved machine: the watchdog has not even started; do its work
         proc.kill()
+        kill_targets([(int(pid), float(created)) for pid, created in json.loads(proc.args[-1])])
