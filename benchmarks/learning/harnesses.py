@@ -67,7 +67,10 @@ def paired_change(before: dict[str, list[float]], after: dict[str, list[float]],
 def summarise(run_dir: Path) -> str:
     recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
     outcomes = eval_outcomes(run_dir)
-    steps = sorted({s for (_, _, s) in outcomes})
+    # the recorded steps with an eval (eval rollouts of a step whose attempt died before recording it
+    # are left out: that step was redone, or the run was cut short before it)
+    recorded = {r["step"] for r in recs if r.get("eval")}
+    steps = sorted({s for (_, _, s) in outcomes} & recorded)
     lines = [f"# {run_dir}", ""]
     if len(steps) >= 2:
         s0, s1 = steps[0], steps[-1]
