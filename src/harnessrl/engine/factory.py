@@ -50,10 +50,6 @@ class EngineConfig(BaseModel):
     eos_ids: Sequence[int] = (2,)
 
 
-def _dtype(cfg: EngineConfig, default: str) -> str:
-    return default if cfg.dtype == "auto" else cfg.dtype
-
-
 def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
     """Whether this CPU computes bf16 natively (AMX-BF16 or AVX512-BF16 in /proc/cpuinfo's flags);
     without either, bf16 matmuls are emulated."""
@@ -119,7 +115,7 @@ def _make_hf(cfg: EngineConfig) -> Engine:
 
     return HFEngine(
         str(resolve_model(cfg.model)),
-        dtype=_dtype(cfg, "float32"),
+        dtype=resolved_dtype(cfg),
         max_model_len=cfg.max_model_len,
         max_batch=cfg.max_batch,
         max_pending=cfg.max_pending,
@@ -135,7 +131,7 @@ def _make_vllm(cfg: EngineConfig) -> Engine:
     model_dir = resolve_model(cfg.model)
     return VLLMEngine(
         str(model_dir),
-        dtype=_dtype(cfg, vllm_auto_dtype()),
+        dtype=resolved_dtype(cfg),
         max_model_len=cfg.max_model_len or model_context_window(model_dir) or FALLBACK_MAX_MODEL_LEN,
         max_num_seqs=cfg.max_batch,
         max_pending=cfg.max_pending,
