@@ -198,9 +198,12 @@ class HttpRelay:
     def _answer(self, status: int, family: str, message: str, close: bool = False) -> None:
         body = error_body(family, status, message)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        self._send_down(h11.Response(status_code=status, headers=headers + ([(b"connection", b"close")] if close else [])))
-        self._send_down(h11.Data(data=body))
-        self._send_down(h11.EndOfMessage())
+        head = h11.Response(status_code=status, headers=headers + ([(b"connection", b"close")] if close else []))
+        wire = b"".join(self.down.send(e) or b"" for e in (head, h11.Data(data=body), h11.EndOfMessage()))
+        try:
+            self.inner.sendall(wire)  # one write: a client's single read gets the whole answer
+        except OSError:
+            raise RelayClosed from None
 
     def _fail_down(self, status: int, message: str):
         if self.down.our_state in (h11.IDLE, h11.SEND_RESPONSE):  # IDLE: the request never parsed
