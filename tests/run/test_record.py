@@ -9,7 +9,8 @@ def test_a_full_training_step_writes_the_flat_keys_readers_use():
     per_h = {"builtin": 1.0}
     rec = StepRecord(
         policy_version=3, time={"rollout": 1.0, "train": 2.0},
-        rollouts=RolloutStats(reward=per_h, pass_rate=per_h, rollouts=per_h, failed=per_h, calls_per_rollout=per_h),
+        rollouts=RolloutStats(reward=per_h, pass_rate=per_h, rollouts=per_h, failed=per_h, calls_per_rollout=per_h,
+                              memory_held=per_h),
         trees=TreeTotals(unique_tokens=10, decision_tokens=4, per_call_tokens=30, per_rollout_tokens=20, branches=2,
                          trees=1, groups=2, groups_trained=1),
         lag=PolicyLag(policy_lag_tokens={"0": 4.0}, policy_lag_mean=0.0, policy_lag_max=0.0, policy_lag_dropped=0.0),
@@ -19,7 +20,7 @@ def test_a_full_training_step_writes_the_flat_keys_readers_use():
         eval=EvalResult(pass_at_1={"builtin": 0.5}, sets={"test": {"builtin": {"pass@1": 0.5, "n_tasks": 2}}}))
     row = rec.to_json()
     assert set(row) == {
-        "reward", "pass_rate", "rollouts", "failed", "calls_per_rollout",
+        "reward", "pass_rate", "rollouts", "failed", "calls_per_rollout", "memory_held",
         "unique_tokens", "decision_tokens", "per_call_tokens", "per_rollout_tokens", "branches", "trees", "groups",
         "groups_trained", "policy_lag_tokens", "policy_lag_mean", "policy_lag_max", "policy_lag_dropped",
         "clip_frac", "is_weight", "is_kept", "kl", "abs_logp_gap", "mismatch_kl", "is_capped", "entropy", "loss",

@@ -15,6 +15,8 @@ never mixes two attempts' calls in one rollout: only attempts that made no call 
 A rollout whose last model call was refused as too long for the model's context (the proxy's typed
 "prompt too long" error) is recorded as `context_exceeded`, however the harness exited (no reward).
 Every record carries the harness profile it ran with (`profile`, and its settings in meta).
+A rollout starts only while the machine has `memory_reserve_mib` available or none of its batch
+runs (`memory_gate.py`); the time it was held is `durations["memory_wait_s"]`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from harnessrl.errors import HarnessRLError
+from harnessrl.rollout.memory_gate import MemoryGate
 from harnessrl.rollout.plan import GroupPlan, RolloutJob, next_attempt, plan_cross
 from harnessrl.rollout.proxy_link import as_proxy_link
 from harnessrl.store.records import RolloutRecord
@@ -53,7 +56,9 @@ class RunOptions:
     start_retries: int = 2
     step: int = 0
     harness_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec -> make_harness kwargs
+    memory_reserve_mib: float = 1024.0  # hold new rollouts while less is available (0: off; memory_gate.py)
     live: "LiveSandboxes | None" = None  # set by run_plans: lets an interrupt end the running harnesses
+    gate: "MemoryGate | None" = None  # set by run_plans: admission by free memory
 
 
 def run_groups(tasks: list[Task], harness_specs: list[str], n: int, *, proxy: Any, store: Any,
@@ -88,9 +93,11 @@ def run_plans(plans: Sequence[GroupPlan], *, proxy: Any, store: Any, opts: RunOp
     work = [(job, replace(opts, step=p.step)) for p in plans for job in p.jobs()]
     results: dict[int, RolloutRecord] = {}
     live = LiveSandboxes()
+    gate = MemoryGate(opts.memory_reserve_mib)
     pool = ThreadPoolExecutor(max_workers=concurrency)
     try:
-        futures = {pool.submit(run_rollout, job, adapters[job.harness_spec], link, store, replace(o, live=live)): i
+        futures = {pool.submit(run_rollout, job, adapters[job.harness_spec], link, store,
+                               replace(o, live=live, gate=gate)): i
                    for i, (job, o) in enumerate(work)}
         for fut in as_completed(futures):
             record = fut.result()
@@ -179,8 +186,12 @@ def run_rollout(job: RolloutJob, adapter: Any, link: Any, store: Any, opts: RunO
         key = link.register(job.rollout_id, max_calls=budget)
     except Exception as e:  # noqa: BLE001 - recorded, the run goes on
         return _finish(store, replace(base, status="harness_error", error=f"proxy registration failed: {e}"), t0)
+    gate = opts.gate or MemoryGate(0)
     try:
-        record = _attempts(job, adapter, link, key, store, opts, base)
+        with gate.admit() as waited_s:
+            record = _attempts(job, adapter, link, key, store, opts, base)
+        if waited_s > 0.1:  # held back for memory before its sandbox started
+            record = replace(record, durations={**record.durations, "memory_wait_s": round(waited_s, 3)})
     except Exception as e:  # noqa: BLE001 - a bug in one rollout must not kill the step
         record = replace(base, status="harness_error", error=f"runner error: {type(e).__name__}: {e}")
     finally:

@@ -161,25 +161,28 @@ def _by(groups: dict[tuple[str, str], dict[str, Any]], label: Any) -> dict[str, 
 
 def harness_summary(groups: Sequence[PlannedGroup]) -> dict[str, dict[str, float]]:
     """Per harness over the rollouts of planned groups (a training step): mean reward (ok rollouts),
-    pass rate (all rollouts, `rollout_passed`), rollout count, failure count, calls per rollout."""
+    pass rate (all rollouts, `rollout_passed`), rollout count, failure count, calls per rollout, and
+    rollouts held back for memory before they started (`rollout.memory_gate`)."""
     acc: dict[str, dict[str, list[float]]] = {}
     for g in groups:
         for r in g.rollouts:
-            a = acc.setdefault(r.harness, {"reward": [], "passed": [], "failed": [], "calls": []})
+            a = acc.setdefault(r.harness, {"reward": [], "passed": [], "failed": [], "calls": [], "held": []})
             ok = r.status == "ok" and r.reward is not None
             if ok:
                 a["reward"].append(float(r.reward))  # type: ignore[arg-type]
             a["passed"].append(float(rollout_passed(r, g.plan.task)))
             a["failed"].append(float(not ok))
             a["calls"].append(float(r.call_count))
+            a["held"].append(float("memory_wait_s" in r.durations))
     out: dict[str, dict[str, float]] = {"reward": {}, "pass_rate": {}, "rollouts": {}, "failed": {},
-                                        "calls_per_rollout": {}}
+                                        "calls_per_rollout": {}, "memory_held": {}}
     for h, a in acc.items():
         out["reward"][h] = _mean(a["reward"]) or 0.0
         out["pass_rate"][h] = _mean(a["passed"]) or 0.0
         out["rollouts"][h] = float(len(a["passed"]))
         out["failed"][h] = float(sum(a["failed"]))
         out["calls_per_rollout"][h] = _mean(a["calls"]) or 0.0
+        out["memory_held"][h] = float(sum(a["held"]))
     return out
 
 

@@ -531,11 +531,13 @@ def step_line(step: int, rec: StepRecord) -> str:
         ev = "; ".join(f"{name} " + " ".join(f"{h}={a['pass@1']:.2f}" for h, a in per_h.items())
                        for name, per_h in sets.items())
     per_call = rec.trees.per_call_tokens if rec.trees else 0.0
+    held = sum((rec.rollouts.memory_held if rec.rollouts else {}).values())
     return (f"step {step}: reward {rw or '-'} loss {u.loss:+.4f} kl {u.kl or 0.0:.4f} "
             f"clip {u.clip_frac or 0.0:.3f} |dlogp| {u.abs_logp_gap or 0.0:.4f} "
             f"mismatch KL {u.mismatch_kl or 0.0:.4f} "
             f"tokens {u.tokens_computed:.0f}/{per_call:.0f} "
-            f"time " + " ".join(f"{k} {v:.0f}s" for k, v in rec.time.items()) + (f" | eval {ev}" if ev else ""))
+            f"time " + " ".join(f"{k} {v:.0f}s" for k, v in rec.time.items())
+            + (f" | {held:.0f} rollouts held for memory" if held else "") + (f" | eval {ev}" if ev else ""))
 
 
 # -- finishing -------------------------------------------------------------------------------------

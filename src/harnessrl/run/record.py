@@ -26,6 +26,7 @@ class RolloutStats:
     rollouts: dict[str, float]
     failed: dict[str, float]  # rollouts that did not end ok with a reward
     calls_per_rollout: dict[str, float]
+    memory_held: dict[str, float] = field(default_factory=dict)  # rollouts held back for free memory
 
 
 @dataclass
