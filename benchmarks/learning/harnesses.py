@@ -7,6 +7,7 @@ pairs), then the per-step curves: train reward, pass rate, |logp gap|, trained t
 
     .venv/bin/python benchmarks/learning/harnesses.py [--config configs/learning_harnesses.yaml]
                                                       [--run-dir runs/learning_harnesses] [--summarise-only]
+                                                      [--baseline-from RUN_DIR]  (reuse its step-0 eval)
                                                       [key=value ...]   (config overrides)
 """
 
@@ -105,8 +106,17 @@ def main() -> None:
     ap.add_argument("--config", default="configs/learning_harnesses.yaml")
     ap.add_argument("--run-dir", default="runs/learning_harnesses")
     ap.add_argument("--summarise-only", action="store_true")
+    ap.add_argument("--baseline-from", type=Path, default=None,
+                    help="start from this run's step 0 (its baseline eval; fork_baseline.py) instead of a new one")
     args, overrides = ap.parse_known_args()
     run_dir = (ROOT / args.run_dir).resolve()
+    if args.baseline_from is not None and not run_dir.exists():
+        from fork_baseline import fork  # noqa: PLC0415
+
+        from harnessrl.run.config import load_config  # noqa: PLC0415
+
+        cfg = load_config(ROOT / args.config, overrides + [f"output.run_dir={run_dir}"])
+        fork((ROOT / args.baseline_from).resolve(), run_dir, cfg.model_dump(mode="json"))
     if not args.summarise_only:
         train(args.config, run_dir, overrides)
     print(summarise(run_dir))

@@ -36,3 +36,26 @@ def test_parts_a_step_did_not_produce_write_no_keys():
     no_tokens = StepRecord(policy_version=2, update=UpdateStats(loss=0.0, tokens_trained=0.0)).to_json()
     assert "clip_frac" not in no_tokens and "value_loss" not in no_tokens and "eval" not in no_tokens
     assert no_tokens["loss"] == 0.0 and no_tokens["tokens_trained"] == 0.0
+
+
+def test_trained_rewards_pass_mode_is_the_tasks_pass_rule():
+    """reward=pass trains on 1/0 by the eval's pass rule; the verifier's partial credit (a file that
+    exists with the wrong content: 0.5) counts as a fail; non-ok rollouts keep their None."""
+    from harnessrl.rollout.groups import PlannedGroup
+    from harnessrl.rollout.plan import plan_cross
+    from harnessrl.run.loop import trained_rewards
+    from harnessrl.store.records import RolloutRecord
+    from harnessrl.tasks import load_tasks
+
+    task = load_tasks("builtin:write_word:test")[0]
+    plan = plan_cross([task], ["builtin"], 3, step=1, attempt=0, split="train")[0]
+
+    def rec(i, status, reward):
+        return RolloutRecord(rollout_id=f"r{i}", task_id=task.id, harness="builtin", group_id=plan.group_id,
+                             status=status, reward=reward, step=1, sample_idx=i, category=task.category,
+                             split="train")
+
+    group = PlannedGroup(plan, [rec(0, "ok", 1.0), rec(1, "ok", 0.5), rec(2, "timeout", None)], [])
+    assert [r.reward for r in trained_rewards(group, "score")] == [1.0, 0.5, None]
+    assert [r.reward for r in trained_rewards(group, "pass")] == [1.0, 0.0, None]
+    assert [r.reward for r in group.rollouts] == [1.0, 0.5, None]  # the stored records are untouched

@@ -116,6 +116,9 @@ class AlgorithmConfig(PPOSettings):
     model_config = ConfigDict(frozen=False, extra="forbid")
 
     name: Literal["grpo", "tree_grpo", "ppo"] = "grpo"  # ppo: GAE advantages from a critic (algo.gae)
+    # the reward trained on: "score" = the verifier's reward (partial credit included); "pass" = 1 if
+    # the rollout passes its task, else 0 (partial credit can be farmed: docs/training.md)
+    reward: Literal["score", "pass"] = "score"
     std_normalize: bool = True  # False = Dr.GRPO
     per_harness_norm: bool = False  # normalise rewards per harness within a group
     per_harness_loss: bool = False  # each harness gets an equal share of the loss, whatever its tokens

@@ -37,7 +37,7 @@ from harnessrl.cluster.ray_trainer import RemoteTrainer
 from harnessrl.engine import Engine, ModelNotFound, make_engine, resolve_model
 from harnessrl.engine.factory import resolve_engine_type, resolved_dtype
 from harnessrl.rollout.groups import PlannedGroup, read_groups
-from harnessrl.rollout.metrics import harness_summary, pass_at_1, summarize
+from harnessrl.rollout.metrics import harness_summary, pass_at_1, rollout_passed, summarize
 from harnessrl.rollout.plan import GroupPlan, next_attempt, plan_eval, plan_step
 from harnessrl.run.backends import default_collector
 from harnessrl.run.collect import Collector, RolloutsAhead
@@ -350,7 +350,7 @@ def trees_and_advantages(groups: Sequence[PlannedGroup], a: AlgorithmConfig, fil
     for g in groups:
         if not g.rollouts or not g.calls:
             continue
-        tree = build_tree(g.calls, g.rollouts, filters)
+        tree = build_tree(g.calls, trained_rewards(g, a.reward), filters)
         if a.name == "grpo":
             adv = grpo(tree, std=a.std_normalize, per_harness=a.per_harness_norm)
         elif a.name == "tree_grpo":
@@ -365,6 +365,16 @@ def trees_and_advantages(groups: Sequence[PlannedGroup], a: AlgorithmConfig, fil
     if a.per_harness_loss and advs:
         advs = per_harness_share(trees, advs)
     return trees, advs
+
+
+def trained_rewards(group: PlannedGroup, mode: str) -> list:
+    """The group's rollouts with the reward the policy is trained on: "score" keeps the verifier's
+    reward (partial credit included); "pass" is 1 when the rollout passes its task (the eval's pass
+    rule, `rollout_passed`) and 0 otherwise. The stored records keep the verifier's score."""
+    if mode == "score":
+        return list(group.rollouts)
+    return [replace(r, reward=float(rollout_passed(r, group.plan.task)))
+            if r.status == "ok" and r.reward is not None else r for r in group.rollouts]
 
 
 def tree_values(trainer: Trainer | RemoteTrainer, tree: PrefixTree) -> np.ndarray:
