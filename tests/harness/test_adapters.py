@@ -20,6 +20,7 @@ from harnessrl.harness.codex import CodexAdapter
 from harnessrl.harness.command import CommandAdapter, render_template
 from harnessrl.harness.mini_swe_agent import TEXT_CONFIG, MiniSweAgentAdapter
 from harnessrl.harness.openclaw import OpenClawAdapter, parse_envelope
+from tests.modules import load_file
 
 PROXY = "http://127.0.0.1:4321/r/secretkey"
 
@@ -302,13 +303,9 @@ def test_openclaw_gateway_mode_build_and_parse():
 
 
 def test_gateway_driver_writes_gateway_section(tmp_path):
-    import importlib.util
-
     from harnessrl.harness import openclaw as oc
 
-    spec = importlib.util.spec_from_file_location("ocgw", oc.GATEWAY_DRIVER)
-    driver = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(driver)
+    driver = load_file("ocgw", oc.GATEWAY_DRIVER)
     cfg = tmp_path / "openclaw.json"
     cfg.write_text(json.dumps({"models": {"mode": "merge"}}))
     driver.write_gateway_config(str(cfg), 18999, "tok")

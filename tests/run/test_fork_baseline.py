@@ -3,7 +3,6 @@ that changes what the baseline depends on is refused."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -11,16 +10,14 @@ import pytest
 from harnessrl.run.config import load_config
 from harnessrl.store import RunStore
 from harnessrl.store.records import RolloutRecord
+from tests.modules import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs/learning_harnesses.yaml"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("fork_baseline", ROOT / "benchmarks/learning/fork_baseline.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file("fork_baseline", ROOT / "benchmarks/learning/fork_baseline.py")
 
 
 def _source(path: Path, cfg: dict) -> None:

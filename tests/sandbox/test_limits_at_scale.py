@@ -6,11 +6,12 @@ once with a short harness timeout and each rollout's recorded status is checked.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
 import pytest
+
+from tests.modules import load_file
 
 pytestmark = [
     pytest.mark.bwrap,
@@ -21,10 +22,7 @@ SCENARIO = Path(__file__).resolve().parents[2] / "benchmarks" / "sandbox_limits.
 
 
 def _scenario():
-    spec = importlib.util.spec_from_file_location("sandbox_limits", SCENARIO)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("sandbox_limits", SCENARIO)
 
 
 @pytest.mark.timeout(600)

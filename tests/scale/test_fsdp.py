@@ -3,13 +3,14 @@ gathered for sync and into an HF checkpoint; full fine-tuning, LoRA, MIS with 2 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.modules import load_file
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -21,10 +22,7 @@ SRC = HERE.parents[1] / "src"
 
 
 def _worker():
-    spec = importlib.util.spec_from_file_location("fsdp_worker", HERE / "fsdp_worker.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file("fsdp_worker", HERE / "fsdp_worker.py")
 
 
 def _torchrun(tmp_path: Path, case: str) -> dict:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+from tests.modules import load_file
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -15,10 +16,7 @@ pytestmark = pytest.mark.scale
 
 def _smoke():
     path = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_smoke.py"
-    spec = importlib.util.spec_from_file_location("gpu_smoke", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file("gpu_smoke", path)
 
 
 def test_tree_packing_matches_per_path_on_cpu():

@@ -5,12 +5,13 @@ engine actor as one object-store ref; the full loop runs with cluster.backend=ra
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.modules import load_file
 
 ray = pytest.importorskip("ray")
 torch = pytest.importorskip("torch")
@@ -21,10 +22,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def _solver():
-    spec = importlib.util.spec_from_file_location("solver", HERE.parent / "rollout" / "solver.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file("solver", HERE.parent / "rollout" / "solver.py")
 
 
 @pytest.fixture(scope="module")
