@@ -1,5 +1,5 @@
-"""benchmarks/learning/fork_baseline.py: a new run keeps only the source run's step 0, and a config
-that changes what the baseline depends on is refused."""
+"""benchmarks/learning scripts: fork_baseline.py (a new run keeps only the source run's step 0, and a
+config that changes what the baseline depends on is refused) and first_commands.py."""
 
 from __future__ import annotations
 
@@ -51,3 +51,10 @@ def test_fork_refuses_a_config_with_another_baseline(tmp_path):
     with pytest.raises(SystemExit, match="eval_samples"):
         fork.fork(tmp_path / "src", tmp_path / "dest", new)
     assert not (tmp_path / "dest").exists()
+
+
+def test_first_command_is_the_first_word_of_the_first_bash_block():
+    fc = load_file("first_commands", ROOT / "benchmarks/learning/first_commands.py").first_command
+    assert fc("```bash\ntouch digest.txt\n```") == "touch"
+    assert fc("I will do it.\n```\n  echo hi > a.txt\n```\n```bash\nrm x\n```") == "echo"
+    assert fc("Done.") == "(no command)"
