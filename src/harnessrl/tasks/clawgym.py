@@ -13,40 +13,40 @@ The reward folder lands in `<workspace>/reward/` only after the agent finished; 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
-from harnessrl.tasks.files import read_tree, write_tree
-from harnessrl.tasks.model import CLAWGYM_MOUNT, Task, TaskError, Verifier
+from harnessrl.tasks.files import TaskDataReader, TaskLimits, write_tree
+from harnessrl.tasks.model import CLAWGYM_MOUNT, Task, TaskError, Verifier, check_mount_dir
 
 DATA_ENTRY = "data_entry.json"
 REWARD_TIMEOUT_S = 120.0
 
 
 def is_clawgym_dir(path: Path) -> bool:
-    return (path / DATA_ENTRY).is_file()
+    """Whether `path` looks like a ClawGym task (data_entry.json present, even as a link or a
+    fifo: the loader then refuses it by name rather than skipping the task)."""
+    return path.is_dir() and os.path.lexists(path / DATA_ENTRY)
 
 
-def load_clawgym(path: Path) -> Task:
-    """Load one ClawGym task directory; TaskError names the missing or malformed part."""
-    try:
-        entry = json.loads((path / DATA_ENTRY).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise TaskError(f"{path / DATA_ENTRY}: cannot read a JSON object ({e})") from e
-    if not isinstance(entry, dict):
-        raise TaskError(f"{path / DATA_ENTRY}: expected a JSON object")
-    for key in ("task_id", "user_query"):
-        if not isinstance(entry.get(key), str) or not entry[key]:
-            raise TaskError(f"{path / DATA_ENTRY}: missing string field {key!r}")
-    reward_files = read_tree(path / "reward")
+def load_clawgym(path: Path, limits: TaskLimits | None = None) -> Task:
+    """Load one ClawGym task directory; TaskError names the missing or malformed part
+    (TaskDataError for links, special files, files over `limits` and text that is not UTF-8)."""
+    with TaskDataReader(path, limits) as reader:
+        entry = _data_entry(path, reader.read_text(DATA_ENTRY))
+        reward_files = reader.read_tree("reward")
+        input_files = reader.read_tree("input_files")
     if "reward.sh" not in reward_files:
         raise TaskError(f"{path}: reward/reward.sh is required by the ClawGym format")
     metadata = entry.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise TaskError(f"{path / DATA_ENTRY}: 'metadata' must be an object")
+    mount = entry.get("input_mount_dir")
     return Task(
         id=entry["task_id"],
         instruction=entry["user_query"],
-        files=read_tree(path / "input_files"),
+        files=input_files,
         verifier=Verifier(
             kind="reward_line", command="bash reward.sh", files=reward_files,
             dest="reward", workdir="reward", timeout_s=REWARD_TIMEOUT_S,
@@ -55,10 +55,25 @@ def load_clawgym(path: Path) -> Task:
         split=str(metadata.get("split") or ""),
         pass_threshold=0.5,
         pass_rule=">",
-        input_mount_dir=str(entry.get("input_mount_dir") or CLAWGYM_MOUNT),
+        input_mount_dir=CLAWGYM_MOUNT if mount in (None, "") else check_mount_dir(mount, str(path / DATA_ENTRY)),
         metadata=metadata,
         source=str(path),
     )
+
+
+def _data_entry(path: Path, text: str) -> dict[str, Any]:
+    """The parsed data_entry.json with its required fields checked."""
+    try:
+        entry = json.loads(text)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, too many digits, nesting too deep
+        raise TaskError(f"{path / DATA_ENTRY}: cannot read a JSON object ({type(e).__name__}: "
+                        f"{str(e)[:200]})") from None
+    if not isinstance(entry, dict):
+        raise TaskError(f"{path / DATA_ENTRY}: expected a JSON object")
+    for key in ("task_id", "user_query"):
+        if not isinstance(entry.get(key), str) or not entry[key]:
+            raise TaskError(f"{path / DATA_ENTRY}: missing string field {key!r}")
+    return entry
 
 
 def write_clawgym(task: Task, path: Path) -> Path:

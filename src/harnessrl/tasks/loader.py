@@ -3,23 +3,27 @@ directory of task directories (ClawGym or native, mixed freely)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from harnessrl.tasks.clawgym import is_clawgym_dir, load_clawgym
-from harnessrl.tasks.model import Task, TaskError
+from harnessrl.tasks.files import TaskLimits
+from harnessrl.tasks.model import Task, TaskDataError, TaskError
 from harnessrl.tasks.native import is_native_dir, load_native
 
 
-def load_task_dir(path: Path) -> Task:
+def load_task_dir(path: Path, limits: TaskLimits | None = None) -> Task:
+    """One task directory (ClawGym or native), read within `limits` (default: files.TaskLimits())."""
     if is_clawgym_dir(path):
-        return load_clawgym(path)
+        return load_clawgym(path, limits)
     if is_native_dir(path):
-        return load_native(path)
+        return load_native(path, limits)
     raise TaskError(f"{path} is not a task directory (needs data_entry.json or task.toml)")
 
 
-def load_tasks(spec: str | Path) -> list[Task]:
-    """Tasks for a selector (builtin:...) or a path; TaskError with the fix when nothing matches."""
+def load_tasks(spec: str | Path, limits: TaskLimits | None = None) -> list[Task]:
+    """Tasks for a selector (builtin:...) or a path; TaskError with the fix when nothing matches.
+    Task data is read within `limits` (per file, per task); links and special files are refused."""
     text = str(spec)
     if text.startswith("builtin:"):
         from harnessrl.tasks.suite import select_builtin
@@ -29,8 +33,8 @@ def load_tasks(spec: str | Path) -> list[Task]:
     if not path.is_dir():
         raise TaskError(f"{text!r} is neither a builtin:<selector> nor a directory")
     if is_clawgym_dir(path) or is_native_dir(path):
-        return [load_task_dir(path)]
-    tasks = [load_task_dir(p) for p in sorted(path.iterdir()) if is_clawgym_dir(p) or is_native_dir(p)]
+        return [load_task_dir(path, limits)]
+    tasks = [load_task_dir(p, limits) for p in _task_dirs(path)]
     if not tasks:
         raise TaskError(f"{path} holds no task directories (subdirectories with data_entry.json or task.toml)")
     ids = [t.id for t in tasks]
@@ -38,6 +42,19 @@ def load_tasks(spec: str | Path) -> list[Task]:
     if dupes:
         raise TaskError(f"{path}: duplicate task ids {dupes}")
     return tasks
+
+
+def _task_dirs(path: Path) -> list[Path]:
+    """The task directories in a directory of tasks; a link to a directory is refused by name (it
+    would pull in a directory from elsewhere on the host), other entries are skipped."""
+    out = []
+    for p in sorted(path.iterdir()):
+        if p.is_symlink() and p.is_dir():
+            raise TaskDataError(f"{p}: is a symbolic link (to {os.readlink(p)!r}); a directory of tasks may "
+                                "hold task directories, not links to them: copy or move the task there")
+        if is_clawgym_dir(p) or is_native_dir(p):
+            out.append(p)
+    return out
 
 
 def interleave_families(tasks: list[Task]) -> list[Task]:

@@ -7,6 +7,8 @@ same task give equal objects and a task never depends on the directory it was re
 
 from __future__ import annotations
 
+import posixpath
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -17,10 +19,34 @@ PassRule = Literal[">=", ">"]
 
 DEFAULT_MOUNT = "/workspace"
 CLAWGYM_MOUNT = "/root/.openclaw/workspace"
+# Where a task may present its workspace: DEFAULT_MOUNT itself, or a directory strictly below one of
+# these (never `/`, system paths such as /proc, /sys, /dev, /etc, /usr, /bin, /lib*, /var, /run, or
+# a root itself, which would hide the HOME or /tmp the sandbox mounts there).
+MOUNT_ROOTS = ("/workspace", "/root", "/home", "/mnt", "/data", "/srv", "/tmp")
+_MOUNT_PART = re.compile(r"[A-Za-z0-9._+@=-]+")
 
 
 class TaskError(HarnessRLError, ValueError):
     """A task (or task directory) is malformed; the message says which file and how to fix it."""
+
+
+class TaskDataError(TaskError):
+    """A task directory holds data the loader refuses to read: a symbolic link, a fifo, socket or
+    device, a file or a task over the size limits, or text that is not UTF-8 (the path is named)."""
+
+
+def check_mount_dir(value: object, where: str) -> str:
+    """`value` if it is an accepted input_mount_dir; else TaskError (`where` names the source)."""
+    text = value if isinstance(value, str) else ""
+    ok = (text.startswith("/") and not text.startswith("//") and posixpath.normpath(text) == text
+          and all(_MOUNT_PART.fullmatch(p) and p not in (".", "..") for p in text.split("/")[1:])
+          and (text == DEFAULT_MOUNT or any(text.startswith(root + "/") for root in MOUNT_ROOTS)))
+    if not ok:
+        raise TaskError(f"{where}: input_mount_dir {value!r} is not accepted; it must be an absolute, "
+                        f"normalised path (no '.', '..', '//' or trailing '/'; letters, digits and ._+@=- "
+                        f"only) that is {DEFAULT_MOUNT} or lies below one of {', '.join(MOUNT_ROOTS)} "
+                        f"(e.g. {CLAWGYM_MOUNT})")
+    return text
 
 
 @dataclass(frozen=True)
@@ -57,6 +83,9 @@ class Task:
     reference_solution: tuple[str, ...] = ()  # shell commands run in the workspace; () = none
     metadata: dict[str, Any] = field(default_factory=dict)
     source: str = ""  # where it was loaded from ("builtin", a directory path); not part of equality
+
+    def __post_init__(self) -> None:
+        check_mount_dir(self.input_mount_dir, f"task {self.id!r}")
 
     def passed(self, reward: float | None) -> bool:
         """Whether a reward counts as a pass for this task (None = no reward = not passed)."""

@@ -14,6 +14,7 @@ Verifier files are copied to `<workspace>/.verifier/` only after the agent finis
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,8 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - python 3.10
     import tomli as tomllib  # type: ignore[no-redef, unused-ignore]
 
-from harnessrl.tasks.files import read_tree, write_tree
-from harnessrl.tasks.model import DEFAULT_MOUNT, Task, TaskError, Verifier
+from harnessrl.tasks.files import TaskDataReader, TaskLimits, write_tree
+from harnessrl.tasks.model import DEFAULT_MOUNT, Task, TaskError, Verifier, check_mount_dir
 
 TASK_TOML = "task.toml"
 _FIELDS = ("id", "instruction", "category", "split", "family", "variant", "pass_threshold",
@@ -31,37 +32,58 @@ _FIELDS = ("id", "instruction", "category", "split", "family", "variant", "pass_
 
 
 def is_native_dir(path: Path) -> bool:
-    return (path / TASK_TOML).is_file()
+    """Whether `path` looks like a native task (task.toml present, even as a link: the loader
+    then refuses it by name rather than skipping the task)."""
+    return path.is_dir() and os.path.lexists(path / TASK_TOML)
 
 
-def load_native(path: Path) -> Task:
-    """Load one native task directory; TaskError names the missing or malformed part."""
+def load_native(path: Path, limits: TaskLimits | None = None) -> Task:
+    """Load one native task directory; TaskError names the missing or malformed part
+    (TaskDataError for links, special files, files over `limits` and text that is not UTF-8)."""
+    with TaskDataReader(path, limits) as reader:
+        spec = _task_toml(path, reader.read_text(TASK_TOML))
+        files = reader.read_tree("workspace")
+        verifier = _load_verifier(path, spec.get("verifier") or {}, reader)
+    where = str(path / TASK_TOML)
     try:
-        spec = tomllib.loads((path / TASK_TOML).read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise TaskError(f"{path / TASK_TOML}: cannot parse TOML ({e})") from e
+        return Task(
+            id=spec["id"],
+            instruction=spec["instruction"],
+            files=files,
+            verifier=verifier,
+            category=str(spec.get("category", "general")),
+            split=str(spec.get("split", "")),
+            family=str(spec.get("family", "")),
+            variant=int(spec.get("variant", 0)),
+            pass_threshold=float(spec.get("pass_threshold", 1.0)),
+            pass_rule=_pass_rule(path, spec.get("pass_rule", ">=")),
+            input_mount_dir=check_mount_dir(spec.get("input_mount_dir", DEFAULT_MOUNT), where),
+            reference_solution=tuple(str(c) for c in spec.get("reference_solution", ())),
+            metadata=dict(spec.get("metadata", {})),
+            source=str(path),
+        )
+    except (TypeError, ValueError) as e:
+        if isinstance(e, TaskError):
+            raise
+        raise TaskError(f"{where}: a field has the wrong type ({e})") from None
+
+
+def _task_toml(path: Path, text: str) -> dict[str, Any]:
+    """The parsed task.toml with its required fields and keys checked."""
+    try:
+        spec = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as e:
+        raise TaskError(f"{path / TASK_TOML}: cannot parse TOML ({type(e).__name__}: {str(e)[:200]})") from None
     for key in ("id", "instruction"):
         if not isinstance(spec.get(key), str) or not spec[key]:
             raise TaskError(f"{path / TASK_TOML}: missing string field {key!r}")
     unknown = set(spec) - set(_FIELDS) - {"verifier", "metadata"}
     if unknown:
         raise TaskError(f"{path / TASK_TOML}: unknown keys {sorted(unknown)}; known: {list(_FIELDS)}")
-    return Task(
-        id=spec["id"],
-        instruction=spec["instruction"],
-        files=read_tree(path / "workspace"),
-        verifier=_load_verifier(path, spec.get("verifier") or {}),
-        category=str(spec.get("category", "general")),
-        split=str(spec.get("split", "")),
-        family=str(spec.get("family", "")),
-        variant=int(spec.get("variant", 0)),
-        pass_threshold=float(spec.get("pass_threshold", 1.0)),
-        pass_rule=_pass_rule(path, spec.get("pass_rule", ">=")),
-        input_mount_dir=str(spec.get("input_mount_dir", DEFAULT_MOUNT)),
-        reference_solution=tuple(str(c) for c in spec.get("reference_solution", ())),
-        metadata=dict(spec.get("metadata", {})),
-        source=str(path),
-    )
+    for key in ("verifier", "metadata"):
+        if not isinstance(spec.get(key, {}), dict):
+            raise TaskError(f"{path / TASK_TOML}: [{key}] must be a table")
+    return spec
 
 
 def _pass_rule(path: Path, rule: Any) -> Any:
@@ -70,11 +92,11 @@ def _pass_rule(path: Path, rule: Any) -> Any:
     return rule
 
 
-def _load_verifier(path: Path, spec: dict[str, Any]) -> Verifier:
-    files = read_tree(path / "verifier")
+def _load_verifier(path: Path, spec: dict[str, Any], reader: TaskDataReader) -> Verifier:
+    files = reader.read_tree("verifier")
     for name in ("verify.py", "verify.sh"):
-        if (path / name).is_file():
-            files[name] = (path / name).read_bytes()
+        if reader.exists(name):
+            files[name] = reader.read_file(name)
     dest = str(spec.get("dest", ".verifier"))
     command = spec.get("command")
     if command is None:
@@ -87,8 +109,12 @@ def _load_verifier(path: Path, spec: dict[str, Any]) -> Verifier:
     kind = spec.get("kind", "checks")
     if kind not in ("checks", "reward_line"):
         raise TaskError(f"{path / TASK_TOML}: verifier kind must be 'checks' or 'reward_line'")
+    try:
+        timeout_s = float(spec.get("timeout_s", 120.0))
+    except (TypeError, ValueError):
+        raise TaskError(f"{path / TASK_TOML}: [verifier] timeout_s must be a number") from None
     return Verifier(kind=kind, command=str(command), files=files, dest=dest,
-                    workdir=str(spec.get("workdir", "")), timeout_s=float(spec.get("timeout_s", 120.0)))
+                    workdir=str(spec.get("workdir", "")), timeout_s=timeout_s)
 
 
 def write_native(task: Task, path: Path) -> Path:

@@ -9,16 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from harnessrl.tasks.files import write_tree
-from harnessrl.tasks.model import Task
+from harnessrl.tasks.model import Task, check_mount_dir
 from harnessrl.tasks.verifier import VerifierResult, run_verifier
 
 
 def open_task_sandbox(task: Task, cfg: Any = None, proxy: Any = None) -> Any:
     """A fresh sandbox (harnessrl.sandbox) whose workspace holds the task's files, presented at the
-    task's input_mount_dir (backends that cannot, e.g. local, use their own path)."""
+    task's input_mount_dir (backends that cannot, e.g. local, use their own path). The config is
+    validated again with that mount (model_copy would skip SandboxConfig's checks)."""
     from harnessrl.sandbox import SandboxConfig, make_sandbox
 
-    cfg = (cfg or SandboxConfig()).model_copy(update={"workspace_mount": task.input_mount_dir})
+    base = (cfg or SandboxConfig()).model_dump()
+    cfg = SandboxConfig.model_validate({**base, "workspace_mount": check_mount_dir(task.input_mount_dir, task.id)})
     with tempfile.TemporaryDirectory(prefix="harnessrl-task-") as tmp:
         write_tree(Path(tmp), task.files)
         return make_sandbox(cfg, workspace_src=tmp, proxy=proxy)
