@@ -59,20 +59,27 @@ def test_safe_members_skip_escapes_and_devices():
     assert kept["dir/in.txt"].mode == 0o755  # setuid dropped
 
 
-def test_entry_argv_root_and_unprivileged(tmp_path):
+def _steps(argv):
+    return [a for a in argv if a.startswith("--")]
+
+
+def test_entry_argv_orders_the_steps(tmp_path):
     fds = {"user": 3, "mnt": 4, "uts": 5, "ipc": 6, "net": 7, "pid": 8, "cgroup": 9, "root": 10}
     bpf = tmp_path / "f.bpf"
-    argv = entry_argv(fds, seccomp_bpf=bpf)  # root: the helper does it all, the user ns last
+    # host root, sandbox uid 0 (no nested user ns): become the unprivileged uid FIRST, then the user ns
+    argv = entry_argv(fds, seccomp_bpf=bpf, host_uid=65534)
     assert "nsenter" not in argv and "setpriv" not in argv
+    assert argv[argv.index("--become") + 1] == "65534:65534"
+    assert _steps(argv) == ["--seccomp", "--become", "--userns", *["--setns"] * 6, "--root", "--drop-caps",
+                            "--fork", "--"]
     assert argv[argv.index("--userns") + 1] == "3" and argv[argv.index("--root") + 1] == "10"
-    assert argv.index("--userns") > argv.index("--root") > max(i for i, a in enumerate(argv) if a == "--setns")
-    assert argv[-2:] == ["--fork", "--"] and argv[argv.index("--seccomp") + 1] == str(bpf)
+    assert argv[argv.index("--seccomp") + 1] == str(bpf)
+    # nested (sandbox uid != 0): the outer user ns before the others, the sandbox user's after the root
     argv = entry_argv({**fds, "outer_user": 11}, seccomp_bpf=None)
-    first, second = argv.index("nsenter"), argv.index("nsenter", argv.index("nsenter") + 1)
-    assert "--seccomp" not in argv
-    assert "--user=/proc/self/fd/11" in argv[first:second]  # the outer user ns with the others
-    assert argv[second:second + 4] == ["nsenter", "--user=/proc/self/fd/3", "--preserve-credentials", "--"]
-    assert argv[second + 4] == "setpriv" and "--bounding-set=-all" in argv
+    assert "--seccomp" not in argv and "--become" not in argv
+    assert _steps(argv) == ["--userns", *["--setns"] * 6, "--root", "--userns", "--drop-caps", "--fork", "--"]
+    users = [argv[i + 1] for i, a in enumerate(argv) if a == "--userns"]
+    assert users == ["11", "3"]
 
 
 def test_bwrap_argv_binds_no_checkout_or_home(tmp_path, monkeypatch):

@@ -50,6 +50,9 @@ on this machine; the message says why and what to do), ``SandboxClosed`` (used a
 from __future__ import annotations
 
 import abc
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -115,6 +118,10 @@ class SandboxConfig(BaseModel):
     workspace_mount: str = "/workspace"
     home: str = "/home/sandbox"
     uid: int = Field(1000, ge=0, description="uid (and gid) inside; 0 gives a root-like user")
+    host_uid: int = Field(
+        65534, gt=0, description="bwrap, when harnessrl runs as root: the unprivileged host uid (and gid) "
+        "the sandbox user is on the host (never 0: no host inode the sandbox sees is then its own)"
+    )
     python: bool = Field(True, description="make this interpreter (venv + base) visible, read-only")
     extra_ro_binds: list[str] = Field(
         default_factory=list, description="host paths shown read-only: 'PATH' or 'HOSTPATH:INNERPATH'"
@@ -149,6 +156,7 @@ class Sandbox(abc.ABC):
     config: SandboxConfig
     inner_workspace: str
     proxy_base: str | None
+    read_only_binds: bool = False  # honours cfg.extra_ro_binds (bwrap); fresh_view copies otherwise
 
     @property
     @abc.abstractmethod
@@ -181,6 +189,38 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     def destroy(self) -> None: ...
 
+    def fresh_view(self, *, exclude: Sequence[str] = (), ro_dirs: Mapping[str, Path] | None = None) -> "Sandbox":
+        """A NEW sandbox of this one's config (no proxy) whose workspace is a copy of this one's.
+
+        ``exclude``: workspace-relative paths left out of the copy. ``ro_dirs``: inner path ->
+        host directory, shown read-only (bwrap; the local backend copies them in). The copy goes
+        through ``copy_out`` (links planted inside stay inside), so nothing of this sandbox (its
+        processes, its HOME, /tmp) reaches the new one but the workspace's files. This is where a
+        verifier runs (tasks/verifier.py). SandboxError when this sandbox is gone.
+        """
+        from harnessrl.sandbox.factory import make_sandbox
+
+        with tempfile.TemporaryDirectory(prefix="harnessrl-view-") as tmp:
+            copy = Path(tmp) / "workspace"
+            copy.mkdir()
+            self.copy_out(self.inner_workspace, copy)
+            for rel in exclude:
+                _remove(copy, rel)
+            cfg = self.config
+            ro = dict(ro_dirs or {})
+            binds = [f"{host}:{self.inner_path(inner)}" for inner, host in ro.items()]
+            if binds and self.read_only_binds:
+                cfg = cfg.model_copy(update={"extra_ro_binds": [*cfg.extra_ro_binds, *binds]})
+            view = make_sandbox(cfg, workspace_src=copy, proxy=None)
+        if not self.read_only_binds:
+            try:
+                for inner, host in ro.items():
+                    view.copy_in(host, inner)
+            except BaseException:
+                view.destroy()
+                raise
+        return view
+
     def inner_path(self, path: str) -> str:
         """An inner path: absolute stays, relative is taken from the workspace."""
         p = PurePosixPath(path)
@@ -191,3 +231,14 @@ class Sandbox(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.destroy()
+
+
+def _remove(root: Path, rel: str) -> None:
+    """Delete root/rel (file, link or tree) if it is there; `rel` never leaves `root`."""
+    target = root / PurePosixPath(rel)
+    if ".." in PurePosixPath(rel).parts or PurePosixPath(rel).is_absolute():
+        raise SandboxError(f"fresh_view: exclude paths are workspace-relative, got {rel!r}")
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.is_dir():
+        shutil.rmtree(target)

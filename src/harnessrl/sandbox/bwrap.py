@@ -1,4 +1,8 @@
-"""`bwrap` backend: one bubblewrap sandbox per rollout, entered with nsenter for each run().
+"""`bwrap` backend: one bubblewrap sandbox per rollout, entered through its namespaces for each run().
+
+Host user root: bwrap runs as ``cfg.host_uid`` (unprivileged, never 0), and so does every process
+of the sandbox, so that none of them owns a host inode it can see (``/dev/null``, ``/proc/sys``);
+bwrap itself starts with an empty environment.
 
 Life cycle
 - create: ``bwrap`` (all namespaces, mounts from bwrap_mounts) reports its pids, waits on
@@ -8,9 +12,9 @@ Life cycle
   ``workspace_src`` through ``/proc/<pid>/root`` before anything runs inside; with a proxy, a
   listening socket is made inside the sandbox's network namespace and relayed to the proxy
   (netbridge).
-- run: the default seccomp profile is loaded (sandbox/seccomp.py), ``nsenter`` enters the
-  sandbox's namespaces, ``setpriv`` drops every capability (bounding set included) and sets
-  no_new_privs, then the command; the process joins its own ``run-<n>`` cgroup first, so a
+- run: ``entry_helper.py`` enters the sandbox's namespaces (bwrap_enter.py), drops every
+  capability (bounding set included), sets no_new_privs and loads the default seccomp profile
+  (sandbox/seccomp.py), then the command; the process joins its own ``run-<n>`` cgroup first, so a
   timeout kills its whole tree, daemons included. The keeper runs under the same filter and
   with no capabilities (``bwrap --cap-drop ALL --seccomp``).
 - destroy: SIGKILL the pid namespace's init (the kernel then kills every process of the
@@ -42,6 +46,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tarfile
 import tempfile
 import threading
@@ -57,8 +62,9 @@ from harnessrl.sandbox.base import (
     SandboxError,
     SandboxUnavailable,
 )
+from harnessrl.sandbox import entry_helper
 from harnessrl.sandbox.bwrap_enter import NAMESPACES, NS_GET_PARENT, entry_argv, entry_wrapper
-from harnessrl.sandbox.bwrap_mounts import bwrap_argv, inner_path_env, sandbox_cache_dir
+from harnessrl.sandbox.bwrap_mounts import SYSTEM_PATH, bwrap_argv, host_binds, inner_path_env, sandbox_cache_dir
 from harnessrl.sandbox.cgroups import SandboxCgroups
 from harnessrl.sandbox.netbridge import ProxyBridge, listen_in_netns
 from harnessrl.sandbox.process import base_env, kill_process_group, run_to_completion
@@ -82,12 +88,33 @@ LISTEN_HELPER = (
 
 
 def _require_tools() -> None:
-    for tool, pkg in (("bwrap", "bubblewrap"), ("nsenter", "util-linux"), ("setpriv", "util-linux")):
+    for tool, pkg in (("bwrap", "bubblewrap"),):
         if shutil.which(tool) is None:
             raise SandboxUnavailable(
                 f"sandbox type 'bwrap' needs `{tool}`: install it (apt-get install -y {pkg}) "
                 "or use type='local' (no isolation)"
             )
+
+
+def as_fs_user(uid: int, gid: int, fn) -> None:
+    """Run ``fn()`` (host root) in a thread of its own whose file-system uid and gid are these:
+    files it creates are theirs. Linux keeps fsuid per thread (glibc's setfsuid does not touch
+    the other threads); the thread raises its effective capabilities again after the switch, so
+    it still reads root's files. Re-raises what ``fn`` raised."""
+    box: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            entry_helper.set_fs_user(uid, gid)
+            fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            box.append(e)
+
+    t = threading.Thread(target=body, name="sandbox-fs-user")
+    t.start()
+    t.join()
+    if box:
+        raise box[0]
 
 
 def _read_until(fd: int, done, timeout_s: float):
@@ -135,6 +162,8 @@ def _start_error(msg: str) -> SandboxError:
 
 
 class BwrapSandbox(Sandbox):
+    read_only_binds = True
+
     def __init__(self, cfg: SandboxConfig, root: Path, cgroups: SandboxCgroups | None) -> None:
         self.config = cfg
         self.inner_workspace = cfg.workspace_mount
@@ -155,6 +184,11 @@ class BwrapSandbox(Sandbox):
         self._pidfd = -1
         self._ns_fds: dict[str, int] = {}  # held open: run() enters through these, never by pid
         self._seccomp: Path | None = self._seccomp_filter(cfg)
+        # As root, bwrap (and so every process of the sandbox) runs as cfg.host_uid: bwrap would
+        # otherwise map the sandbox user to host root, the owner of /dev/null and /proc/sys.
+        self._host_user: dict = (
+            {"user": cfg.host_uid, "group": cfg.host_uid, "extra_groups": []} if os.geteuid() == 0 else {}
+        )
         user = "root" if cfg.uid == 0 else "sandbox"
         self._env = base_env(cfg, home=cfg.home, tmp="/tmp", path=inner_path_env(cfg))
         self._env.update({"USER": user, "LOGNAME": user, "SHELL": "/bin/bash"})
@@ -207,9 +241,10 @@ class BwrapSandbox(Sandbox):
         # only exits once it has no children left, so daemons would keep it alive otherwise.
         keeper = ["sh", "-c", KEEPER]
         seccomp_fd = os.open(self._seccomp, os.O_RDONLY) if self._seccomp is not None else -1
-        argv = ["prlimit", *self._rlimits, "--"] if self._rlimits else []
+        staged, argv = self._stage()
+        argv += ["prlimit", *self._rlimits, "--"] if self._rlimits else []
         argv += bwrap_argv(self.config, info_fd=info_w, block_fd=block_r, init=keeper,
-                           seccomp_fd=seccomp_fd if seccomp_fd >= 0 else None)
+                           seccomp_fd=seccomp_fd if seccomp_fd >= 0 else None, staged=staged)
         err_path = self._root / "bwrap.stderr"
         try:
             with open(err_path, "wb") as err:
@@ -220,6 +255,7 @@ class BwrapSandbox(Sandbox):
                     stderr=err,
                     pass_fds=(info_w, block_r) + ((seccomp_fd,) if seccomp_fd >= 0 else ()),
                     start_new_session=True,
+                    env={"PATH": SYSTEM_PATH},  # bwrap itself (/proc/1/environ inside): nothing of the host
                 )
             for fd in (info_w, block_r, ready_w, keeper_r, seccomp_fd):
                 if fd >= 0:
@@ -246,13 +282,43 @@ class BwrapSandbox(Sandbox):
         self._ns_fds["root"] = os.open(
             f"/proc/{self._ns_pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
         )
-        if os.geteuid() != 0:  # see bwrap_enter
-            try:
-                self._ns_fds["outer_user"] = fcntl.ioctl(self._ns_fds["user"], NS_GET_PARENT)
-            except OSError:
-                pass
+        try:  # bwrap nests a user namespace in its own when the sandbox uid is not 0 (see bwrap_enter)
+            parent = fcntl.ioctl(self._ns_fds["user"], NS_GET_PARENT)
+        except OSError:
+            parent = -1
+        if parent >= 0:
+            if os.fstat(parent).st_ino != os.stat("/proc/self/ns/user").st_ino:
+                self._ns_fds["outer_user"] = parent
+            else:
+                os.close(parent)
         if select.select([self._pidfd], [], [], 0)[0] or self._proc.poll() is not None:
             raise SandboxError("the sandbox exited during start")
+
+    def _stage(self) -> tuple[dict[str, str], list[str]]:
+        """As root: (host path -> staged path, the argv prefix that stages them and becomes
+        cfg.host_uid before bwrap). The prefix makes a private mount namespace for bwrap and
+        binds each host path onto an empty mount point under this sandbox's scratch dir, which
+        the unprivileged uid can traverse. Not root: nothing to stage."""
+        if not self._host_user:
+            return {}, []
+        stage = self._root / "stage"
+        stage.mkdir()
+        self._root.chmod(0o711)
+        stage.chmod(0o755)
+        staged: dict[str, str] = {}
+        prefix = [sys.executable, "-I", "-S", entry_helper.__file__, "--private-mounts"]
+        for host, _ in host_binds(self.config):
+            if host in staged:
+                continue
+            point = stage / str(len(staged))
+            if os.path.isdir(host):
+                point.mkdir(mode=0o755)
+            else:
+                point.touch(mode=0o644)
+            staged[host] = str(point)
+            prefix += ["--bind", host, str(point)]
+        uid = self._host_user["user"]
+        return staged, prefix + ["--become", f"{uid}:{uid}", "--"]
 
     def _proxy_listener(self, port: int) -> socket.socket:
         """A socket listening on the sandbox's 127.0.0.1:port, held by this process."""
@@ -278,9 +344,18 @@ class BwrapSandbox(Sandbox):
             return socket.socket(fileno=fds[0])
 
     def _fill_workspace(self, src: Path) -> None:
-        """Copy the task files in from the host before anything runs inside (no races)."""
-        try:
+        """Copy the task files in from the host before anything runs inside (no races). As root
+        the copy runs with the sandbox user's fsuid: the workspace tmpfs belongs to the sandbox's
+        user namespace, where host root has no uid (and the files must be the sandbox user's)."""
+
+        def copy() -> None:
             shutil.copytree(src, self.workspace, symlinks=True, dirs_exist_ok=True)
+
+        try:
+            if self._host_user:
+                as_fs_user(self._host_user["user"], self._host_user["group"], copy)
+            else:
+                copy()
         except (OSError, shutil.Error) as e:
             raise SandboxError(f"copying {src} into the workspace failed (workspace_mb too small?): {e}")
 
@@ -356,7 +431,7 @@ class BwrapSandbox(Sandbox):
         fds = self._ns_fds
         # enter through the held namespace fds (a pid could be reused after destroy); the
         # directory is changed inside (env -C), after the root changed
-        enter = entry_argv(fds, seccomp_bpf=self._seccomp)
+        enter = entry_argv(fds, seccomp_bpf=self._seccomp, host_uid=self._host_user.get("user"))
         cgroups = self._cgroups
         join = cgroups.join_files(leaf) if cgroups else []
 

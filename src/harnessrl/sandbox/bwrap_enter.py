@@ -1,17 +1,18 @@
 """How a command enters a running bwrap sandbox: the host-side argv in front of it.
 
-    sh (ulimits, joins the run's cgroups) -> [prlimit] -> entry ... -> env -C <cwd> -> command
+    sh (ulimits, joins the run's cgroups) -> [prlimit] -> entry_helper.py ... -> env -C <cwd> -> command
 
-The entry, through namespace fds the sandbox object holds (never by pid, which could be reused):
-- host user root (here): ``python entry_helper.py`` joins the namespaces and the root, then the
-  sandbox user's namespace, empties every capability set including the bounding set, loads the
-  seccomp filter and forks the command into the pid namespace.
-- otherwise: the seccomp filter is loaded first (entry_helper), then ``nsenter`` enters the
-  outer user namespace with the others and, from inside, the nested one, and ``setpriv`` drops
-  the capabilities and sets no_new_privs. The bounding set stays full on this path (joining a
-  user namespace resets it and the exec after it drops the right to cut it); without
-  capabilities, with no_new_privs and a filter that refuses new user namespaces, it grants
-  nothing.
+The entry goes through namespace fds the sandbox object holds (never by pid, which could be
+reused), in this order (entry_helper.py runs the steps):
+
+1. host user root: ``--become host_uid`` first. bwrap ran as that unprivileged uid, so it owns
+   the sandbox's namespaces; the command is never host root, not even a capability-less one
+   (which would own /dev/null and /proc/sys).
+2. the outermost user namespace of the sandbox (bwrap nests one in its own when the sandbox uid
+   is not 0): full capabilities there, which the next steps need;
+3. the mount, uts, ipc, net, pid and cgroup namespaces, then the sandbox's root;
+4. the sandbox user's (nested) namespace, then every capability set emptied, bounding set
+   included, no_new_privs and the seccomp filter; the command is forked into the pid namespace.
 """
 
 from __future__ import annotations
@@ -27,14 +28,6 @@ JOIN_CGROUPS = (
     'ulimit -c 0; ulimit -f "$1" || exit 125; shift; '
     'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
 )
-DROP_PRIVS = [
-    "setpriv",
-    "--no-new-privs",
-    "--inh-caps=-all",
-    "--ambient-caps=-all",
-    "--bounding-set=-all",
-    "--",
-]
 NS_GET_PARENT = 0xB702  # ioctl on a namespace fd: its parent user namespace
 NAMESPACES = {
     "user": "user",
@@ -47,34 +40,24 @@ NAMESPACES = {
 }
 
 
-def nsenter_argv(fds: dict[str, int]) -> list[str]:
-    """The non-root entry: nsenter through the held namespace fds, outer then nested user ns."""
-    path = "/proc/self/fd/{}".format
-    others = [f"--{flag}={path(fds[ns])}" for ns, flag in NAMESPACES.items() if ns != "user"]
-    return [
-        "nsenter",
-        f"--user={path(fds['outer_user'])}",
-        *others,
-        f"--root={path(fds['root'])}",
-        "--preserve-credentials",
-        "--",
-        "nsenter",
-        f"--user={path(fds['user'])}",
-        "--preserve-credentials",
-        "--",
-    ]
+def entry_argv(fds: dict[str, int], *, seccomp_bpf: Path | None, host_uid: int | None = None) -> list[str]:
+    """Everything between the cgroup join and ``env -C``: see the module docstring.
 
-
-def entry_argv(fds: dict[str, int], *, seccomp_bpf: Path | None) -> list[str]:
-    """Everything between the cgroup join and ``env -C``: see the module docstring."""
+    ``fds``: namespace name -> fd (NAMESPACES, "root", and "outer_user" when bwrap nested the
+    sandbox user's namespace in its own); ``host_uid``: the uid to become first (host root only).
+    """
     helper = [sys.executable, "-I", "-S", entry_helper.__file__]
     helper += ["--seccomp", str(seccomp_bpf)] if seccomp_bpf is not None else []
-    if "outer_user" in fds:
-        return helper + ["--"] + nsenter_argv(fds) + DROP_PRIVS
+    if host_uid is not None:
+        helper += ["--become", f"{host_uid}:{host_uid}"]
+    helper += ["--userns", str(fds.get("outer_user", fds["user"]))]
     for ns in NAMESPACES:
         if ns != "user":
             helper += ["--setns", str(fds[ns])]
-    return helper + ["--root", str(fds["root"]), "--userns", str(fds["user"]), "--fork", "--"]
+    helper += ["--root", str(fds["root"])]
+    if "outer_user" in fds:
+        helper += ["--userns", str(fds["user"])]
+    return helper + ["--drop-caps", "--fork", "--"]
 
 
 def entry_wrapper(join_files: list[Path], rlimits: list[str], fsize_mb: int) -> list[str]:

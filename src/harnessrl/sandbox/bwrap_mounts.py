@@ -57,6 +57,8 @@ ETC_KEEP = (
     "python3.11",
 )
 TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# kernel settings and triggers under the sandbox's own /proc, bound read-only over themselves
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "scsi", "tty", "driver", "kcore")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -163,27 +165,53 @@ def _ro_binds(cfg: SandboxConfig) -> list[tuple[str, str]]:
     return sorted(pairs, key=lambda hp: hp[1].count("/"))
 
 
+def host_binds(cfg: SandboxConfig) -> list[tuple[str, str]]:
+    """(host path, inner path) of every read-only bind that is not a system directory: the
+    curated /etc, the interpreter's prefixes and ``cfg.extra_ro_binds``. As root, bwrap runs as
+    an unprivileged host uid that may not be able to traverse /root to reach a venv or a harness
+    cache, so the sandbox object stages these first (``staged``, see BwrapSandbox._stage)."""
+    return [(str(sandbox_etc(cfg)), "/etc"), *_ro_binds(cfg)]
+
+
 def bwrap_argv(
-    cfg: SandboxConfig, *, info_fd: int, block_fd: int, init: list[str], seccomp_fd: int | None = None
+    cfg: SandboxConfig,
+    *,
+    info_fd: int,
+    block_fd: int,
+    init: list[str],
+    seccomp_fd: int | None = None,
+    staged: dict[str, str] | None = None,
 ) -> list[str]:
     """The full bwrap command line of a sandbox whose keeper process is ``init``.
 
     bwrap reports its pids on ``info_fd`` and, with the sandbox set up, waits for a byte on
     ``block_fd`` before it starts ``init``. ``init`` runs with no capabilities (``--cap-drop
-    ALL``: an empty bounding set even when ``cfg.uid`` is 0) and under the BPF program read from
-    ``seccomp_fd`` when one is given.
+    ALL``: an empty bounding set even when ``cfg.uid`` is 0), with an empty environment but PATH
+    (``--clearenv``: nothing of the host's environment is readable in ``/proc/1/environ``) and
+    under the BPF program read from ``seccomp_fd`` when one is given. ``staged`` (host path ->
+    where it is bound for bwrap, see host_binds) replaces source paths. ``/proc/sys`` (and the
+    other kernel knobs under /proc) are read-only.
     """
+    stage = staged or {}
+
+    def ro(host: str, inner: str) -> list[str]:
+        return ["--ro-bind", stage.get(host, host), inner]
+
     scratch, ws = str(cfg.scratch_mb << 20), str(cfg.workspace_mb << 20)
     args = ["bwrap", "--unshare-all", "--unshare-user", "--uid", str(cfg.uid), "--gid", str(cfg.uid)]
     args += ["--hostname", cfg.hostname, "--new-session", "--cap-drop", "ALL"]
+    args += ["--clearenv", "--setenv", "PATH", SYSTEM_PATH]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     args += ["--info-fd", str(info_fd), "--block-fd", str(block_fd)]
-    args += _system_args() + ["--ro-bind", str(sandbox_etc(cfg)), "/etc"]
+    args += _system_args() + ro(str(sandbox_etc(cfg)), "/etc")
     args += ["--proc", "/proc", "--dev", "/dev"]
+    for knob in PROC_READ_ONLY:
+        if os.path.exists(f"/proc/{knob}"):
+            args += ["--ro-bind", f"/proc/{knob}", f"/proc/{knob}"]
     args += ["--size", scratch, "--tmpfs", "/tmp", "--size", scratch, "--tmpfs", cfg.home]
     args += ["--size", ws, "--tmpfs", cfg.workspace_mount]
     for host, inner in _ro_binds(cfg):
-        args += ["--ro-bind", host, inner]
+        args += ro(host, inner)
     args += ["--remount-ro", "/", "--chdir", cfg.workspace_mount, "--", *init]
     return args
