@@ -100,11 +100,15 @@ def test_timeout_and_verifier_error(proxy, store, tasks):
     link = LocalProxy(proxy)
     slow = RunOptions(sandbox_cfg=LOCAL, harness_timeout_s=0.5, max_turns=3)
     rec = run_rollout(_job(tasks[1]), BuiltinAdapter(extra_args=("--call-timeout", "60")), link, store, slow)
-    assert rec.status in ("timeout",) and rec.reward is None and rec.meta["attempts"] == 1
+    assert rec.status in ("timeout",) and rec.meta["attempts"] == 1
+    # a timeout is the policy's end once it was served a call: scored like any other end
+    served = sum(c.status == "ok" for c in store.list_calls([rec.rollout_id]))
+    assert (rec.reward is None) == (served == 0)
 
+    # a verifier failing on the workspace the policy left is scored 0, never left out
     garbage = replace(tasks[1], verifier=Verifier("checks", "echo not json"))
     rec = run_rollout(_job(garbage, 1), BuiltinAdapter(), link, store, RunOptions(sandbox_cfg=LOCAL, max_turns=3))
-    assert (rec.status, rec.reward) == ("verifier_error", None)
+    assert (rec.status, rec.reward) == ("verifier_error", 0.0)
     assert rec.call_count == 2 and "not a JSON object" in rec.error
 
 

@@ -8,12 +8,14 @@ the training loop's collector calls `run_plans` with the plans of a step:
                          sandbox_cfg=SandboxConfig(type="bwrap"), concurrency=4, step=step)
 
 One rollout: register key -> sandbox with the task's workspace (+ the harness's read-only paths) ->
-harness run under a time limit -> verifier (only after a clean harness exit) -> RolloutRecord.
+harness run under a time limit -> verifier in a fresh sandbox on a copy of the workspace -> RolloutRecord.
 Start failures (the sandbox cannot be created, or the harness fails before making any model call)
 are retried up to `start_retries` times, then recorded as sandbox_error / harness_error. A retry
 never mixes two attempts' calls in one rollout: only attempts that made no call are retried.
-A rollout whose last model call was refused as too long for the model's context (the proxy's typed
-"prompt too long" error) is recorded as `context_exceeded`, however the harness exited (no reward).
+Once the policy has sampled a call, every end is scored by the verifier (a crash, a timeout, a
+context overflow, its own sandbox killed: 0 when nothing is left to score); the status still says
+how the harness ended. A rollout whose last model call was refused as too long for the model's
+context (the proxy's typed "prompt too long" error) is recorded as `context_exceeded`.
 Every record carries the harness profile it ran with (`profile`, and its settings in meta).
 A rollout starts only while the machine has `memory_reserve_mib` available or none of its batch
 runs (`memory_gate.py`); the time it was held is `durations["memory_wait_s"]`.
@@ -193,7 +195,7 @@ def run_rollout(job: RolloutJob, adapter: Any, link: Any, store: Any, opts: RunO
         if waited_s > 0.1:  # held back for memory before its sandbox started
             record = replace(record, durations={**record.durations, "memory_wait_s": round(waited_s, 3)})
     except Exception as e:  # noqa: BLE001 - a bug in one rollout must not kill the step
-        record = replace(base, status="harness_error", error=f"runner error: {type(e).__name__}: {e}")
+        record = replace(base, status="runner_error", error=f"runner error: {type(e).__name__}: {e}")
     finally:
         link.close(key)
     return _finish(store, record, t0)
@@ -246,12 +248,14 @@ def _one_attempt(job: RolloutJob, adapter: Any, link: Any, key: str, store: Any,
 
 def _run_in(sandbox: Any, job: RolloutJob, adapter: Any, key: str, store: Any, opts: RunOptions,
             base: RolloutRecord, durations: dict[str, float], link: Any) -> RolloutRecord:
-    """The harness in an open sandbox, then the verifier (the sandbox is destroyed on the way out)."""
+    """The harness in an open sandbox, then the verifier (the sandbox is destroyed on the way out).
+
+    However the harness ended (exit 0, a crash, its own process tree killed, a timeout, a context
+    overflow), once the policy has sampled a call the workspace it left is scored: ending
+    abnormally is never a way out of a low reward (docs/training.md, "Rollout statuses")."""
     with sandbox:
         t1 = time.monotonic()
-        result = adapter.run(sandbox, instruction=job.task.instruction, proxy_base=f"{sandbox.proxy_base}/r/{key}",
-                             api_key=key, model=opts.model or link.served_model, timeout_s=opts.harness_timeout_s,
-                             max_turns=opts.max_turns)
+        result = _harness_run(adapter, sandbox, job, key, opts, link)
         durations["harness_s"] = time.monotonic() - t1
         meta = {"harness_meta": result.meta, "exit_code": result.exit_code,
                 "final_message": (result.final_message or "")[:FINAL_MESSAGE_CHARS]}
@@ -259,22 +263,51 @@ def _run_in(sandbox: Any, job: RolloutJob, adapter: Any, key: str, store: Any, o
         if opts.live is not None and opts.live.cancelled:
             return replace(base, status="cancelled", error="the run was interrupted; the harness was ended",
                            durations=durations, meta=meta)
+        status, error = result.status, ""
         too_long = context_refusal(store, job.rollout_id)
-        budget_spent = last_call_error(store, job.rollout_id)[0] == "call_budget"
         if too_long:  # whatever the harness's exit: its last request got no reply
+            status = "context_exceeded"
             error = f"{too_long} (harness: {result.status}{': ' + result.error[:300] if result.error else ''})"
-            return replace(base, status="context_exceeded", error=error, durations=durations, meta=meta)
-        if budget_spent:  # the policy used every call it had: its end, like a harness's own max-turns stop
-            meta["end_reason"] = "call_budget"
-        elif result.status != "ok":
+        elif last_call_error(store, job.rollout_id)[0] == "call_budget":
+            meta["end_reason"] = "call_budget"  # the policy used every call it had: its end, like max-turns
+            status = "ok"
+        elif status != "ok":
             error = result.error or (result.stderr_tail or "")[-1000:]
-            return replace(base, status=result.status, error=error, durations=durations, meta=meta)
+        if status != "ok" and served_calls(store, job.rollout_id) == 0:  # the policy sampled nothing
+            return replace(base, status=status, error=error, durations=durations, meta=meta)
         payload = {"final_message": result.final_message, "metadata": job.task.metadata,
                    "transcript": _transcript(store, job.rollout_id)}
         verdict = run_verifier(job.task, sandbox, payload, opts.verifier_timeout_s)
         durations["verifier_s"] = verdict.duration_s
-    return replace(base, status=verdict.status, reward=verdict.reward, checks=verdict.checks,
-                   error=verdict.error, durations=durations, meta=meta)
+    if verdict.status == "sandbox_error":  # the verifier's own sandbox did not start: the host's failure
+        return replace(base, status="sandbox_error", error=verdict.error, durations=durations, meta=meta)
+    meta["verifier_status"] = verdict.status
+    reward = verdict.reward if verdict.status == "ok" else 0.0  # a verifier failing on its workspace: 0
+    final = status if status != "ok" else verdict.status
+    error = "; ".join(e for e in (error, verdict.error) if e)
+    return replace(base, status=final, reward=reward, checks=verdict.checks, error=error,
+                   durations=durations, meta=meta)
+
+
+def _harness_run(adapter: Any, sandbox: Any, job: RolloutJob, key: str, opts: RunOptions, link: Any) -> Any:
+    """adapter.run; an adapter that raised (e.g. on output the harness left) is a harness_error."""
+    from harnessrl.harness.base import HarnessResult
+
+    try:
+        return adapter.run(sandbox, instruction=job.task.instruction, proxy_base=f"{sandbox.proxy_base}/r/{key}",
+                           api_key=key, model=opts.model or link.served_model, timeout_s=opts.harness_timeout_s,
+                           max_turns=opts.max_turns)
+    except Exception as e:  # noqa: BLE001 - what the harness left is the policy's doing
+        return HarnessResult("harness_error", None, "", 0.0, error=f"the adapter failed on the harness's "
+                             f"output: {type(e).__name__}: {str(e)[:300]}")
+
+
+def served_calls(store: Any, rollout_id: str) -> int:
+    """The rollout's calls that the engine answered (the policy sampled tokens in them)."""
+    try:
+        return sum(c.status == "ok" for c in store.list_calls([rollout_id]))
+    except Exception:  # noqa: BLE001 - unknown: count as none
+        return 0
 
 
 def last_call_error(store: Any, rollout_id: str) -> tuple[str, str]:

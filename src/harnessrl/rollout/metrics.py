@@ -20,7 +20,7 @@ import random
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from harnessrl.store.records import RolloutRecord
+from harnessrl.store.records import RolloutRecord, is_scored
 from harnessrl.tasks.model import Task
 
 if TYPE_CHECKING:
@@ -72,8 +72,10 @@ def bootstrap_interval(values: list[float], level: float = 0.95, resamples: int 
 
 
 def rollout_passed(record: RolloutRecord, task: Task | None) -> bool:
-    """The one pass rule: status "ok", a reward, and the task's own threshold (>= 1.0 without a task)."""
-    if record.status != "ok" or record.reward is None:
+    """The one pass rule: a scored rollout (`is_scored`: whatever way its harness ended, the
+    verifier scored the workspace) whose reward meets the task's own threshold (>= 1.0 without a
+    task). An infrastructure failure or an unscored rollout counts as a fail."""
+    if not is_scored(record.status, record.reward) or record.reward is None:
         return False
     if task is None:
         return record.reward >= 1.0 - 1e-9
@@ -160,14 +162,14 @@ def _by(groups: dict[tuple[str, str], dict[str, Any]], label: Any) -> dict[str, 
 
 
 def harness_summary(groups: Sequence[PlannedGroup]) -> dict[str, dict[str, float]]:
-    """Per harness over the rollouts of planned groups (a training step): mean reward (ok rollouts),
+    """Per harness over the rollouts of planned groups (a training step): mean reward (scored rollouts),
     pass rate (all rollouts, `rollout_passed`), rollout count, failure count, calls per rollout, and
     rollouts held back for memory before they started (`rollout.memory_gate`)."""
     acc: dict[str, dict[str, list[float]]] = {}
     for g in groups:
         for r in g.rollouts:
             a = acc.setdefault(r.harness, {"reward": [], "passed": [], "failed": [], "calls": [], "held": []})
-            ok = r.status == "ok" and r.reward is not None
+            ok = is_scored(r.status, r.reward)
             if ok:
                 a["reward"].append(float(r.reward))  # type: ignore[arg-type]
             a["passed"].append(float(rollout_passed(r, g.plan.task)))

@@ -52,6 +52,7 @@ from harnessrl.run.record import (REDONE, EvalResult, PolicyLag, RolloutStats, S
 from harnessrl.run.report import write_plots, write_report
 from harnessrl.run.setup import build_trainer, load_policy, restore_trainer, seed_everything, trainer_state
 from harnessrl.store.run_store import RunStore
+from harnessrl.store.records import is_scored
 from harnessrl.train.batch import TrainBatch, concat_batch, forest_of_flat
 from harnessrl.train.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
 from harnessrl.train.critic import forest_values
@@ -374,7 +375,7 @@ def trained_rewards(group: PlannedGroup, mode: str) -> list:
     if mode == "score":
         return list(group.rollouts)
     return [replace(r, reward=float(rollout_passed(r, group.plan.task)))
-            if r.status == "ok" and r.reward is not None else r for r in group.rollouts]
+            if is_scored(r.status, r.reward) else r for r in group.rollouts]
 
 
 def tree_values(trainer: Trainer | RemoteTrainer, tree: PrefixTree) -> np.ndarray:

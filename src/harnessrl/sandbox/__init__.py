@@ -12,6 +12,7 @@ from harnessrl.sandbox.base import (
     SandboxConfig,
     SandboxError,
     SandboxUnavailable,
+    WorkspaceLost,
 )
 from harnessrl.sandbox.factory import make_sandbox
 
@@ -23,5 +24,6 @@ __all__ = [
     "SandboxConfig",
     "SandboxError",
     "SandboxUnavailable",
+    "WorkspaceLost",
     "make_sandbox",
 ]

@@ -75,6 +75,11 @@ class SandboxClosed(SandboxError):
     """The sandbox was already destroyed."""
 
 
+class WorkspaceLost(SandboxError):
+    """The workspace could not be copied out: the sandbox died (killed from inside?) or its copy
+    failed. Whoever ran in the sandbox caused it, not the host."""
+
+
 @dataclass(frozen=True)
 class ProxyEndpoint:
     """Where the rollout's proxy listens on the host (the proxy server binds 127.0.0.1).
@@ -196,14 +201,20 @@ class Sandbox(abc.ABC):
         host directory, shown read-only (bwrap; the local backend copies them in). The copy goes
         through ``copy_out`` (links planted inside stay inside), so nothing of this sandbox (its
         processes, its HOME, /tmp) reaches the new one but the workspace's files. This is where a
-        verifier runs (tasks/verifier.py). SandboxError when this sandbox is gone.
+        verifier runs (tasks/verifier.py). WorkspaceLost when the workspace cannot be copied out
+        (this sandbox died), SandboxError when the new one cannot start.
         """
         from harnessrl.sandbox.factory import make_sandbox
 
         with tempfile.TemporaryDirectory(prefix="harnessrl-view-") as tmp:
             copy = Path(tmp) / "workspace"
             copy.mkdir()
-            self.copy_out(self.inner_workspace, copy)
+            try:
+                if not self.alive:
+                    raise SandboxError("the sandbox is gone (its processes were killed from inside?)")
+                self.copy_out(self.inner_workspace, copy)
+            except SandboxError as e:
+                raise WorkspaceLost(f"the workspace could not be copied out: {e}") from None
             for rel in exclude:
                 _remove(copy, rel)
             cfg = self.config

@@ -12,8 +12,20 @@ PROMPT = -1
 # context_exceeded: the rollout ended because a request did not fit the model's context (the proxy
 # answered its typed "prompt too long" error and the harness could not go on)
 # cancelled: the run was interrupted (Ctrl-C, SIGTERM) while the rollout ran; its harness was ended
+# runner_error: a bug in harnessrl's own runner (reported with its traceback type); never the policy's
 ROLLOUT_STATUSES = ("ok", "harness_error", "timeout", "verifier_error", "sandbox_error", "context_exceeded",
-                    "cancelled")
+                    "cancelled", "runner_error")
+
+# How a status is treated (docs/training.md, "Rollout statuses"). The policy is an optimiser: an
+# outcome it can reach must never be cheaper than failing, so every end the policy caused is SCORED
+# (the verifier runs on the workspace it left; 0 when that fails) and trained against. Only the
+# host's failures, and rollouts in which the policy sampled nothing, are left out (no reward):
+INFRASTRUCTURE_STATUSES = ("sandbox_error", "cancelled", "runner_error")
+
+
+def is_scored(status: str, reward: float | None) -> bool:
+    """Whether a rollout is a policy outcome that counts (group baseline, loss, pass@k)."""
+    return reward is not None and status not in INFRASTRUCTURE_STATUSES
 
 
 @dataclass(frozen=True)
@@ -45,7 +57,7 @@ class RolloutRecord:
     harness: str  # the harness spec as given, e.g. "claude-code:small"
     group_id: str  # all rollouts of one task in one step share a group (one prefix tree)
     status: str  # one of ROLLOUT_STATUSES
-    reward: float | None  # None unless status == "ok"
+    reward: float | None  # None: not scored (an infrastructure status, or the policy sampled nothing)
     checks: dict[str, float] = field(default_factory=dict)
     step: int = 0
     sample_idx: int = 0

@@ -1,9 +1,21 @@
-"""Run a task's verifier in the sandbox the agent just used, and turn its output into a reward.
+"""Score a finished workspace with the task's verifier, out of the agent's reach.
 
-The verifier files are copied in only now (the agent never saw them), then the verifier command
-runs with a time limit. Outcomes: status "ok" with a reward in [0, 1] and named checks, or status
-"verifier_error" (crash, non-zero exit, timeout, unparsable or out-of-range output) with reward
-None: a verifier that failed says nothing about the agent, so it is never scored as 0.
+The verifier runs in a FRESH sandbox (Sandbox.fresh_view): a copy of the agent's workspace,
+without whatever the agent left at the verifier's own path, and the verifier's files (with the
+payload) taken from the task on the host and shown read-only at that path (bwrap). None of the
+agent's processes, HOME or /tmp reach it, and nothing the agent wrote can replace the verifier's
+code (an agent that planted `reward/json.py` used to win reward 1.0).
+
+Outcomes (VerifierResult.status):
+- "ok": a reward in [0, 1] and named checks;
+- "verifier_error": the verifier ran on the agent's workspace and failed (crash, non-zero exit,
+  timeout, unparsable or out-of-range output, whatever it printed), or the workspace was lost
+  (the agent's sandbox died). Parsing is total: any output is one of these two. The rollout
+  runner scores it 0: on a workspace the policy left, a verifier failure is the policy's outcome
+  (a verifier bug shows up in `harnessrl tasks validate`, which runs the reference solution);
+- "sandbox_error": the verifier's own sandbox could not start (the host's problem, not the agent's).
+A verifier that runs the agent's code (say `python3 test_calc.py`) must not let that code's
+output become its own last line: stdout is the reward channel.
 """
 
 from __future__ import annotations
@@ -29,7 +41,7 @@ class VerifierOutputError(HarnessRLError, ValueError):
 
 @dataclass(frozen=True)
 class VerifierResult:
-    status: Literal["ok", "verifier_error"]
+    status: Literal["ok", "verifier_error", "sandbox_error"]
     reward: float | None
     checks: dict[str, float] = field(default_factory=dict)
     error: str = ""
@@ -39,29 +51,40 @@ class VerifierResult:
 
 def run_verifier(task: Task, sandbox: Any, payload: dict[str, Any] | None = None,
                  timeout_s: float | None = None) -> VerifierResult:
-    """Copy the verifier into `sandbox` (a harnessrl.sandbox.Sandbox) and run it.
+    """Score the workspace of `sandbox` (a harnessrl.sandbox.Sandbox) in a fresh sandbox; never raises.
 
     `payload` ({final_message, metadata, transcript}) is written to a JSON file whose inner path is
     in env OPENCLAW_REWARD_PAYLOAD (and HARNESSRL_REWARD_PAYLOAD) for the verifier to read.
     """
+    from harnessrl.sandbox.base import WorkspaceLost
+
     v = task.verifier
     t0 = time.monotonic()
     dest = str(PurePosixPath(sandbox.inner_workspace) / v.dest)
     body = {"final_message": "", "metadata": task.metadata, "transcript": [], **(payload or {})}
     with tempfile.TemporaryDirectory(prefix="harnessrl-verifier-") as tmp:
         files = {**v.files, PAYLOAD_NAME: json.dumps(body, default=str).encode()}
-        write_tree(Path(tmp), files)
+        vdir = Path(tmp) / "verifier"
+        write_tree(vdir, files)
+        _readable(Path(tmp))
         try:
-            sandbox.copy_in(tmp, dest)
-        except Exception as e:  # noqa: BLE001 - any copy failure is a verifier failure
-            return VerifierResult("verifier_error", None, error=f"copying the verifier in failed: {e}",
+            view = sandbox.fresh_view(exclude=[v.dest], ro_dirs={dest: vdir})
+        except WorkspaceLost as e:
+            return VerifierResult("verifier_error", None, error=str(e), duration_s=time.monotonic() - t0)
+        except Exception as e:  # noqa: BLE001 - the verifier's sandbox did not start: the host's problem
+            return VerifierResult("sandbox_error", None, error=f"the verifier's sandbox did not start: {e}",
                                   duration_s=time.monotonic() - t0)
+        with view:
+            return _run_in_view(v, view, dest, timeout_s, t0)
+
+
+def _run_in_view(v: Any, view: Any, dest: str, timeout_s: float | None, t0: float) -> VerifierResult:
     payload_path = f"{dest}/{PAYLOAD_NAME}"
     env = {"OPENCLAW_REWARD_PAYLOAD": payload_path, "HARNESSRL_REWARD_PAYLOAD": payload_path,
-           "HARNESSRL_WORKSPACE": sandbox.inner_workspace}
-    workdir = str(PurePosixPath(sandbox.inner_workspace) / v.workdir) if v.workdir else sandbox.inner_workspace
+           "HARNESSRL_WORKSPACE": view.inner_workspace}
+    workdir = str(PurePosixPath(view.inner_workspace) / v.workdir) if v.workdir else view.inner_workspace
     limit = timeout_s if timeout_s is not None else v.timeout_s
-    res = sandbox.run(["bash", "-c", v.command], env=env, cwd=workdir, timeout_s=limit)
+    res = view.run(["bash", "-c", v.command], env=env, cwd=workdir, timeout_s=limit)
     elapsed = time.monotonic() - t0
     tail = res.stdout[-2000:]
     if res.timed_out:
@@ -72,9 +95,17 @@ def run_verifier(task: Task, sandbox: Any, payload: dict[str, Any] | None = None
                               error=f"verifier exited {res.returncode}: {res.stderr.strip()[-500:]}")
     try:
         reward, checks = parse_output(v.kind, res.stdout)
-    except VerifierOutputError as e:
-        return VerifierResult("verifier_error", None, error=str(e), duration_s=elapsed, stdout_tail=tail)
+    except Exception as e:  # noqa: BLE001 - total: whatever it printed is a verifier_error, never a crash
+        return VerifierResult("verifier_error", None, error=f"verifier output: {str(e)[:500]}",
+                              duration_s=elapsed, stdout_tail=tail)
     return VerifierResult("ok", reward, checks, duration_s=elapsed, stdout_tail=tail)
+
+
+def _readable(root: Path) -> None:
+    """World-readable (the verifier's sandbox user is another uid than the host's when run as root)."""
+    root.chmod(0o755)
+    for p in root.rglob("*"):
+        p.chmod(0o755 if p.is_dir() or p.stat().st_mode & 0o100 else 0o644)
 
 
 def parse_output(kind: str, stdout: str) -> tuple[float, dict[str, float]]:
@@ -101,7 +132,7 @@ def parse_output(kind: str, stdout: str) -> tuple[float, dict[str, float]]:
 def _json_object(text: str) -> dict[str, Any] | None:
     try:
         obj = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # JSONDecodeError, ints past the digit limit, deep nesting
         return None
     return obj if isinstance(obj, dict) else None
 
@@ -120,7 +151,7 @@ def _unit_float(value: Any, what: str) -> float:
     if isinstance(value, str):
         try:
             value = float(value)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise VerifierOutputError(f"{what} is not a number: {value[:200]!r}") from None
     if isinstance(value, bool):
         value = float(value)

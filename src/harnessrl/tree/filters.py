@@ -3,8 +3,11 @@
 Rollout filters (a filtered rollout stays visible in views but contributes no decision tokens and
 no reward to group statistics; it is excluded from the loss, never scored 0):
 
-- ``abnormal_rollouts``: status in ``exclude_statuses`` (harness_error, timeout, sandbox_error,
-  verifier_error, context_exceeded by default).
+- ``abnormal_rollouts``: status in ``exclude_statuses`` (the infrastructure statuses by default:
+  sandbox_error, cancelled, runner_error), or not ok and never scored (the policy sampled nothing).
+  A rollout that crashed, timed out or overflowed its context AFTER the policy called the model
+  was scored by the runner (0 when nothing was left to score) and is trained on like any other
+  (store/records.py: INFRASTRUCTURE_STATUSES, is_scored; docs/training.md).
 - ``no_reward``: status ok but no reward recorded.
 - ``too_long_rollouts``: some call sequence (= some path) longer than ``max_path_tokens``.
 - ``truncated_rollouts``: with ``truncated="rollout"``, a rollout with any finish=length call.
@@ -29,10 +32,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from harnessrl.store.records import CallRecord, RolloutRecord
+from harnessrl.store.records import INFRASTRUCTURE_STATUSES, CallRecord, RolloutRecord
 
-ABNORMAL_STATUSES = ("harness_error", "timeout", "sandbox_error", "verifier_error", "context_exceeded",
-                     "cancelled")
+ABNORMAL_STATUSES = INFRASTRUCTURE_STATUSES  # the default exclude_statuses
 
 
 class FilterConfig(BaseModel):
@@ -78,7 +80,7 @@ def rollout_filter_reason(rollout: RolloutRecord, calls: Sequence[CallRecord], c
     if rollout.status in cfg.exclude_statuses:
         return "abnormal_rollouts"
     if rollout.reward is None:
-        return "no_reward"
+        return "no_reward" if rollout.status == "ok" else "abnormal_rollouts"
     if cfg.max_path_tokens is not None and any(
             len(c.prompt_ids) + len(c.sampled_ids) > cfg.max_path_tokens for c in calls):
         return "too_long_rollouts"
