@@ -9,7 +9,7 @@ Errors are defined next to the code that raises them; this module only holds the
     ├── ConfigError            run/config.py         a run config file or override is invalid
     ├── TrainError             run/errors.py         a training run cannot start or continue
     ├── TaskError              tasks/model.py        a task or task directory is malformed
-    │   └── TaskDataError                            task data refused: a link, special file, over the size limits, not UTF-8
+    │   └── TaskDataError                            task data refused: link, special file, size, UTF-8
     ├── VerifierOutputError    tasks/verifier.py     a verifier printed no usable reward
     ├── HarnessConfigError     harness/base.py       unknown harness, profile or option
     ├── InstallError           harness/install.py    a harness could not be installed

@@ -223,7 +223,8 @@ def test_a_task_built_in_code_is_held_to_the_same_mount_rule():
 @pytest.mark.parametrize("command", ["list", "validate"])
 @pytest.mark.parametrize("breakage, words", [
     (lambda d, tmp: (d / "input_files" / "x").symlink_to(_secret(tmp)), ("input_files/x", "symbolic link")),
-    (lambda d, tmp: (d / "data_entry.json").write_bytes(b'{"task_id": "\xff"}'), ("not valid UTF-8 at byte 13",)),
+    (lambda d, tmp: (d / "data_entry.json").write_bytes(b'{"task_id": "\xff"}'),
+     ("not valid UTF-8 at byte 13",)),
     (lambda d, tmp: _set_clawgym_mount(d, "/proc"), ("input_mount_dir", "/workspace")),
     (lambda d, tmp: os.truncate(d / "input_files" / "input" / "a.json", MAX_FILE_BYTES + 1),
      ("a.json", str(MAX_FILE_BYTES + 1))),

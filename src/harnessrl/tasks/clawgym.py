@@ -43,6 +43,7 @@ def load_clawgym(path: Path, limits: TaskLimits | None = None) -> Task:
     if not isinstance(metadata, dict):
         raise TaskError(f"{path / DATA_ENTRY}: 'metadata' must be an object")
     mount = entry.get("input_mount_dir")
+    mount_dir = CLAWGYM_MOUNT if mount in (None, "") else check_mount_dir(mount, str(path / DATA_ENTRY))
     return Task(
         id=entry["task_id"],
         instruction=entry["user_query"],
@@ -55,7 +56,7 @@ def load_clawgym(path: Path, limits: TaskLimits | None = None) -> Task:
         split=str(metadata.get("split") or ""),
         pass_threshold=0.5,
         pass_rule=">",
-        input_mount_dir=CLAWGYM_MOUNT if mount in (None, "") else check_mount_dir(mount, str(path / DATA_ENTRY)),
+        input_mount_dir=mount_dir,
         metadata=metadata,
         source=str(path),
     )

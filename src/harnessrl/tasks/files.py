@@ -65,7 +65,8 @@ class TaskDataReader:
     def __enter__(self) -> "TaskDataReader":
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         os.close(self._fd)
 
     def exists(self, rel: str) -> bool:
@@ -162,12 +163,13 @@ class TaskDataReader:
         """Count a file of `size` bytes against the limits; returns the bytes it may still have."""
         lim = self.limits
         if size > lim.max_file_bytes:
-            raise TaskDataError(f"{path}: {size} bytes, over the limit of {lim.max_file_bytes} bytes per task "
-                                "file; shrink the file (or load with a larger TaskLimits.max_file_bytes)")
+            raise TaskDataError(f"{path}: {size} bytes, over the limit of {lim.max_file_bytes} bytes per "
+                                "task file; shrink the file (or load with a larger "
+                                "TaskLimits.max_file_bytes)")
         if self.total_bytes + size > lim.max_task_bytes:
             raise TaskDataError(f"{path}: {size} bytes brings the task's files to {self.total_bytes + size} "
-                                f"bytes, over the limit of {lim.max_task_bytes} bytes per task; make the task "
-                                "smaller (or load with a larger TaskLimits.max_task_bytes)")
+                                f"bytes, over the limit of {lim.max_task_bytes} bytes per task; make the "
+                                "task smaller (or load with a larger TaskLimits.max_task_bytes)")
         if self.n_files + 1 > lim.max_files:
             raise TaskDataError(f"{path}: the task has more than {lim.max_files} files; make the task "
                                 "smaller (or load with a larger TaskLimits.max_files)")

@@ -36,7 +36,8 @@ def load_tasks(spec: str | Path, limits: TaskLimits | None = None) -> list[Task]
         return [load_task_dir(path, limits)]
     tasks = [load_task_dir(p, limits) for p in _task_dirs(path)]
     if not tasks:
-        raise TaskError(f"{path} holds no task directories (subdirectories with data_entry.json or task.toml)")
+        raise TaskError(f"{path} holds no task directories (subdirectories with data_entry.json or "
+                        "task.toml)")
     ids = [t.id for t in tasks]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:

@@ -73,7 +73,8 @@ def _task_toml(path: Path, text: str) -> dict[str, Any]:
     try:
         spec = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError) as e:
-        raise TaskError(f"{path / TASK_TOML}: cannot parse TOML ({type(e).__name__}: {str(e)[:200]})") from None
+        problem = f"{type(e).__name__}: {str(e)[:200]}"
+        raise TaskError(f"{path / TASK_TOML}: cannot parse TOML ({problem})") from None
     for key in ("id", "instruction"):
         if not isinstance(spec.get(key), str) or not spec[key]:
             raise TaskError(f"{path / TASK_TOML}: missing string field {key!r}")

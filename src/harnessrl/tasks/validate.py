@@ -19,8 +19,8 @@ def open_task_sandbox(task: Task, cfg: Any = None, proxy: Any = None) -> Any:
     validated again with that mount (model_copy would skip SandboxConfig's checks)."""
     from harnessrl.sandbox import SandboxConfig, make_sandbox
 
-    base = (cfg or SandboxConfig()).model_dump()
-    cfg = SandboxConfig.model_validate({**base, "workspace_mount": check_mount_dir(task.input_mount_dir, task.id)})
+    mount = check_mount_dir(task.input_mount_dir, f"task {task.id!r}")
+    cfg = SandboxConfig.model_validate({**(cfg or SandboxConfig()).model_dump(), "workspace_mount": mount})
     with tempfile.TemporaryDirectory(prefix="harnessrl-task-") as tmp:
         write_tree(Path(tmp), task.files)
         return make_sandbox(cfg, workspace_src=tmp, proxy=proxy)
