@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from harnessrl.proxy.errors import admin_disabled, admin_unauthorized, bad_request, not_found
 from harnessrl.proxy.httputil import json_response, read_body
-from harnessrl.proxy.jsonutil import DecodeError, loads
+from harnessrl.proxy.jsonutil import DecodeError, TooDeep, loads_bounded
 from harnessrl.proxy.rollouts import RolloutRegistry
 
 
@@ -33,18 +33,28 @@ class AdminAuth:
             if not self.token:
                 raise admin_disabled()
             sent = Request(scope).headers.get("authorization", "")
-            token = sent.removeprefix("Bearer ").strip()
+            token = bearer_token(sent)
             if not hmac.compare_digest(token.encode(), self.token.encode()):
-                raise admin_unauthorized(bool(sent))
+                raise admin_unauthorized(bool(sent), well_formed=bool(token))
         await self.app(scope, receive, send)
 
 
+def bearer_token(header: str) -> str:
+    """The token of `Authorization: Bearer <token>` (RFC 6750: the scheme, one space, the token;
+    the scheme is case-insensitive); "" for any other shape: a bare token, another scheme, extra
+    spaces or words."""
+    scheme, sep, token = header.partition(" ")
+    if not sep or scheme.lower() != "bearer" or not token or any(c.isspace() for c in token):
+        return ""
+    return token
+
+
 def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s: float,
-                 base_urls: Callable[[str | None], dict[str, str]]) -> list[Route]:
+                 base_urls: Callable[[str | None], dict[str, str]], drain_bytes: int) -> list[Route]:
     async def rollouts(request: Request) -> Response:
         if request.method == "GET":
             return json_response(200, {"rollouts": [{"key": k, "rollout_id": r} for k, r in registry.active().items()]})
-        payload = _json_object(await read_body(request, max_body_bytes, body_timeout_s))
+        payload = _json_object(await read_body(request, max_body_bytes, body_timeout_s, drain_bytes))
         rollout_id = payload.get("rollout_id")
         if not isinstance(rollout_id, str) or not rollout_id:
             raise bad_request('body must be {"rollout_id": "<id>", "max_calls": <int, optional>}', "rollout_id")
@@ -67,7 +77,9 @@ def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s:
 
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
-        payload = loads(body or b"{}")
+        payload = loads_bounded(body or b"{}")
+    except TooDeep as e:
+        raise bad_request(f"invalid request: {e}") from None
     except (DecodeError, UnicodeDecodeError):
         raise bad_request("malformed JSON body") from None
     if not isinstance(payload, dict):

@@ -32,7 +32,7 @@ _ERROR_TYPE = {"invalid_request": "invalid_request_error", "too_long": "invalid_
                "auth": "authentication_error", "forbidden": "permission_error", "not_found": "not_found_error",
                "method_not_allowed": "invalid_request_error", "timeout": "timeout_error",
                "too_large": "request_too_large", "quota": "request_too_large", "call_budget": "invalid_request_error",
-               "rate_limited": "rate_limit_error",
+               "rate_limited": "rate_limit_error", "headers_too_large": "request_too_large",
                "overloaded": "overloaded_error", "internal": "api_error"}
 
 

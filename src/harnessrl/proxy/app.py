@@ -5,9 +5,16 @@ handler that answers every `ProxyError` in the caller's protocol shape.
 Limits, the same on every route that reads a body (docs/proxy.md): the body counts as the bytes
 received after HTTP framing (chunked encoding removed, no content decoding); a declared
 Content-Length over `max_body_bytes` is refused before reading, and reading stops at the limit
-(413). A body not complete within `body_timeout_s` gets a 408. A rollout key with
-`max_inflight_per_key` calls in flight gets a 429 (Retry-After), the whole proxy with
-`max_inflight` calls in flight a 529/503 (Retry-After); neither is recorded.
+(413; a body over the limit is read to its end, up to `drain_bytes`, before the 413 goes out). A
+body not complete within `body_timeout_s` gets a 408. A rollout key with `max_inflight_per_key`
+calls in flight gets a 429 (Retry-After), the whole proxy with `max_inflight` calls in flight a
+529/503 (Retry-After); neither is recorded. A large body (over `large_body_bytes`) also needs one
+of `max_large_inflight_per_key` large slots of its key (else 429) and one of the proxy's
+`max_large_inflight` (else 529/503): the CPU and memory one rollout's big requests can hold are
+bounded. These refusals are stored (count_tokens stores nothing).
+
+After a stored call's answer went out to its last byte, on a connection still open, the call is
+marked delivered (`CallRecord.delivered`); a crash in between leaves it unmarked.
 
 A streamed call still running after `keepalive_s` opens its stream at once and keeps it alive
 (the protocol's keepalive bytes) until its events are ready; an error after that point travels
@@ -21,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -31,11 +39,14 @@ from harnessrl.proxy.admin import AdminAuth, admin_routes
 from harnessrl.proxy.calls import CallHandler, Reply
 from harnessrl.proxy.errors import (ProxyError, internal, method_not_allowed, not_found, overloaded, rate_limited,
                                     unauthorized, unknown_model)
-from harnessrl.proxy.httputil import ClientGone, error_response, json_response, read_body
-from harnessrl.proxy.jsonutil import DecodeError, loads
+from harnessrl.proxy.httputil import DRAIN_LIMIT_BYTES, ClientGone, error_response, json_response, read_body
+from harnessrl.proxy.jsonutil import loads_bounded
 from harnessrl.proxy.protocols import ANTHROPIC, WIRE_PROTOCOLS, protocol_for
 from harnessrl.proxy.rollouts import RolloutRegistry, RolloutState
+from harnessrl.proxy.transport import CONNECTION_OPEN
 from harnessrl.proxy.wire import WireProtocol
+
+_OFFLOAD_BYTES = 16384  # bodies above this are JSON-parsed off the event loop
 
 
 @dataclass
@@ -49,16 +60,16 @@ class AppConfig:
     max_inflight_per_key: int = 32  # concurrent calls of one rollout key (more: 429)
     max_inflight: int = 8192  # concurrent calls of the whole proxy (more: 529 / 503)
     connection_stats: Callable[[], dict[str, int]] | None = None  # the transport guard's counters (/health)
-
-
-def _reply(reply: Reply) -> Response:
-    return Response(reply.body, status_code=reply.status, media_type=reply.media_type, headers=reply.headers)
+    large_body_bytes: int = 1024 * 1024  # a body over this is "large": it needs a large slot
+    max_large_inflight_per_key: int = 2  # concurrent large requests of one rollout key (more: 429)
+    max_large_inflight: int = 4  # concurrent large requests of the whole proxy (more: 529 / 503)
+    drain_bytes: int = DRAIN_LIMIT_BYTES  # a body over max_body_bytes is read and dropped up to this
 
 
 def _wants_stream(body: bytes) -> bool:
     try:
-        payload = loads(body)
-    except DecodeError:
+        payload = loads_bounded(body)
+    except ValueError:  # malformed or too deep (DecodeError and TooDeep are ValueErrors)
         return False
     return isinstance(payload, dict) and payload.get("stream") is True
 
@@ -87,6 +98,7 @@ class _Endpoints:
     def __init__(self, handler: CallHandler, registry: RolloutRegistry, cfg: AppConfig):
         self.handler, self.registry, self.cfg = handler, registry, cfg
         self.inflight = 0
+        self.large_inflight = 0
         self._openapi: dict[str, Any] | None = None
 
     def rollout_of(self, request: Request) -> RolloutState:
@@ -118,34 +130,103 @@ class _Endpoints:
 
         return release
 
+    def _admit_large(self, rollout: RolloutState, size: int) -> Callable[[], None]:
+        """A large slot for a body of `size` bytes (or the refusal: 429 per key, 529/503 for the
+        proxy); returns its release (a no-op for a body that is not large)."""
+        if size <= self.cfg.large_body_bytes:
+            return lambda: None
+        if rollout.large_inflight >= self.cfg.max_large_inflight_per_key:
+            raise rate_limited(f"this rollout key already has {rollout.large_inflight} large requests in flight "
+                               f"(over {self.cfg.large_body_bytes} bytes; limit {self.cfg.max_large_inflight_per_key})")
+        if self.large_inflight >= self.cfg.max_large_inflight:
+            raise overloaded()
+        rollout.large_inflight += 1
+        self.large_inflight += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                rollout.large_inflight -= 1
+                self.large_inflight -= 1
+
+        return release
+
+    async def _read(self, request: Request) -> bytes:
+        return await read_body(request, self.cfg.max_body_bytes, self.cfg.body_timeout_s, self.cfg.drain_bytes)
+
+    def _reply(self, request: Request, reply: Reply) -> Response:
+        return Response(reply.body, status_code=reply.status, media_type=reply.media_type, headers=reply.headers,
+                        background=self._delivery(request, reply))
+
+    def _delivery(self, request: Request, reply: Reply) -> BackgroundTask | None:
+        """Runs once the response's last byte was handed to the connection: marks the call delivered
+        unless the connection was lost meanwhile (the transport tells, transport.py)."""
+        if reply.call_id is None:
+            return None
+        is_open = request.scope.get("extensions", {}).get(CONNECTION_OPEN)
+        writer, call_id = self.handler.writer, reply.call_id
+
+        def mark() -> None:
+            if is_open is None or is_open():
+                writer.delivered(call_id)
+
+        return BackgroundTask(mark)
+
     def call(self, wire: WireProtocol) -> Callable:
         async def endpoint(request: Request) -> Response:
             request.state.wire = wire
             rollout = self.rollout_of(request)
             release = self._admit(rollout)
             try:
-                body = await read_body(request, self.cfg.max_body_bytes, self.cfg.body_timeout_s)
-            except ProxyError as e:  # too large / too slow: recorded, then answered
+                body = await self._read(request)
+                release_large = self._admit_large(rollout, len(body))
+            except ProxyError as e:  # too large / too slow / too many large ones: recorded, then answered
                 release()
-                return _reply(await self.handler.reject(wire, rollout, request.url.path, e))
+                size = None if e.kind in ("too_large", "timeout") else len(body)
+                return self._reply(request, await self.handler.reject(wire, rollout, request.url.path, e, size))
             except BaseException:
                 release()
                 raise
+
+            def done_with(_: Any) -> None:
+                release_large()
+                release()
+
             task = asyncio.ensure_future(self.handler.handle(wire, rollout, body, request.url.path))
-            task.add_done_callback(lambda _: release())
+            task.add_done_callback(done_with)
             done, _ = await asyncio.wait({task}, timeout=self.cfg.keepalive_s)
-            if not done and _wants_stream(body):
-                return StreamingResponse(_keepalive_stream(task, wire, self.cfg.keepalive_s),
-                                         media_type="text/event-stream")
-            return _reply(await task)
+            if not done and await self._wants_stream(body):
+                stream = _keepalive_stream(task, wire, self.cfg.keepalive_s)
+                return StreamingResponse(stream, media_type="text/event-stream",
+                                         background=BackgroundTask(self._mark_when_done, request, task))
+            return self._reply(request, await task)
 
         return endpoint
+
+    async def _wants_stream(self, body: bytes) -> bool:
+        return await asyncio.to_thread(_wants_stream, body) if len(body) > _OFFLOAD_BYTES else _wants_stream(body)
+
+    async def _mark_when_done(self, request: Request, task: "asyncio.Future[Reply]") -> None:
+        if task.done() and not task.cancelled() and task.exception() is None:
+            background = self._delivery(request, task.result())
+            if background is not None:
+                await background()
 
     async def count_tokens(self, request: Request) -> Response:
         request.state.wire = ANTHROPIC
         rollout = self.rollout_of(request)
-        body = await read_body(request, self.cfg.max_body_bytes, self.cfg.body_timeout_s)
-        n = self.handler.count_tokens(ANTHROPIC, rollout, body)
+        release = self._admit(rollout)
+        try:
+            body = await self._read(request)
+            release_large = self._admit_large(rollout, len(body))
+            try:
+                n = await self.handler.count_tokens(ANTHROPIC, rollout, body)
+            finally:
+                release_large()
+        finally:
+            release()
         return json_response(200, ANTHROPIC.count_tokens_body(n))
 
     async def models(self, request: Request) -> Response:
@@ -218,7 +299,8 @@ async def _on_crash(request: Request, exc: Exception) -> Response:
 
 def build_app(handler: CallHandler, registry: RolloutRegistry, cfg: AppConfig) -> Starlette:
     routes: list[Any] = _Endpoints(handler, registry, cfg).routes()
-    routes.append(Mount("/admin", routes=admin_routes(registry, cfg.max_body_bytes, cfg.body_timeout_s, cfg.base_urls),
+    routes.append(Mount("/admin", routes=admin_routes(registry, cfg.max_body_bytes, cfg.body_timeout_s, cfg.base_urls,
+                                                      cfg.drain_bytes),
                         middleware=[Middleware(AdminAuth, token=cfg.admin_token)]))
     return Starlette(routes=routes, exception_handlers={ProxyError: _on_proxy_error, HTTPException: _on_http_error,
                                                         ClientGone: _on_crash, ClientDisconnect: _on_crash,

@@ -21,7 +21,7 @@ from typing import Any
 from harnessrl.engine.base import Engine, EngineOverloaded, Generation, PromptTooLong, SamplingParams
 from harnessrl.proxy.canonical import CallResult, ChatRequest
 from harnessrl.proxy.errors import ProxyError, bad_request, call_budget_spent, internal, overloaded, quota_spent
-from harnessrl.proxy.jsonutil import DecodeError, dumps, loads
+from harnessrl.proxy.jsonutil import MAX_JSON_DEPTH, DecodeError, TooDeep, dumps, loads_bounded
 from harnessrl.proxy.rollouts import RolloutState
 from harnessrl.proxy.wire import WireProtocol
 from harnessrl.proxy.writer import CallWriter
@@ -30,8 +30,11 @@ from harnessrl.store import PROMPT, CallRecord
 log = logging.getLogger(__name__)
 ERROR_REQUEST_LIMIT = 65536  # bytes of a failed call's request body kept in its record
 DEFAULT_ROLLOUT_QUOTA = 256 * 1024 * 1024  # bytes of request + response a rollout key may store
-# Bodies above this size are rendered in a worker thread: the tokenizer releases the GIL, so a big
-# prompt tokenises on the second core while the event loop keeps serving other rollouts.
+# Bodies above this size are decoded (JSON, schema) and rendered in a worker thread, so the event
+# loop keeps serving other rollouts meanwhile; the renderer tokenises big texts through a call that
+# releases the GIL (Renderer.encode), so that work runs on another core. A key with work in a
+# worker thread sends all its work there: its Conversation is locked meanwhile, and waiting for
+# that lock on the event loop would stall every rollout.
 _THREAD_RENDER_BYTES = 16384
 
 
@@ -41,6 +44,7 @@ class Reply:
     body: bytes
     media_type: str = "application/json"
     error: ProxyError | None = None  # set on error replies (its headers, its in-stream form)
+    call_id: str | None = None  # the stored call this answers (marked delivered once it is sent)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -105,13 +109,17 @@ class CallHandler:
             log.exception("call %s failed", call.call_id)
             return await self._fail(call, internal(f"proxy error: {type(e).__name__}: {e}"))
 
-    async def reject(self, protocol: WireProtocol, rollout: RolloutState, endpoint: str, err: ProxyError) -> Reply:
-        """Answer and record a call refused before its body was read (413 too large, 408 timeout)."""
+    async def reject(self, protocol: WireProtocol, rollout: RolloutState, endpoint: str, err: ProxyError,
+                     body_bytes: int | None = None) -> Reply:
+        """Answer and record a call refused before its body was parsed (413 too large, 408
+        timeout; with `body_bytes`: a body read, then refused unparsed, e.g. too many large
+        requests in flight)."""
         if rollout.usage.stored_bytes >= self.rollout_quota:
             return await self._refuse_over_quota(protocol, rollout, endpoint)
         call_id = f"{self._id_prefix}{next(self._id_counter):010x}"
         call = _Call(protocol, rollout, endpoint, call_id, rollout.take_seq(), time.time())
-        call.request = {"_unparsed": "(body not read)"}
+        call.request = ({"_unparsed": "(body not read)"} if body_bytes is None
+                        else {"_unparsed": f"(not parsed: {err.kind})", "_bytes": body_bytes})
         return await self._fail(call, err)
 
     async def _refuse_over_quota(self, protocol: WireProtocol, rollout: RolloutState, endpoint: str) -> Reply:
@@ -140,28 +148,39 @@ class CallHandler:
         call.request = request
         return await self._fail(call, err)
 
-    def count_tokens(self, protocol: WireProtocol, rollout: RolloutState, body: bytes) -> int:
+    async def count_tokens(self, protocol: WireProtocol, rollout: RolloutState, body: bytes) -> int:
         """Prompt length of a request as this rollout would render it (nothing is stored)."""
-        req = protocol.parse(_load(body))
-        return len(self._prepare(rollout.conversation, req).ids)
+        def count() -> int:
+            req = protocol.parse(_load(body))
+            return len(self._prepare(rollout.conversation, req).ids)
+
+        return await _run_for(rollout, self._off_loop(rollout, body), count)
+
+    @staticmethod
+    def _decode(call: _Call, body: bytes) -> ChatRequest:
+        call.request = _load(body)
+        call.req = call.protocol.parse(call.request)
+        return call.req
+
+    @staticmethod
+    def _off_loop(rollout: RolloutState, body: bytes) -> bool:
+        return len(body) > _THREAD_RENDER_BYTES or rollout.off_loop > 0
 
     async def _run(self, call: _Call, body: bytes) -> Reply:
-        call.request = _load(body)
-        call.req = req = call.protocol.parse(call.request)
-        conversation = call.rollout.conversation  # one object from prepare to commit
+        rollout = call.rollout
+        offload = self._off_loop(rollout, body)  # big: JSON, schema and rendering off the event loop
+        req = await _run_for(rollout, offload, self._decode, call, body)
+        conversation = rollout.conversation  # one object from prepare to commit
         t_render = time.perf_counter()
-        if len(body) > _THREAD_RENDER_BYTES:
-            rendered = await asyncio.to_thread(self._prepare, conversation, req)
-        else:
-            rendered = self._prepare(conversation, req)
+        rendered = await _run_for(rollout, self._off_loop(rollout, body), self._prepare, conversation, req)
         prompt_ids = list(rendered.ids)
         call.n_prompt = len(prompt_ids)
         params = replace(self._sampling(req, call.n_prompt, call.protocol), route_key=call.rollout.rollout_id)
         t_engine = time.perf_counter()
         gen: Generation = await self.engine.generate(prompt_ids, params)
         t_parse = time.perf_counter()
-        completion = conversation.commit(rendered, list(gen.token_ids), gen.policy_version,
-                                                      gen.finish_reason)
+        completion = await _run_for(rollout, rollout.off_loop > 0, conversation.commit, rendered,
+                                    list(gen.token_ids), gen.policy_version, gen.finish_reason)
         result = CallResult(call.call_id, req.model or self.served_model, int(call.t_start), completion, call.n_prompt,
                             len(gen.token_ids), gen.finish_reason)
         response = call.protocol.respond(result, req)
@@ -174,7 +193,7 @@ class CallHandler:
         record = self._ok_record(call, prompt_ids, list(rendered.provenance), gen, params, response, timings)
         record.meta["quota_bytes"] = charged
         await self.writer.write(record)
-        return Reply(200, out, "text/event-stream" if req.stream else "application/json")
+        return Reply(200, out, "text/event-stream" if req.stream else "application/json", call_id=call.call_id)
 
     def _ok_record(self, call: _Call, prompt_ids: list[int], provenance: list[int], gen: Generation,
                    params: SamplingParams, response: dict[str, Any], timings: dict[str, float]) -> CallRecord:
@@ -185,6 +204,7 @@ class CallHandler:
             temperature=params.temperature, top_p=params.top_p, finish_reason=gen.finish_reason,
             status="ok", t_start=call.t_start, t_end=time.time(), request=call.request, response=response,
             meta=self._meta(call, params, timings=timings, n_reused=len(provenance) - provenance.count(PROMPT)),
+            delivered=False,  # until its last byte is handed to the open connection (app.py)
         )
 
     def _prepare(self, conversation: Any, req: ChatRequest) -> Any:
@@ -251,19 +271,34 @@ class CallHandler:
             top_p=1.0 if req is None or req.top_p is None else req.top_p, finish_reason="stop", status="error",
             t_start=call.t_start, t_end=time.time(), request=request, response=body,
             meta=self._meta(call, None, error=err.message, error_kind=err.kind, quota_bytes=charged),
+            delivered=False,
         )
         try:
             await self.writer.write(record)
         except Exception:  # the store is failing: still answer the client
             log.exception("could not store failed call %s", call.call_id)
-        return Reply(call.protocol.error_status(err), dumps(body), error=err)
+            return Reply(call.protocol.error_status(err), dumps(body), error=err)
+        return Reply(call.protocol.error_status(err), dumps(body), error=err, call_id=call.call_id)
+
+
+async def _run_for(rollout: RolloutState, off_loop: bool, fn: Any, *args: Any) -> Any:
+    """`fn(*args)` for `rollout`: here, or in a worker thread (counted in `rollout.off_loop`)."""
+    if not off_loop:
+        return fn(*args)
+    rollout.off_loop += 1
+    try:
+        return await asyncio.to_thread(fn, *args)
+    finally:
+        rollout.off_loop -= 1
 
 
 def _load(body: bytes) -> Any:
     if not body.strip():
         raise bad_request("empty request body: send a JSON object")
     try:
-        value = loads(body)
+        value = loads_bounded(body, MAX_JSON_DEPTH)
+    except TooDeep as e:
+        raise bad_request(f"invalid request: {e}") from None
     except (DecodeError, UnicodeDecodeError) as e:
         raise bad_request(f"malformed JSON body: {e}") from None
     if not isinstance(value, dict):

@@ -5,7 +5,7 @@ module only knows the neutral kinds and the HTTP status each one means:
 
     invalid_request 400 | too_long 400 | auth 401 | forbidden 403 | not_found 404 |
     method_not_allowed 405 | timeout 408 | too_large 413 | quota 413 | call_budget 400 | rate_limited 429 |
-    overloaded 503 (529 for Anthropic clients, which Claude Code retries) | internal 500
+    headers_too_large 431 | overloaded 503 (529 for Anthropic clients, which Claude Code retries) | internal 500
 
 `rate_limited` and `overloaded` carry a `retry_after` (seconds) sent as the Retry-After header.
 """
@@ -19,12 +19,12 @@ from pydantic import ValidationError
 from harnessrl.errors import HarnessRLError
 
 Kind = Literal["invalid_request", "too_long", "auth", "forbidden", "not_found", "method_not_allowed", "timeout",
-               "too_large", "quota", "call_budget", "rate_limited", "overloaded", "internal"]
+               "too_large", "quota", "call_budget", "rate_limited", "headers_too_large", "overloaded", "internal"]
 
 STATUS: dict[str, int] = {
     "invalid_request": 400, "too_long": 400, "auth": 401, "forbidden": 403, "not_found": 404,
     "method_not_allowed": 405, "timeout": 408, "too_large": 413, "quota": 413, "call_budget": 400, "rate_limited": 429,
-    "overloaded": 503, "internal": 500,
+    "headers_too_large": 431, "overloaded": 503, "internal": 500,
 }
 
 
@@ -46,7 +46,7 @@ class ProxyError(HarnessRLError):
             out["retry-after"] = str(max(1, round(self.retry_after)))
         if self.allow:
             out["allow"] = ", ".join(self.allow)
-        if self.kind in ("timeout", "too_large"):  # the rest of the body is never read: end the connection
+        if self.kind in ("timeout", "too_large", "headers_too_large"):  # the connection ends after the answer
             out["connection"] = "close"
         return out
 
@@ -59,10 +59,13 @@ def unauthorized() -> ProxyError:
     return ProxyError("auth", "invalid rollout key: this proxy does not serve that key (closed or never registered)")
 
 
-def admin_unauthorized(sent: bool) -> ProxyError:
+def admin_unauthorized(sent: bool, well_formed: bool = True) -> ProxyError:
     if not sent:
         return ProxyError("auth", "admin routes need the header `Authorization: Bearer <admin token>` "
                                   "(printed by `harnessrl serve`)")
+    if not well_formed:
+        return ProxyError("auth", "malformed Authorization header: send exactly "
+                                  "`Authorization: Bearer <admin token>`")
     return ProxyError("auth", "wrong admin token: send the admin token this proxy printed at start")
 
 

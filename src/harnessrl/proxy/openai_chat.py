@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harnessrl.proxy.canonical import CallResult, ChatRequest
 from harnessrl.proxy.errors import bad_request, validation_message
-from harnessrl.proxy.jsonutil import DecodeError, dumps_str, loads
+from harnessrl.proxy.jsonutil import DecodeError, TooDeep, dumps_str, loads_bounded
 from harnessrl.proxy.sse import DONE, data
 from harnessrl.proxy.wire import Dropped, OpenAIWire, object_schema, type_of, unknown_block
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
@@ -104,12 +104,13 @@ def _text_of(content: str | list[dict[str, Any]] | None, where: str, dropped: Dr
 
 
 def parse_arguments(raw: Any) -> Any:
-    """Tool-call arguments: JSON text -> value; text that is not JSON stays a string."""
+    """Tool-call arguments: JSON text -> value; text that is not JSON (or nested past the body's
+    depth limit) stays a string."""
     if not isinstance(raw, str):
         return raw
     try:
-        return loads(raw)
-    except DecodeError:
+        return loads_bounded(raw)
+    except (DecodeError, TooDeep):
         return raw
 
 

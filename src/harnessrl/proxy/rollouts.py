@@ -36,6 +36,8 @@ class RolloutState:
     next_seq: int = 0
     usage: QuotaUsage = field(default_factory=QuotaUsage)
     inflight: int = 0  # calls of this key being served now
+    large_inflight: int = 0  # of those, calls with a large body (app.py: max_large_inflight_per_key)
+    off_loop: int = 0  # this key's renderings running in worker threads now (they hold its Conversation)
     max_calls: int | None = None  # model calls this key may make (None: no limit); later ones get a 400
     admitted: int = 0  # model calls admitted under max_calls
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

@@ -26,7 +26,7 @@ from harnessrl.errors import HarnessRLError
 from harnessrl.proxy.app import AppConfig, build_app
 from harnessrl.proxy.calls import DEFAULT_ROLLOUT_QUOTA, CallHandler
 from harnessrl.proxy.rollouts import RolloutRegistry
-from harnessrl.proxy.transport import ConnectionGuard, guarded_protocol
+from harnessrl.proxy.transport import DEFAULT_MAX_HEADER_BYTES, ConnectionGuard, guarded_protocol
 from harnessrl.proxy.writer import CallWriter
 from harnessrl.render.conversation import Conversation
 from harnessrl.store import RunStore
@@ -56,7 +56,9 @@ class ProxyServer:
                  body_timeout_s: float = 30.0, max_inflight_per_key: int = 32, drain_s: float = 30.0,
                  max_tokens_cap: int | None = None, default_temperature: float = 1.0,
                  header_timeout_s: float = 15.0, max_connections_per_client: int = 2048,
-                 keep_alive_s: float = 75.0):
+                 keep_alive_s: float = 75.0, max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
+                 large_body_bytes: int = 1024 * 1024, max_large_inflight_per_key: int = 2,
+                 max_large_inflight: int = 4):
         self.engine = engine
         self.store = store
         self.renderer = load_renderer(renderer_or_model_dir)
@@ -80,9 +82,12 @@ class ProxyServer:
         self._rollout_quota = rollout_quota
         self._body_timeout_s = body_timeout_s
         self._max_inflight_per_key = max_inflight_per_key
+        self._large = {"large_body_bytes": large_body_bytes, "max_large_inflight_per_key": max_large_inflight_per_key,
+                       "max_large_inflight": max_large_inflight}  # app.py: bounded big requests
         self.drain_s = drain_s  # stop(): in-flight calls get this long to finish
         self.keep_alive_s = keep_alive_s  # an idle connection (kept alive, or fresh and silent) is closed after this
-        self.guard = ConnectionGuard(header_timeout_s, max_connections_per_client, idle_timeout_s=keep_alive_s)
+        self.guard = ConnectionGuard(header_timeout_s, max_connections_per_client, idle_timeout_s=keep_alive_s,
+                                     max_header_bytes=max_header_bytes)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -107,7 +112,7 @@ class ProxyServer:
                               max_tokens_cap=self._max_tokens_cap, default_temperature=self._default_temperature)
         cfg = AppConfig(self.served_model, self.admin_token, self._max_body_bytes, self.base_urls, self._keepalive_s,
                         body_timeout_s=self._body_timeout_s, max_inflight_per_key=self._max_inflight_per_key,
-                        connection_stats=self.guard.stats)
+                        connection_stats=self.guard.stats, **self._large)
         app = build_app(handler, self.registry, cfg)
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                 timeout_keep_alive=self.keep_alive_s, backlog=2048, http=guarded_protocol(self.guard),

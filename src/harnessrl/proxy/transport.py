@@ -3,7 +3,14 @@
 - Framing errors (a request uvicorn cannot parse) are answered with a 400 in the error shape of
   the protocol the request line names (OpenAI Chat when unknown), not uvicorn's plain text.
 - A request's headers must be complete within `header_timeout_s` of its first byte; otherwise it
-  gets a 408 and the connection is closed (slowloris). Bodies have their own timeout in the app
+  gets a 408 and the connection is closed (slowloris). The late-server grace below extends that
+  once at most, to 2 x `header_timeout_s`: a client that keeps trickling bytes cannot hold its
+  connection open by always having a byte in flight when the timer fires.
+- A request head (request line + headers) over `max_header_bytes` gets a typed 431.
+- An early answer (400, 408, 431: the client may still be sending) is followed by a lingering
+  close: the write side is shut, and input is read and dropped (up to `LINGER_BYTES`, for
+  `LINGER_S`) until the client closes. Closing with unread input would reset the connection and
+  the client would see "connection reset" instead of the answer. Bodies have their own timeout in the app
   (app.py). A connection that has sent nothing yet is idle, not slow: like an idle keep-alive
   connection it is closed without an answer after `idle_timeout_s` (the server's keep-alive).
   (Timing a fresh connection with the header timeout cut starved clients: a client that opened a
@@ -37,7 +44,14 @@ from harnessrl.proxy.errors import ProxyError, bad_request
 from harnessrl.proxy.jsonutil import dumps
 from harnessrl.proxy.protocols import protocol_for
 
-_REASON = {400: b"Bad Request", 408: b"Request Timeout", 503: b"Service Unavailable"}
+_REASON = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large",
+           503: b"Service Unavailable"}
+DEFAULT_MAX_HEADER_BYTES = 64 * 1024  # a request head (request line + headers) larger than this: 431
+LINGER_BYTES = 16 * 1024 * 1024  # after an early answer: input dropped before closing, at most
+LINGER_S = 5.0  # ... and for at most this long
+# scope["extensions"] key: a () -> bool telling whether the request's connection is still open
+# (app.py marks a call delivered only then)
+CONNECTION_OPEN = "harnessrl.connection_open"
 
 
 @dataclass
@@ -47,18 +61,21 @@ class ConnectionGuard:
     header_timeout_s: float = 15.0
     max_connections_per_client: int = 2048
     idle_timeout_s: float = 75.0  # a connection that has sent nothing yet is closed after this
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     loop: asyncio.AbstractEventLoop | None = None  # the server's event loop (set by its first connection)
     open_by_client: Counter = field(default_factory=Counter)
     refused: int = 0
     timed_out: int = 0
     idle_closed: int = 0  # connections closed having sent nothing within idle_timeout_s
     late_reads: int = 0  # timers that found the client's bytes waiting unread (a stalled server): kept open
+    headers_too_large: int = 0  # request heads over max_header_bytes (431)
 
     def stats(self) -> dict[str, int]:
         """Open connections now, and the connections refused / timed out / closed idle / kept
-        after a stall so far (GET /health)."""
+        after a stall / refused for oversized headers so far (GET /health)."""
         return {"open": sum(self.open_by_client.values()), "refused": self.refused, "header_timeouts": self.timed_out,
-                "idle_closed": self.idle_closed, "late_reads": self.late_reads}
+                "idle_closed": self.idle_closed, "late_reads": self.late_reads,
+                "headers_too_large": self.headers_too_large}
 
 
 def bytes_waiting(transport: asyncio.BaseTransport) -> bool:
@@ -88,12 +105,18 @@ def guarded_protocol(guard: ConnectionGuard) -> type:
             self._counted = self._guard.open_by_client[self._peer] < self._guard.max_connections_per_client
             self._header_timer: asyncio.TimerHandle | None = None
             self._idle_timer: asyncio.TimerHandle | None = None
+            self._linger_timer: asyncio.TimerHandle | None = None
             self._armed_cycle: Any = None
+            self._exposed_cycle: Any = None
+            self._head_bytes = 0  # bytes of the request head received so far (while incomplete)
+            self._head_hard_deadline = 0.0
+            self._lingering = False
+            self._linger_left = 0
             if not self._counted:
                 self._guard.refused += 1
                 err = ProxyError("overloaded", f"too many open connections from {self._peer} "
                                                f"(limit {self._guard.max_connections_per_client})", retry_after=1)
-                self._answer_and_close(503, err)
+                self._answer_and_close(503, err, linger=False)
                 return
             self._guard.open_by_client[self._peer] += 1
             self._idle_timer = asyncio.get_running_loop().call_later(self._guard.idle_timeout_s, self._on_idle_timeout)
@@ -106,13 +129,40 @@ def guarded_protocol(guard: ConnectionGuard) -> type:
                     del self._guard.open_by_client[self._peer]
             self._cancel_header_timer()
             self._cancel_idle_timer()
+            if self._linger_timer is not None:
+                self._linger_timer.cancel()
+                self._linger_timer = None
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            if self._lingering:  # answered early: drop the rest of what the client sends
+                self._linger_left -= len(data)
+                if self._linger_left <= 0:
+                    self.transport.close()
+                return
             self._cancel_idle_timer()  # the first byte: from now on the header timeout applies
             super().data_received(data)
-            if self._header_timer is None and not self.transport.is_closing() and self._between_requests():
+            self._expose_connection_state()
+            if self.transport.is_closing():
+                return
+            if not self._between_requests():  # a request's head is complete
+                self._head_bytes = 0
+                return
+            self._head_bytes += len(data)
+            if self._head_bytes > self._guard.max_header_bytes:
+                self._guard.headers_too_large += 1
+                self._answer_and_close(431, ProxyError(
+                    "headers_too_large", f"request line and headers exceed the proxy limit of "
+                                         f"{self._guard.max_header_bytes} bytes"))
+                return
+            if self._header_timer is None:
                 self._arm_header_timer()
+
+        def eof_received(self) -> bool | None:
+            if self._lingering:  # the client is done: close now
+                self.transport.close()
+                return None
+            return super().eof_received()
 
         def timeout_keep_alive_handler(self) -> None:
             """uvicorn's idle keep-alive timeout, unless the next request is already waiting."""
@@ -128,14 +178,25 @@ def guarded_protocol(guard: ConnectionGuard) -> type:
 
         # -- helpers -------------------------------------------------------------------------
 
+        def _expose_connection_state(self) -> None:
+            """Give a new request's scope a way to ask whether its connection is still open."""
+            cycle = getattr(self, "cycle", None)
+            if cycle is None or cycle is self._exposed_cycle:
+                return
+            self._exposed_cycle = cycle
+            scope = getattr(cycle, "scope", None)
+            if isinstance(scope, dict):
+                scope.setdefault("extensions", {})[CONNECTION_OPEN] = lambda: not cycle.disconnected
+
         def _between_requests(self) -> bool:
             cycle = getattr(self, "cycle", None)
             return cycle is None or cycle.response_complete
 
         def _arm_header_timer(self) -> None:
             self._armed_cycle = getattr(self, "cycle", None)
-            self._header_timer = asyncio.get_running_loop().call_later(self._guard.header_timeout_s,
-                                                                        self._on_header_timeout)
+            loop = asyncio.get_running_loop()
+            self._head_hard_deadline = loop.time() + 2 * self._guard.header_timeout_s
+            self._header_timer = loop.call_later(self._guard.header_timeout_s, self._on_header_timeout)
 
         def _cancel_header_timer(self) -> None:
             if self._header_timer is not None:
@@ -164,24 +225,40 @@ def guarded_protocol(guard: ConnectionGuard) -> type:
                 return  # a request's headers arrived meanwhile (its body has the app's timeout)
             if not self._between_requests():
                 return
-            if bytes_waiting(self.transport):  # the loop is late, not the client: look again shortly
+            loop = asyncio.get_running_loop()
+            left = self._head_hard_deadline - loop.time()
+            if left > 0 and bytes_waiting(self.transport):  # the loop may be late: look again shortly
                 self._guard.late_reads += 1
-                self._header_timer = asyncio.get_running_loop().call_later(
-                    min(1.0, self._guard.header_timeout_s), self._on_header_timeout)
+                self._header_timer = loop.call_later(min(1.0, self._guard.header_timeout_s, left),
+                                                     self._on_header_timeout)
                 return
             self._guard.timed_out += 1
             self._answer_and_close(408, ProxyError("timeout", f"request headers did not arrive within "
                                                               f"{self._guard.header_timeout_s:g} s"))
 
-        def _answer_and_close(self, status: int, err: ProxyError) -> None:
+        def _answer_and_close(self, status: int, err: ProxyError, linger: bool = True) -> None:
             url = getattr(self, "url", b"") or b""
             wire = protocol_for(url.decode("latin-1") if isinstance(url, bytes) else str(url))
             body = dumps(wire.error_body(err))
             head = [b"HTTP/1.1 %d %s" % (status, _REASON[status]), b"content-type: application/json",
                     b"content-length: %d" % len(body), b"connection: close"]
             head += [f"{k}: {v}".encode() for k, v in err.headers().items() if k != "connection"]
-            if not self.transport.is_closing():
-                self.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
+            if self.transport.is_closing():
+                return
+            self.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
+            if linger and self.transport.can_write_eof():
+                self._linger()
+            else:
                 self.transport.close()
+
+        def _linger(self) -> None:
+            """Shut the write side, drop what the client still sends, close on its EOF (or after
+            LINGER_BYTES / LINGER_S)."""
+            self._lingering = True
+            self._linger_left = LINGER_BYTES
+            self._cancel_header_timer()
+            self._cancel_idle_timer()
+            self.transport.write_eof()
+            self._linger_timer = asyncio.get_running_loop().call_later(LINGER_S, self.transport.close)
 
     return GuardedHTTPProtocol

@@ -73,7 +73,7 @@ class OpenAIWire(WireProtocol):
         "too_long": "context_length_exceeded", "auth": "invalid_api_key", "forbidden": "forbidden",
         "not_found": "not_found", "method_not_allowed": "method_not_allowed", "timeout": "request_timeout",
         "too_large": "request_too_large", "quota": "store_quota_exceeded", "call_budget": "call_budget_exceeded",
-        "rate_limited": "rate_limit_exceeded",
+        "rate_limited": "rate_limit_exceeded", "headers_too_large": "request_header_fields_too_large",
         "overloaded": "overloaded"}
 
     def error_body(self, err: ProxyError) -> dict[str, Any]:

@@ -1,17 +1,31 @@
 """Group commit of call records: one writer thread drains every call finished meanwhile into one
-SQLite transaction, and each waiting request resumes only once its call is durable."""
+SQLite transaction, and each waiting request resumes only once its call is durable.
+
+Delivery marks (`delivered(call_id)`: the answer's last byte went out) ride the same queue and
+are committed with the next batch; nobody waits for them. A crash loses at most the marks still
+queued, so a call can read as undelivered although it arrived, never the other way round."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
 from typing import Any
 
 from harnessrl.store import CallRecord, RunStore
 
+log = logging.getLogger(__name__)
+
 _STOP = object()
 _MAX_BATCH = 256
+
+
+class _Delivered:
+    __slots__ = ("call_id",)
+
+    def __init__(self, call_id: str):
+        self.call_id = call_id
 
 
 class CallWriter:
@@ -28,6 +42,10 @@ class CallWriter:
         done = loop.create_future()
         self._queue.put((call, done, loop))
         await done
+
+    def delivered(self, call_id: str) -> None:
+        """Queue the mark that `call_id`'s answer was delivered (committed with the next batch)."""
+        self._queue.put(_Delivered(call_id))
 
     def close(self) -> None:
         """Commit what is queued, then stop the thread."""
@@ -55,7 +73,18 @@ class CallWriter:
             if stop:
                 return
 
-    def _commit(self, batch: list[tuple[CallRecord, asyncio.Future, asyncio.AbstractEventLoop]]) -> None:
+    def _commit(self, items: list[Any]) -> None:
+        marks = [item.call_id for item in items if isinstance(item, _Delivered)]
+        batch = [item for item in items if not isinstance(item, _Delivered)]
+        if batch:
+            self._commit_calls(batch)
+        if marks:  # after the inserts: a mark always follows its call's commit in the queue
+            try:
+                self.store.mark_delivered(marks)
+            except Exception:  # a lost mark only makes a call read as undelivered
+                log.exception("could not mark %d calls delivered", len(marks))
+
+    def _commit_calls(self, batch: list[tuple[CallRecord, asyncio.Future, asyncio.AbstractEventLoop]]) -> None:
         try:
             self.store.insert_calls([call for call, _, _ in batch])
             outcomes: list[BaseException | None] = [None] * len(batch)

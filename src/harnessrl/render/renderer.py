@@ -19,6 +19,7 @@ from harnessrl.render.template import TemplateError, TemplateInfo, detect, to_te
 from harnessrl.render.tokens import ChunkEncoder, chunking_is_exact, special_splitter
 
 _MARK = "\u2063REPLY\u2063"
+_GIL_FREE_CHARS = 65536  # texts longer than this are tokenised with the GIL released (encode_batch)
 
 
 def _backend_tokenizer(tokenizer: Any) -> Any:
@@ -97,9 +98,13 @@ class Renderer:
 
         A fast tokenizer is called through its Rust backend directly: the same ids (checked on a
         sample when the renderer is built) at about half the cost of the transformers wrapper,
-        which builds a batch encoding around them.
+        which builds a batch encoding around them. A text over `_GIL_FREE_CHARS` goes through
+        `encode_batch`, which releases the GIL while it works (`encode` holds it: a 4 MB prompt
+        tokenised in the proxy's worker thread froze its event loop for seconds); same ids.
         """
         if self._backend is not None:
+            if len(text) > _GIL_FREE_CHARS:
+                return self._backend.encode_batch([text], add_special_tokens=False)[0].ids
             return self._backend.encode(text, add_special_tokens=False).ids
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 

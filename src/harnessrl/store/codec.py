@@ -39,15 +39,20 @@ def blob_to_floats(blob: bytes | None) -> list[float]:
 
 
 def to_json(value: Any) -> str | None:
-    """JSON text for a payload column; None stays NULL. Non-JSON values are stringified, never raised."""
+    """JSON text for a payload column; None stays NULL. Non-JSON values are stringified, never
+    raised; a value no encoder can write (nested past the recursion limit) is stored as
+    `{"_unencodable": <why>}`, so storing a call never fails on what it holds."""
     if value is None:
         return None
     if orjson is not None:
         try:
             return orjson.dumps(value, default=str).decode()
-        except TypeError:  # e.g. int keys beyond 64 bits: fall back to the standard library
+        except TypeError:  # e.g. int keys beyond 64 bits, or > 255 levels: the standard library
             pass
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (RecursionError, ValueError) as e:  # too deep, or a circular reference
+        return json.dumps({"_unencodable": f"{type(e).__name__}: {str(e)[:200]}"})
 
 
 def from_json(text: str | None) -> Any:

@@ -48,6 +48,10 @@ class CallRecord:
     request: dict[str, Any] | None = None  # raw request body (as received)
     response: dict[str, Any] | None = None  # raw response (non-stream body or assembled stream)
     meta: dict[str, Any] = field(default_factory=dict)  # model alias, render mode, timings, error...
+    # False: the proxy stored the call but did not see its answer's last byte handed to an open
+    # connection (a crash or kill -9 in between, or the client gone): the harness may never have
+    # seen it. The tree builder keeps such a completion as context, never as a decision.
+    delivered: bool = True
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,17 @@ class RunStore:
                 self._prefix.forget({c.rollout_id for c in calls})  # bases of a rolled-back batch
                 raise
 
+    def mark_delivered(self, call_ids: Iterable[str]) -> None:
+        """Record that these calls' answers were handed, to their last byte, to an open connection."""
+        ids = list(call_ids)
+        if not ids:
+            return
+        conn = self._conn()
+        with self._write_lock, conn:
+            for start in range(0, len(ids), 500):  # SQLite's host parameter limit
+                part = ids[start:start + 500]
+                conn.execute(f"UPDATE calls SET delivered = 1 WHERE call_id IN ({', '.join('?' * len(part))})", part)
+
     def forget_rollout(self, rollout_id: str) -> None:
         """Drop the in-memory prefix base of a finished rollout (a later call of it, if any, is
         stored in full)."""
@@ -153,7 +164,8 @@ class RunStore:
         """One dict per call without token ids or bodies (fast on big runs): ids, status, lengths,
         version, sampling, timings, meta. Ordered like list_calls."""
         cols = ("call_id", "rollout_id", "seq", "protocol", "endpoint", "status", "error", "policy_version",
-                "temperature", "top_p", "finish_reason", "n_prompt", "n_sampled", "t_start", "t_end", "meta")
+                "temperature", "top_p", "finish_reason", "n_prompt", "n_sampled", "t_start", "t_end", "meta",
+                "delivered")
         sql, args = f"SELECT {', '.join(cols)} FROM calls", []
         if rollout_ids is not None:
             args = list(rollout_ids)

@@ -19,13 +19,16 @@ from harnessrl.store.prefix import Delta, expand
 from harnessrl.store.records import CallRecord, RolloutRecord
 
 DB_NAME = "harnessrl.sqlite"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # columns added since schema 1 (added by ALTER TABLE when an older database is opened)
 MIGRATIONS = (
     ("calls", "base_call", "TEXT"),
     ("calls", "base_len", "INTEGER NOT NULL DEFAULT 0"),
     ("calls", "prov_from_base", "INTEGER NOT NULL DEFAULT 0"),
     ("rollouts", "profile", "TEXT NOT NULL DEFAULT ''"),  # schema 3: the harness profile
+    # schema 4: 0 until the proxy handed the answer's last byte to an open connection; calls of
+    # older run directories read as delivered (1), as they were read before
+    ("calls", "delivered", "INTEGER NOT NULL DEFAULT 1"),
 )
 
 SCHEMA = """
@@ -56,7 +59,8 @@ CREATE TABLE IF NOT EXISTS calls (
     t_end REAL NOT NULL,
     request BLOB,
     response BLOB,
-    meta TEXT
+    meta TEXT,
+    delivered INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS calls_by_rollout ON calls (rollout_id, seq);
 CREATE TABLE IF NOT EXISTS rollouts (
@@ -92,7 +96,7 @@ CALL_COLUMNS = (
     "call_id", "rollout_key", "rollout_id", "seq", "protocol", "endpoint", "status", "error",
     "policy_version", "temperature", "top_p", "finish_reason", "n_prompt", "n_sampled",
     "prompt_ids", "base_call", "base_len", "prov_from_base", "sampled_ids", "logprobs", "prompt_provenance", "sampling",
-    "t_start", "t_end", "request", "response", "meta",
+    "t_start", "t_end", "request", "response", "meta", "delivered",
 )
 INSERT_CALL = f"INSERT INTO calls ({', '.join(CALL_COLUMNS)}) VALUES ({', '.join('?' * len(CALL_COLUMNS))})"
 
@@ -119,6 +123,7 @@ def call_to_row(call: CallRecord, delta: Delta) -> tuple[Any, ...]:
         ids_to_blob(call.sampled_ids), floats_to_blob(call.logprobs),
         ids_to_blob(delta.provenance), to_json(meta.get("sampling")),
         call.t_start, call.t_end, pack_json(call.request), pack_json(call.response), to_json(meta),
+        int(call.delivered),
     )
 
 
@@ -148,6 +153,7 @@ def row_to_call(row: sqlite3.Row, include_raw: bool, base: CallRecord | None = N
         request=unpack_json(row["request"]) if include_raw else None,
         response=unpack_json(row["response"]) if include_raw else None,
         meta=from_json(row["meta"]) or {},
+        delivered=bool(row["delivered"]),
     )
 
 

@@ -17,6 +17,9 @@ Call filters (the call's prompt stays in the tree as context; its completion is 
 - ``truncated_calls``: finish_reason == "length" with ``truncated="call"`` (default).
 - ``duplicate_branches``: the harness re-sent the same prompt later in the rollout (a retry): only
   the last attempt's completion trains; earlier attempts are dead branches.
+- ``undelivered_calls``: the proxy stored the call but did not see its answer delivered (a crash
+  or kill -9 between commit and the last byte, or the harness gone): the harness never acted on
+  that completion, so the rollout's reward says nothing about it.
 - ``error_calls``: calls with status != ok (no completion) are skipped entirely.
 - ``orphan_calls``: calls whose rollout is not in the group are skipped.
 """
@@ -121,6 +124,9 @@ def plan_filters(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
             if ok and c.call_id in retried:
                 ok = False
                 counts["duplicate_branches"] += 1
+            elif ok and not c.delivered:
+                ok = False
+                counts["undelivered_calls"] += 1
             elif ok and cfg.truncated == "call" and c.finish_reason == "length":
                 ok = False
                 counts["truncated_calls"] += 1
