@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -307,9 +308,20 @@ def test_destroy_during_a_run_ends_the_run():
     assert _wait_gone(marker) == []
 
 
-def test_a_sandbox_killed_from_inside_reports_it():
+def test_a_harness_cannot_kill_its_own_sandbox():
+    """The keeper is pid 1: `kill -9 -1` / `kill -9 1` from inside end the caller's peers, never the
+    sandbox, so the workspace the policy left can still be scored (issue 20, hole 5)."""
     with make_sandbox(SandboxConfig()) as box:
-        box.run(["kill", "-9", "2"])  # pid 2 is the keeper; pid 1 (bwrap's init) then exits
+        res = _sh(box, "echo done > out.txt; sleep 30 & kill -9 -1; kill -9 1; kill -INT 1; kill -TERM 1; echo alive")
+        assert res.stdout.strip() == "alive"
+        time.sleep(0.3)
+        assert box.alive and _sh(box, "cat out.txt").stdout == "done\n"
+        assert _sh(box, "cat /proc/1/cmdline | tr '\\0' ' '").stdout.split()[2:4] == ["-S", "-c"]
+
+
+def test_a_sandbox_whose_keeper_died_reports_it():
+    with make_sandbox(SandboxConfig()) as box:
+        os.kill(box._ns_pid, signal.SIGKILL)  # only from outside (the host) can the keeper die
         deadline = time.monotonic() + 10
         while box.alive and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -429,7 +441,7 @@ def test_capability_bounding_set_is_empty_and_seccomp_blocks_dangerous_syscalls(
             assert out["subprocess"] == "42"
             assert out["Seccomp"] == "2" and out["CapBnd"] == "0" * 16
             assert _sh(box, "unshare -U true").returncode != 0
-            keeper = _sh(box, "grep -E '^(Seccomp|CapBnd|CapEff):' /proc/2/status").stdout.split()
+            keeper = _sh(box, "grep -E '^(Seccomp|CapBnd|CapEff):' /proc/1/status").stdout.split()
             assert keeper == ["CapEff:", "0" * 16, "CapBnd:", "0" * 16, "Seccomp:", "2"], keeper
     with make_sandbox(SandboxConfig(seccomp=False)) as box:  # the profile can be turned off
         assert json.loads(box.run(["python", "-c", SYSCALL_PROBE]).stdout)["Seccomp"] == "0"

@@ -59,6 +59,22 @@ def test_safe_members_skip_escapes_and_devices():
     assert kept["dir/in.txt"].mode == 0o755  # setuid dropped
 
 
+def test_safe_members_skip_link_chains_that_escape(tmp_path):
+    """Each link's target alone stays inside, but resolved in order they lead out: a/sub -> ..,
+    a/q -> sub/.. (= the destination's parent), then a file under a/q (issue 20, found in review)."""
+    from harnessrl.sandbox.tarcopy import extract_safely
+
+    entries = [_entry("a/", tarfile.DIRTYPE), _entry("a/sub", tarfile.SYMTYPE, ".."),
+               _entry("a/q", tarfile.SYMTYPE, "sub/.."), _entry("a/q/pwned"), _entry("a/sub/also")]
+    kept = {m.name for m in safe_members(_tar(entries))}
+    assert kept == {"a", "a/sub", "a/q/pwned"}  # a/q is refused, so a/q/pwned lands in a plain a/q/
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    extract_safely(_tar(entries), dest)
+    assert not (tmp_path / "pwned").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["dest"]
+    assert (dest / "a/q/pwned").is_file() and not (dest / "a/q").is_symlink()
+
+
 def _steps(argv):
     return [a for a in argv if a.startswith("--")]
 

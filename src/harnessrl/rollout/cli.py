@@ -54,7 +54,8 @@ def _execute(tasks: str | list[Any], harness: list[str], n: int, concurrency: in
     from harnessrl.rollout.proxy_link import ProxyLinkError
     from harnessrl.rollout.jobs import RolloutsFailed, run_groups
     from harnessrl.rollout.session import proxy_session
-    from harnessrl.sandbox.base import SandboxConfig
+    from harnessrl.sandbox.base import SandboxConfig, SandboxUnavailable
+    from harnessrl.sandbox.health import preflight
     from harnessrl.tasks.loader import load_tasks
     from harnessrl.tasks.model import TaskError
 
@@ -68,6 +69,7 @@ def _execute(tasks: str | list[Any], harness: list[str], n: int, concurrency: in
         raise typer.BadParameter(f"--tool-format must be one of {', '.join(TOOL_FORMATS)}")
     try:
         task_list = load_tasks(tasks) if isinstance(tasks, str) else tasks
+        preflight(SandboxConfig(type=sandbox))  # a damaged host is named before the engine loads
         with proxy_session(run_dir, engine=engine, model=model, proxy_url=proxy, admin_token=admin_token,
                            tool_format=tool_format, max_tokens=max_tokens,
                            default_temperature=temperature) as (link, store):
@@ -78,7 +80,7 @@ def _execute(tasks: str | list[Any], harness: list[str], n: int, concurrency: in
     except (TaskError, HarnessConfigError, ValueError, ModelNotFound, ProxyStartError, ProxyLinkError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(code=2) from None
-    except RolloutsFailed as e:
+    except (RolloutsFailed, SandboxUnavailable) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(code=1) from None
     return task_list, records

@@ -61,6 +61,7 @@ class RunOptions:
     memory_reserve_mib: float = 1024.0  # hold new rollouts while less is available (0: off; memory_gate.py)
     live: "LiveSandboxes | None" = None  # set by run_plans: lets an interrupt end the running harnesses
     gate: "MemoryGate | None" = None  # set by run_plans: admission by free memory
+    preflight: bool = True  # run_plans first checks that the host can run a sandbox (sandbox/health.py)
 
 
 def run_groups(tasks: list[Task], harness_specs: list[str], n: int, *, proxy: Any, store: Any,
@@ -89,6 +90,10 @@ def run_plans(plans: Sequence[GroupPlan], *, proxy: Any, store: Any, opts: RunOp
     plan's step. `adapters` (spec -> harness adapter) are made from `opts.harness_options` if absent."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if opts.preflight:
+        from harnessrl.sandbox.health import preflight
+
+        preflight(sandbox_config_for(opts.sandbox_cfg, None))  # HostUnfit names a broken host
     link = as_proxy_link(proxy)
     adapters = adapters if adapters is not None else make_adapters({p.harness for p in plans},
                                                                     opts.harness_options)
@@ -347,10 +352,13 @@ def _transcript(store: Any, rollout_id: str) -> list[dict[str, Any]]:
 
 
 def sandbox_config_for(cfg: Any, adapter: Any) -> Any:
-    """The run's sandbox config plus the harness's read-only paths (install dirs, runtimes)."""
+    """The run's sandbox config plus the harness's read-only paths (install dirs, runtimes; none
+    without an adapter)."""
     from harnessrl.sandbox.base import SandboxConfig
 
     cfg = cfg or SandboxConfig()
+    if adapter is None:
+        return cfg
     have = set(cfg.extra_ro_binds) | ({sys.prefix, sys.base_prefix} if cfg.python else set())
     extra = [str(p) for p in adapter.ro_paths() if str(p) not in have]
     return cfg.model_copy(update={"extra_ro_binds": [*cfg.extra_ro_binds, *extra]}) if extra else cfg

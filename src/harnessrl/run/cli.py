@@ -37,6 +37,7 @@ def train(
 
     from harnessrl.rollout.jobs import RolloutsFailed
     from harnessrl.run.loop import TrainError, run_training
+    from harnessrl.sandbox.base import SandboxUnavailable
 
     def _stop(signum, frame):  # noqa: ARG001 - SIGTERM unwinds like Ctrl-C, so engines are shut down
         raise KeyboardInterrupt
@@ -44,7 +45,7 @@ def train(
     signal.signal(signal.SIGTERM, _stop)
     try:
         result = run_training(cfg, resume=resume, console=console, verbose=verbose)
-    except (TrainError, RolloutsFailed) as err:
+    except (TrainError, RolloutsFailed, SandboxUnavailable) as err:
         console.print(f"[red]training failed:[/red] {err}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:

@@ -50,9 +50,6 @@ on this machine; the message says why and what to do), ``SandboxClosed`` (used a
 from __future__ import annotations
 
 import abc
-import shutil
-import tempfile
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -161,7 +158,7 @@ class Sandbox(abc.ABC):
     config: SandboxConfig
     inner_workspace: str
     proxy_base: str | None
-    read_only_binds: bool = False  # honours cfg.extra_ro_binds (bwrap); fresh_view copies otherwise
+    read_only_binds: bool = False  # honours cfg.extra_ro_binds (bwrap); views.fresh_view copies otherwise
 
     @property
     @abc.abstractmethod
@@ -194,44 +191,6 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     def destroy(self) -> None: ...
 
-    def fresh_view(self, *, exclude: Sequence[str] = (), ro_dirs: Mapping[str, Path] | None = None) -> "Sandbox":
-        """A NEW sandbox of this one's config (no proxy) whose workspace is a copy of this one's.
-
-        ``exclude``: workspace-relative paths left out of the copy. ``ro_dirs``: inner path ->
-        host directory, shown read-only (bwrap; the local backend copies them in). The copy goes
-        through ``copy_out`` (links planted inside stay inside), so nothing of this sandbox (its
-        processes, its HOME, /tmp) reaches the new one but the workspace's files. This is where a
-        verifier runs (tasks/verifier.py). WorkspaceLost when the workspace cannot be copied out
-        (this sandbox died), SandboxError when the new one cannot start.
-        """
-        from harnessrl.sandbox.factory import make_sandbox
-
-        with tempfile.TemporaryDirectory(prefix="harnessrl-view-") as tmp:
-            copy = Path(tmp) / "workspace"
-            copy.mkdir()
-            try:
-                if not self.alive:
-                    raise SandboxError("the sandbox is gone (its processes were killed from inside?)")
-                self.copy_out(self.inner_workspace, copy)
-            except SandboxError as e:
-                raise WorkspaceLost(f"the workspace could not be copied out: {e}") from None
-            for rel in exclude:
-                _remove(copy, rel)
-            cfg = self.config
-            ro = dict(ro_dirs or {})
-            binds = [f"{host}:{self.inner_path(inner)}" for inner, host in ro.items()]
-            if binds and self.read_only_binds:
-                cfg = cfg.model_copy(update={"extra_ro_binds": [*cfg.extra_ro_binds, *binds]})
-            view = make_sandbox(cfg, workspace_src=copy, proxy=None)
-        if not self.read_only_binds:
-            try:
-                for inner, host in ro.items():
-                    view.copy_in(host, inner)
-            except BaseException:
-                view.destroy()
-                raise
-        return view
-
     def inner_path(self, path: str) -> str:
         """An inner path: absolute stays, relative is taken from the workspace."""
         p = PurePosixPath(path)
@@ -242,14 +201,3 @@ class Sandbox(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.destroy()
-
-
-def _remove(root: Path, rel: str) -> None:
-    """Delete root/rel (file, link or tree) if it is there; `rel` never leaves `root`."""
-    target = root / PurePosixPath(rel)
-    if ".." in PurePosixPath(rel).parts or PurePosixPath(rel).is_absolute():
-        raise SandboxError(f"fresh_view: exclude paths are workspace-relative, got {rel!r}")
-    if target.is_symlink() or target.is_file():
-        target.unlink()
-    elif target.is_dir():
-        shutil.rmtree(target)

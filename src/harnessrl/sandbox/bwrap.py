@@ -75,7 +75,24 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 30.0
 SCRATCH_PREFIX = "harnessrl-sbx-"  # + <owner pid>-<random>: host-side scratch dir per sandbox
-KEEPER = "echo ready; read _; kill -KILL -1"  # the sandbox's pid 2; see _start
+# The keeper is the sandbox's pid 1 (bwrap --as-pid-1): the kernel delivers no signal from inside
+# the pid namespace to its init unless it handles that signal, so `kill -9 -1` (or `kill -9 1`) from
+# a harness ends the harness but not the sandbox, and its workspace can still be scored. It reaps
+# orphans (zombies would count against max_procs), says "ready", and when its pipe from this process
+# closes (destroy, or this process died) SIGKILLs everything in the sandbox and exits.
+KEEPER = (
+    "import os, signal\n"
+    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+    "def reap(*_):\n"
+    "    try:\n"
+    "        while os.waitpid(-1, os.WNOHANG)[0] > 0: pass\n"
+    "    except ChildProcessError: pass\n"
+    "signal.signal(signal.SIGCHLD, reap)\n"
+    "os.write(1, b'ready')\n"
+    "while os.read(0, 1): pass\n"
+    "os.kill(-1, signal.SIGKILL)\n"
+)
+SH_KEEPER = "echo ready; read _; kill -KILL -1"  # without a Python inside: pid 2, under bwrap's init
 # Run inside (python -I -c ... PORT FD): listen on 127.0.0.1:PORT, pass the socket out over FD.
 LISTEN_HELPER = (
     "import socket, sys\n"
@@ -239,11 +256,11 @@ class BwrapSandbox(Sandbox):
         # comes earlier: entering then would land in the host's root). When the keeper pipe
         # closes (this process died) it SIGKILLs every process of the sandbox: bwrap's init
         # only exits once it has no children left, so daemons would keep it alive otherwise.
-        keeper = ["sh", "-c", KEEPER]
+        keeper, as_pid_1 = self._keeper()
         seccomp_fd = os.open(self._seccomp, os.O_RDONLY) if self._seccomp is not None else -1
         staged, argv = self._stage()
         argv += ["prlimit", *self._rlimits, "--"] if self._rlimits else []
-        argv += bwrap_argv(self.config, info_fd=info_w, block_fd=block_r, init=keeper,
+        argv += bwrap_argv(self.config, info_fd=info_w, block_fd=block_r, init=keeper, as_pid_1=as_pid_1,
                            seccomp_fd=seccomp_fd if seccomp_fd >= 0 else None, staged=staged)
         err_path = self._root / "bwrap.stderr"
         try:
@@ -293,6 +310,14 @@ class BwrapSandbox(Sandbox):
                 os.close(parent)
         if select.select([self._pidfd], [], [], 0)[0] or self._proc.poll() is not None:
             raise SandboxError("the sandbox exited during start")
+
+    def _keeper(self) -> tuple[list[str], bool]:
+        """(the keeper's argv, whether it is pid 1): a Python pid 1 (KEEPER) where an interpreter
+        is visible inside, else the shell keeper under bwrap's own init."""
+        python = sys.executable if self.config.python else "/usr/bin/python3"
+        if self.config.python or os.path.exists(python):
+            return [python, "-I", "-S", "-c", KEEPER], True
+        return ["sh", "-c", SH_KEEPER], False
 
     def _stage(self) -> tuple[dict[str, str], list[str]]:
         """As root: (host path -> staged path, the argv prefix that stages them and becomes

@@ -181,6 +181,7 @@ def bwrap_argv(
     init: list[str],
     seccomp_fd: int | None = None,
     staged: dict[str, str] | None = None,
+    as_pid_1: bool = False,
 ) -> list[str]:
     """The full bwrap command line of a sandbox whose keeper process is ``init``.
 
@@ -190,7 +191,8 @@ def bwrap_argv(
     (``--clearenv``: nothing of the host's environment is readable in ``/proc/1/environ``) and
     under the BPF program read from ``seccomp_fd`` when one is given. ``staged`` (host path ->
     where it is bound for bwrap, see host_binds) replaces source paths. ``/proc/sys`` (and the
-    other kernel knobs under /proc) are read-only.
+    other kernel knobs under /proc) are read-only. ``as_pid_1``: ``init`` is the pid namespace's
+    init itself (it must reap orphans), not a child of bwrap's.
     """
     stage = staged or {}
 
@@ -213,5 +215,5 @@ def bwrap_argv(
     args += ["--size", ws, "--tmpfs", cfg.workspace_mount]
     for host, inner in _ro_binds(cfg):
         args += ro(host, inner)
-    args += ["--remount-ro", "/", "--chdir", cfg.workspace_mount, "--", *init]
-    return args
+    args += ["--remount-ro", "/", "--chdir", cfg.workspace_mount]
+    return args + (["--as-pid-1"] if as_pid_1 else []) + ["--", *init]

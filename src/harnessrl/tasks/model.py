@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from harnessrl.errors import HarnessRLError
@@ -53,8 +54,10 @@ def check_mount_dir(value: object, where: str) -> str:
 class Verifier:
     """How to score a finished workspace.
 
-    `files` are copied to `<workspace>/<dest>/` only after the agent finished; `command` then runs
-    under `bash -c` with the working directory `<workspace>/<workdir>` (workdir "" = the workspace).
+    After the agent finished, `command` runs under `bash -c` in a fresh sandbox holding a copy of
+    the workspace, with `files` read-only at `<workspace>/<dest>/` (whatever the agent left there is
+    not copied) and the working directory `<workspace>/<workdir>` (workdir "" = the workspace).
+    `dest` and `workdir` are workspace-relative paths without '..' (TaskError otherwise).
     kind "checks": stdout is a JSON object of named checks in [0, 1] (optionally a "reward" key);
     kind "reward_line": the last stdout line is the reward as a float (ClawGym's reward.sh).
     """
@@ -65,6 +68,15 @@ class Verifier:
     dest: str = ".verifier"
     workdir: str = ""
     timeout_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        for name, value, empty_ok in (("dest", self.dest, False), ("workdir", self.workdir, True)):
+            p = PurePosixPath(value)
+            bad = p.is_absolute() or ".." in p.parts or value != (str(p) if value else "")
+            bad = bad or (not empty_ok and not p.parts)  # dest "" or "." would be the workspace itself
+            if bad:
+                raise TaskError(f"verifier {name} must be a workspace-relative path without '..' (like "
+                                f"'.verifier' or 'reward'), got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Score a finished workspace with the task's verifier, out of the agent's reach.
 
-The verifier runs in a FRESH sandbox (Sandbox.fresh_view): a copy of the agent's workspace,
+The verifier runs in a FRESH sandbox (sandbox/views.py: fresh_view): a copy of the agent's workspace,
 without whatever the agent left at the verifier's own path, and the verifier's files (with the
 payload) taken from the task on the host and shown read-only at that path (bwrap). None of the
 agent's processes, HOME or /tmp reach it, and nothing the agent wrote can replace the verifier's
@@ -57,6 +57,7 @@ def run_verifier(task: Task, sandbox: Any, payload: dict[str, Any] | None = None
     in env OPENCLAW_REWARD_PAYLOAD (and HARNESSRL_REWARD_PAYLOAD) for the verifier to read.
     """
     from harnessrl.sandbox.base import WorkspaceLost
+    from harnessrl.sandbox.views import fresh_view
 
     v = task.verifier
     t0 = time.monotonic()
@@ -68,7 +69,7 @@ def run_verifier(task: Task, sandbox: Any, payload: dict[str, Any] | None = None
         write_tree(vdir, files)
         _readable(Path(tmp))
         try:
-            view = sandbox.fresh_view(exclude=[v.dest], ro_dirs={dest: vdir})
+            view = fresh_view(sandbox, exclude=[v.dest], ro_dirs={dest: vdir})
         except WorkspaceLost as e:
             return VerifierResult("verifier_error", None, error=str(e), duration_s=time.monotonic() - t0)
         except Exception as e:  # noqa: BLE001 - the verifier's sandbox did not start: the host's problem

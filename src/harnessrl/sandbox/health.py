@@ -1,0 +1,66 @@
+"""Is the host still fit to run rollouts? A cheap check before every batch (each training step).
+
+A sandbox shares the host's device nodes and kernel. Before the sandbox user was an unprivileged
+host uid, a 135M base model, exploring, ran `chmod +x /dev/null` and broke every later rollout
+on the machine; the runner then blamed the harness install. This check names the cause instead:
+
+- ``check_host_devices()``: the host's basic device nodes are character devices that everyone
+  may read and write (``crw-rw-rw-``), as every program, bwrap included, expects;
+- ``preflight(cfg)``: that, then (bwrap) one sandbox starts and uses those devices from inside.
+
+Both raise HostUnfit (a SandboxUnavailable) whose message says what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from harnessrl.sandbox.base import SandboxConfig, SandboxError, SandboxUnavailable
+
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+PROBE = "echo probe > /dev/null && head -c 8 /dev/urandom > /dev/null && head -c 8 /dev/zero > /dev/null && echo ok"
+
+
+class HostUnfit(SandboxUnavailable):
+    """The host cannot run rollouts as it is (a damaged device node, a sandbox that cannot start)."""
+
+
+def check_host_devices(devices: tuple[str, ...] = DEVICES) -> None:
+    """HostUnfit naming every basic device node that is missing, not a character device or not
+    read-writable by everyone."""
+    problems = []
+    for path in devices:
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            problems.append(f"{path} is missing ({e.strerror})")
+            continue
+        if not stat.S_ISCHR(st.st_mode):
+            problems.append(f"{path} is not a character device (mode {stat.filemode(st.st_mode)})")
+        elif st.st_mode & 0o666 != 0o666:
+            problems.append(f"{path} is {stat.filemode(st.st_mode)}, not crw-rw-rw-: restore it with "
+                            f"`chmod 666 {path}` (as root)")
+    if problems:
+        raise HostUnfit("this host cannot run rollouts: " + "; ".join(problems) + ". Something on the host "
+                        "changed it (harnessrl's bwrap sandbox cannot: its user owns no host device node).")
+
+
+def preflight(cfg: SandboxConfig | None = None) -> None:
+    """The host's device nodes, then (bwrap) one sandbox that starts and uses them. ~0.1 s."""
+    from harnessrl.sandbox.factory import make_sandbox
+
+    cfg = cfg or SandboxConfig()
+    check_host_devices()
+    if cfg.type != "bwrap":
+        return
+    try:
+        with make_sandbox(cfg) as sb:
+            res = sb.run(["sh", "-c", PROBE], timeout_s=60)
+    except SandboxUnavailable:
+        raise
+    except SandboxError as e:
+        raise HostUnfit(f"a sandbox does not start on this host: {e}") from None
+    if not res.ok or res.stdout.strip() != "ok":
+        raise HostUnfit(f"a sandbox starts but cannot use its basic devices (exit {res.returncode}): "
+                        f"{res.stderr.strip()[-400:]}")
