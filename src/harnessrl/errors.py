@@ -15,8 +15,10 @@ Errors are defined next to the code that raises them; this module only holds the
     ├── InstallError           harness/install.py    a harness could not be installed
     ├── SandboxError           sandbox/base.py       a sandbox failed to start or run
     │   ├── SandboxUnavailable                       the backend cannot run here (no bwrap, not Linux)
-    │   │   └── SeccompUnavailable sandbox/seccomp.py no libseccomp: sandboxes run without the filter
+    │   │   ├── SeccompUnavailable sandbox/seccomp.py no libseccomp: sandboxes run without the filter
+    │   │   └── HostUnfit      sandbox/health.py     a damaged host (device node, sandbox start)
     │   ├── SandboxClosed                            the sandbox was already destroyed
+    │   ├── WorkspaceLost                            the workspace could not be copied out to score it
     │   └── RelayClosed        sandbox/relay.py      (internal) the relay is done with a connection
     ├── EngineError            engine/base.py        generation or weight update failed
     │   ├── EngineOverloaded                         too many waiting requests (HTTP 529 / 429)
