@@ -168,3 +168,46 @@ def test_connection_close_and_http10_clients_get_their_answer(rig):
             data += chunk
     assert data.startswith(b"HTTP/1.1 200") and b'"content":"ok"' in data
     assert rig["store"].count_calls("own") == 2 and rig["store"].count_calls("other") == 0
+
+
+@pytest.mark.parametrize("pad_bytes", [200 * 1024, 2 * 1024 * 1024])
+def test_oversized_headers_get_a_typed_431_not_a_reset(rig, pad_bytes):
+    """A client still writing a huge head reads the relay's 431 (issue 20): the relay answers,
+    then reads and drops the rest instead of closing under it."""
+    import threading
+
+    head = (f"POST /r/{rig['own']}/v1/messages HTTP/1.1\r\nHost: x\r\nanthropic-version: 2023-06-01\r\n".encode()
+            + b"x-pad: " + b"a" * pad_bytes + b"\r\nContent-Length: 2\r\n\r\n{}")
+    with socket.create_connection(("127.0.0.1", rig["port"]), timeout=30) as s:
+        def send() -> None:
+            try:
+                s.sendall(head)
+            except OSError:
+                pass
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        data = b""
+        while chunk := s.recv(65536):  # the relay closes after answering
+            data += chunk
+        sender.join(30)
+    head_line, _, body = data.partition(b"\r\n\r\n")
+    assert head_line.startswith(b"HTTP/1.1 431"), data[:200]
+    assert json.loads(body)["error"]["type"] == "request_too_large"
+    assert rig["store"].count_calls() == 0
+
+
+def test_deep_json_through_the_relay_is_a_typed_400_and_stored(rig):
+    """Issue 20: deeply nested JSON in any field was a 500 and the call was lost."""
+    conn = http.client.HTTPConnection("127.0.0.1", rig["port"], timeout=30)
+    body = json.dumps(CHAT)[:-1] + ', "metadata": ' + "[" * 1000 + "]" * 1000 + "}"
+    conn.request("POST", f"/r/{rig['own']}/v1/chat/completions", body=body,
+                 headers={"content-type": "application/json"})
+    r = conn.getresponse()
+    err = json.loads(r.read())["error"]
+    assert r.status == 400 and err["type"] == "invalid_request_error" and "nested" in err["message"]
+    status, _ = _post(conn, f"/r/{rig['own']}/v1/chat/completions", CHAT)  # the connection still serves
+    assert status == 200
+    conn.close()
+    calls = rig["store"].list_calls(["own"])
+    assert [(c.status, c.meta.get("error_kind")) for c in calls] == [("error", "invalid_request"), ("ok", None)]

@@ -20,7 +20,11 @@ Rules, for each request on a connection (the first and every later one):
   otherwise); the proxy never sees it. The rejected request's body is read and dropped and the
   connection stays usable (closing with unread input would reset the connection and could
   lose the 403).
-- malformed HTTP gets a typed 400 and the connection is closed.
+- malformed HTTP gets a typed 400 and the connection is closed; a request head (line + headers)
+  over ``MAX_HEADER_BYTES`` gets a typed 431, the proxy's own limit and answer. Both closes
+  linger: the relay shuts its write side and reads and drops what the sandbox still sends (up to
+  ``LINGER_BYTES`` / ``LINGER_S``), so a client still writing a 2 MiB head reads the answer
+  instead of a connection reset.
 - ``Expect: 100-continue`` is answered by the relay and not forwarded.
 
 Everything else flows through unchanged in meaning: request and response bodies are forwarded
@@ -36,13 +40,16 @@ from __future__ import annotations
 import json
 import select
 import socket
+import time
 from typing import Any
 
 import h11
 
 from harnessrl.sandbox.base import SandboxError
 
-MAX_HEADER_BYTES = 64 * 1024
+MAX_HEADER_BYTES = 64 * 1024  # the proxy's limit too (proxy/transport.py)
+LINGER_BYTES = 16 * 1024 * 1024  # after an early answer: input dropped before closing, at most
+LINGER_S = 5.0  # ... and for at most this long
 
 
 def _family(target: bytes, headers: list[tuple[bytes, bytes]]) -> str:
@@ -55,10 +62,11 @@ def _family(target: bytes, headers: list[tuple[bytes, bytes]]) -> str:
 def error_body(family: str, status: int, message: str) -> bytes:
     """A protocol-shaped error (what the proxy would send for the same status)."""
     if family == "anthropic":
-        kind = {400: "invalid_request_error", 403: "permission_error"}.get(status, "api_error")
+        kind = {400: "invalid_request_error", 403: "permission_error",
+                431: "request_too_large"}.get(status, "api_error")
         body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
     else:
-        code = {400: "bad_request", 403: "forbidden"}.get(status, "bad_gateway")
+        code = {400: "bad_request", 403: "forbidden", 431: "request_header_fields_too_large"}.get(status, "bad_gateway")
         kind = "invalid_request_error" if status < 500 else "server_error"
         body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
     return json.dumps(body).encode()
@@ -80,6 +88,7 @@ class HttpRelay:
         self.sent_continue = False
         self.up_broken = False  # the proxy stopped reading our request (it answered early)
         self.inner_eof = self.outer_eof = False
+        self.head_sample = b""  # the start of the request being received (its family, if it fails)
 
     # -- the loop ---------------------------------------------------------------------------
     def serve(self) -> None:
@@ -96,6 +105,8 @@ class HttpRelay:
                         data = b""
                     if sock is self.inner:
                         self.inner_eof = not data
+                        if self.down.their_state is h11.IDLE and len(self.head_sample) < 1024:
+                            self.head_sample += data[:1024]
                         self.down.receive_data(data)
                         self._from_sandbox()
                     else:
@@ -112,7 +123,10 @@ class HttpRelay:
             try:
                 event = self.down.next_event()
             except h11.RemoteProtocolError as e:
-                self._fail_down(400, f"malformed HTTP request: {e}")
+                if e.error_status_hint == 431:
+                    self._fail_down(431, f"request line and headers exceed the relay's limit of "
+                                         f"{MAX_HEADER_BYTES} bytes", linger=True)
+                self._fail_down(400, f"malformed HTTP request: {e}", linger=True)
             if event is h11.NEED_DATA or event is h11.PAUSED:
                 return
             if isinstance(event, h11.Request):
@@ -205,13 +219,30 @@ class HttpRelay:
         except OSError:
             raise RelayClosed from None
 
-    def _fail_down(self, status: int, message: str):
+    def _fail_down(self, status: int, message: str, linger: bool = False):
         if self.down.our_state in (h11.IDLE, h11.SEND_RESPONSE):  # IDLE: the request never parsed
             try:
-                self._answer(status, "openai", message, close=True)
-            except (RelayClosed, h11.LocalProtocolError):
+                line = self.head_sample.split(b"\r\n", 1)[0].split(b" ")
+                self._answer(status, _family(line[1] if len(line) > 1 else b"", []), message, close=True)
+                if linger:
+                    self._linger()
+            except (RelayClosed, h11.LocalProtocolError, OSError):
                 pass
         raise RelayClosed
+
+    def _linger(self) -> None:
+        """After an early answer: shut our write side, then read and drop what the sandbox still
+        sends until it closes (bounded), so closing does not reset the connection under it."""
+        self.inner.shutdown(socket.SHUT_WR)
+        left = LINGER_BYTES
+        deadline = time.monotonic() + LINGER_S
+        while left > 0 and not self.inner_eof:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([self.inner], [], [], wait)[0]:
+                return
+            data = self.inner.recv(65536)
+            self.inner_eof = not data
+            left -= len(data)
 
     def _next_cycle(self) -> None:
         """Both sides finished a request/response: start the next one. Pipelined requests wait
@@ -230,3 +261,4 @@ class HttpRelay:
             raise RelayClosed
         self.down.start_next_cycle()
         self.sent_continue = False
+        self.head_sample = b""
