@@ -26,11 +26,11 @@ class HostUnfit(SandboxUnavailable):
     """The host cannot run rollouts as it is (a damaged device node, a sandbox that cannot start)."""
 
 
-def check_host_devices(devices: tuple[str, ...] = DEVICES) -> None:
-    """HostUnfit naming every basic device node that is missing, not a character device or not
-    read-writable by everyone."""
+def check_host_devices(devices: tuple[str, ...] | None = None) -> None:
+    """HostUnfit naming every basic device node (DEVICES) that is missing, not a character device
+    or not read-writable by everyone."""
     problems = []
-    for path in devices:
+    for path in devices if devices is not None else DEVICES:
         try:
             st = os.stat(path)
         except OSError as e:
