@@ -445,3 +445,43 @@ def test_capability_bounding_set_is_empty_and_seccomp_blocks_dangerous_syscalls(
             assert keeper == ["CapEff:", "0" * 16, "CapBnd:", "0" * 16, "Seccomp:", "2"], keeper
     with make_sandbox(SandboxConfig(seccomp=False)) as box:  # the profile can be turned off
         assert json.loads(box.run(["python", "-c", SYSCALL_PROBE]).stdout)["Seccomp"] == "0"
+
+
+NON_ROOT_PROBE = """
+import sys
+sys.path[:0] = sys.argv[1:3]
+from harnessrl.sandbox import make_sandbox, SandboxConfig
+with make_sandbox(SandboxConfig(python=False)) as sb:
+    r = sb.run(["sh", "-c", "id -u; grep -E '^(CapBnd|CapEff|Seccomp):' /proc/self/status; "
+                            "echo x > w.txt && cat w.txt; chmod 0 /dev/null 2>/dev/null; echo chmod=$?"])
+    print(r.stdout, end="")
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"),
+                    reason="runs the unprivileged path as uid 65534 with the system Python")
+def test_the_unprivileged_host_user_path():
+    """Not root on the host: the same entry steps (no root to drop), an empty bounding set too."""
+    import sysconfig
+    import tempfile
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    site = sysconfig.get_paths()["purelib"]
+    tmp_path = Path(tempfile.mkdtemp(prefix="harnessrl-nonroot-"))  # pytest's tmp is root-only
+    tmp_path.chmod(0o755)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    os.chown(cache, 65534, 65534)
+    probe = tmp_path / "probe.py"
+    probe.write_text(NON_ROOT_PROBE)
+    probe.chmod(0o644)
+    res = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "env", "-i",
+                          "PATH=/usr/bin:/bin", f"HOME={cache}", f"HARNESSRL_CACHE={cache}",
+                          "/usr/bin/python3", str(probe), src, site],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    shutil.rmtree(tmp_path, ignore_errors=True)
+    if "ModuleNotFoundError" in res.stderr or "ImportError" in res.stderr:
+        pytest.skip(f"the system Python cannot import the venv's packages: {res.stderr.strip()[-200:]}")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["1000", "CapEff:", "0" * 16, "CapBnd:", "0" * 16, "Seccomp:", "2", "x",
+                                  "chmod=1"], res.stdout
