@@ -76,23 +76,13 @@ log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
 SCRATCH_PREFIX = "harnessrl-sbx-"  # + <owner pid>-<random>: host-side scratch dir per sandbox
 # The keeper is the sandbox's pid 1 (bwrap --as-pid-1): the kernel delivers no signal from inside
-# the pid namespace to its init unless it handles that signal, so `kill -9 -1` (or `kill -9 1`) from
-# a harness ends the harness but not the sandbox, and its workspace can still be scored. It reaps
-# orphans (zombies would count against max_procs), says "ready", and when its pipe from this process
+# the pid namespace to its init unless the init handles that signal, so `kill -9 -1` (or `kill -9 1`)
+# from a harness ends the harness but not the sandbox, and its workspace can still be scored. bash
+# reaps orphans even while it waits in `read` (zombies would count against max_procs); the traps
+# ignore the signals it would otherwise handle. It says "ready", and when its pipe from this process
 # closes (destroy, or this process died) SIGKILLs everything in the sandbox and exits.
-KEEPER = (
-    "import os, signal\n"
-    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
-    "def reap(*_):\n"
-    "    try:\n"
-    "        while os.waitpid(-1, os.WNOHANG)[0] > 0: pass\n"
-    "    except ChildProcessError: pass\n"
-    "signal.signal(signal.SIGCHLD, reap)\n"
-    "os.write(1, b'ready')\n"
-    "while os.read(0, 1): pass\n"
-    "os.kill(-1, signal.SIGKILL)\n"
-)
-SH_KEEPER = "echo ready; read _; kill -KILL -1"  # without a Python inside: pid 2, under bwrap's init
+KEEPER = "trap '' INT TERM HUP QUIT USR1 USR2 ALRM PIPE; echo ready; read -r _; kill -KILL -1"
+SH_KEEPER = "echo ready; read _; kill -KILL -1"  # without bash: pid 2, under bwrap's own init
 # Run inside (python -I -c ... PORT FD): listen on 127.0.0.1:PORT, pass the socket out over FD.
 LISTEN_HELPER = (
     "import socket, sys\n"
@@ -312,11 +302,10 @@ class BwrapSandbox(Sandbox):
             raise SandboxError("the sandbox exited during start")
 
     def _keeper(self) -> tuple[list[str], bool]:
-        """(the keeper's argv, whether it is pid 1): a Python pid 1 (KEEPER) where an interpreter
-        is visible inside, else the shell keeper under bwrap's own init."""
-        python = sys.executable if self.config.python else "/usr/bin/python3"
-        if self.config.python or os.path.exists(python):
-            return [python, "-I", "-S", "-c", KEEPER], True
+        """(the keeper's argv, whether it is pid 1): bash as pid 1 (KEEPER), or without bash the
+        shell keeper under bwrap's own init (then a harness can end its sandbox)."""
+        if os.path.exists("/bin/bash") or os.path.exists("/usr/bin/bash"):
+            return ["bash", "--norc", "--noprofile", "-c", KEEPER], True
         return ["sh", "-c", SH_KEEPER], False
 
     def _stage(self) -> tuple[dict[str, str], list[str]]:
