@@ -1,7 +1,7 @@
 """The in-memory task: what every loader (ClawGym directory, native directory, built-in suite) produces.
 
 A task is an instruction, the files of the agent's starting workspace, and a verifier that runs
-after the agent in the same sandbox. All file contents are held as bytes, so two loaders of the
+after the agent, in a fresh sandbox on a copy of the workspace (tasks/verifier.py). All file contents are held as bytes, so two loaders of the
 same task give equal objects and a task never depends on the directory it was read from.
 """
 
