@@ -58,6 +58,10 @@ def test_text_without_special_tokens_renders_as_before(request, name, smol_token
     msgs = [Message("system", "You are <b>careful</b>: <|im_ not a token |>"), Message("user", "ls -la | head\n")]
     text = r.render_text(msgs)
     assert r.render(msgs) == list(smol_tokenizer.encode(text, add_special_tokens=False))
+    # the escaped path's segment-wise encoding (control tokens apart, text between them plain)
+    # gives these same ids: the split itself changes nothing
+    split = [i for piece, control in r.escape.split(text) for i in r._encode(piece, plain=not control)]
+    assert split == r.render(msgs)
 
 
 def test_tokenising_a_big_text_lets_other_threads_run(smol):

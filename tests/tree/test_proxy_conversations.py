@@ -114,6 +114,7 @@ def test_group_of_real_proxy_conversations_is_one_path_each(recorded, harness):
                                          {"command" if harness == "claude-code" else "cmd": cmd}))
         reply(f"There are {len(commands) + 2} files.")
         run(proxy, rid, commands)
+    proxy.flush()  # the delivery marks of the last answers (committed right after they went out)
     calls = store.list_calls(list(plans))
     rollouts = [make_rollout(rid, float(i % 2), harness=harness) for i, rid in enumerate(plans)]
     tree = build_tree(calls, rollouts)

@@ -8,6 +8,7 @@ under one Mount whose `AdminAuth` middleware checks `Authorization: Bearer <admi
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from typing import Any, Callable
 
@@ -50,7 +51,9 @@ def bearer_token(header: str) -> str:
 
 
 def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s: float,
-                 base_urls: Callable[[str | None], dict[str, str]], drain_bytes: int) -> list[Route]:
+                 base_urls: Callable[[str | None], dict[str, str]], drain_bytes: int,
+                 flush: Callable[[], None] = lambda: None) -> list[Route]:
+    """`flush`: commits queued delivery marks (a closed key's calls read final once DELETE answers)."""
     async def rollouts(request: Request) -> Response:
         if request.method == "GET":
             return json_response(200, {"rollouts": [{"key": k, "rollout_id": r} for k, r in registry.active().items()]})
@@ -70,6 +73,7 @@ def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s:
     async def close(request: Request) -> Response:
         if not registry.close(request.path_params["key"]):
             raise not_found("DELETE", "/admin/rollouts/<key>")
+        await asyncio.to_thread(flush)
         return json_response(200, {"closed": True})
 
     return [Route("/rollouts", rollouts, methods=["GET", "POST"]), Route("/rollouts/{key}", close, methods=["DELETE"])]

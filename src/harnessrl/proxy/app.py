@@ -168,7 +168,7 @@ class _Endpoints:
         is_open = request.scope.get("extensions", {}).get(CONNECTION_OPEN)
         writer, call_id = self.handler.writer, reply.call_id
 
-        def mark() -> None:
+        async def mark() -> None:  # a coroutine: run here, not in a thread pool
             if is_open is None or is_open():
                 writer.delivered(call_id)
 
@@ -300,7 +300,7 @@ async def _on_crash(request: Request, exc: Exception) -> Response:
 def build_app(handler: CallHandler, registry: RolloutRegistry, cfg: AppConfig) -> Starlette:
     routes: list[Any] = _Endpoints(handler, registry, cfg).routes()
     routes.append(Mount("/admin", routes=admin_routes(registry, cfg.max_body_bytes, cfg.body_timeout_s, cfg.base_urls,
-                                                      cfg.drain_bytes),
+                                                      cfg.drain_bytes, handler.writer.flush),
                         middleware=[Middleware(AdminAuth, token=cfg.admin_token)]))
     return Starlette(routes=routes, exception_handlers={ProxyError: _on_proxy_error, HTTPException: _on_http_error,
                                                         ClientGone: _on_crash, ClientDisconnect: _on_crash,

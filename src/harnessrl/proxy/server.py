@@ -183,7 +183,14 @@ class ProxyServer:
         return self.registry.register(rollout_id, max_calls=max_calls)
 
     def close_rollout(self, key: str) -> None:
+        """Close a key; once this returns, its calls' delivery marks are committed too."""
         self.registry.close(key)
+        self.flush()
+
+    def flush(self) -> None:
+        """Commit the delivery marks queued so far (a reader of a live run sees them next)."""
+        if self.writer is not None:
+            self.writer.flush()
 
     def base_urls(self, key: str | None = None) -> dict[str, str]:
         """Base URLs for SDKs and harnesses: OpenAI/Responses end in /v1, Anthropic does not."""

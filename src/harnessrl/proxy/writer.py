@@ -28,6 +28,13 @@ class _Delivered:
         self.call_id = call_id
 
 
+class _Flush:
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
 class CallWriter:
     """`await writer.write(call)` returns after the call is committed to the store."""
 
@@ -46,6 +53,13 @@ class CallWriter:
     def delivered(self, call_id: str) -> None:
         """Queue the mark that `call_id`'s answer was delivered (committed with the next batch)."""
         self._queue.put(_Delivered(call_id))
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """Return once everything queued before this call (calls and delivery marks) is committed."""
+        if self._thread.is_alive():
+            item = _Flush()
+            self._queue.put(item)
+            item.done.wait(timeout_s)
 
     def close(self) -> None:
         """Commit what is queued, then stop the thread."""
@@ -75,7 +89,8 @@ class CallWriter:
 
     def _commit(self, items: list[Any]) -> None:
         marks = [item.call_id for item in items if isinstance(item, _Delivered)]
-        batch = [item for item in items if not isinstance(item, _Delivered)]
+        flushes = [item for item in items if isinstance(item, _Flush)]
+        batch = [item for item in items if not isinstance(item, (_Delivered, _Flush))]
         if batch:
             self._commit_calls(batch)
         if marks:  # after the inserts: a mark always follows its call's commit in the queue
@@ -83,6 +98,8 @@ class CallWriter:
                 self.store.mark_delivered(marks)
             except Exception:  # a lost mark only makes a call read as undelivered
                 log.exception("could not mark %d calls delivered", len(marks))
+        for flush in flushes:
+            flush.done.set()
 
     def _commit_calls(self, batch: list[tuple[CallRecord, asyncio.Future, asyncio.AbstractEventLoop]]) -> None:
         try:

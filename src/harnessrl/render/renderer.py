@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harnessrl.render.errors import RenderError
+from harnessrl.render.harness_text import SpecialTextEscape
 from harnessrl.render.incremental import incremental_is_exact
 from harnessrl.render.messages import Message, ParsedCompletion, ToolSpec
 from harnessrl.render.parsing import THINK_OPEN, parse_text
@@ -25,7 +26,17 @@ _GIL_FREE_CHARS = 65536  # texts longer than this are tokenised with the GIL rel
 def _backend_tokenizer(tokenizer: Any) -> Any:
     """The `tokenizers.Tokenizer` behind a transformers fast tokenizer (None for slow ones)."""
     backend = getattr(tokenizer, "_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
-    return backend if backend is not None and hasattr(backend, "encode") else None  # invisible separator: never produced by a harness in practice
+    return backend if backend is not None and hasattr(backend, "encode") else None
+
+
+def _plain_copy(backend: Any) -> Any:
+    """A copy of a `tokenizers.Tokenizer` that reads special-token strings as plain text (a
+    separate object: the flag is per tokenizer, and threads encode with the original meanwhile)."""
+    from tokenizers import Tokenizer  # noqa: PLC0415
+
+    plain = Tokenizer.from_str(backend.to_str())
+    plain.encode_special_tokens = True
+    return plain
 
 
 class Renderer:
@@ -48,9 +59,12 @@ class Renderer:
         self.template_kwargs = dict(template_kwargs or {})
         self.info: TemplateInfo = detect(source, tool_format)
         self.verify_incremental = verify_incremental
+        # harness text never becomes control tokens (harness_text.py, docs/render.md)
+        self.escape = SpecialTextEscape(getattr(tokenizer, "all_special_tokens", []) or [])
         self._backend = _backend_tokenizer(tokenizer)
         if self._backend is not None and not self._backend_agrees():
             self._backend = None
+        self._plain_backend = _plain_copy(self._backend) if self._backend is not None else None
         self.eot_text = self._find_eot()
         self.eot_ids = self.encode(self.eot_text)
         self.eot_id = self.eot_ids[-1]
@@ -82,8 +96,10 @@ class Renderer:
     # ---- text and ids -------------------------------------------------------------------
     def render_text(self, messages: list[Message], tools: list[ToolSpec] | None = None,
                     add_generation_prompt: bool = True) -> str:
-        """The template's text for messages + tools."""
-        conv, tool_arg = to_template(messages, list(tools or []), self.info)
+        """The template's text for messages + tools. Special-token strings inside the messages and
+        tools come out as placeholders (harness_text.py) that `encode` reads as plain text."""
+        conv, tool_arg = to_template(self.escape.messages(list(messages)), self.escape.tools(list(tools or [])),
+                                     self.info)
         try:
             text = self.tokenizer.apply_chat_template(
                 conv, tools=tool_arg, add_generation_prompt=add_generation_prompt, tokenize=False,
@@ -94,7 +110,8 @@ class Renderer:
         return str(text)
 
     def encode(self, text: str) -> list[int]:
-        """Ids of text exactly as written (special tokens in it recognised; none added).
+        """Ids of text exactly as written (special tokens in it recognised; none added), except
+        harness text escaped by `render_text`, which is tokenised as plain characters.
 
         A fast tokenizer is called through its Rust backend directly: the same ids (checked on a
         sample when the renderer is built) at about half the cost of the transformers wrapper,
@@ -102,10 +119,19 @@ class Renderer:
         `encode_batch`, which releases the GIL while it works (`encode` holds it: a 4 MB prompt
         tokenised in the proxy's worker thread froze its event loop for seconds); same ids.
         """
-        if self._backend is not None:
+        if self.escape.marked(text):
+            return [i for piece, control in self.escape.split(text) for i in self._encode(piece, plain=not control)]
+        return self._encode(text, plain=False)
+
+    def _encode(self, text: str, plain: bool) -> list[int]:
+        """`plain`: special-token strings in `text` are characters, not control tokens."""
+        backend = self._plain_backend if plain else self._backend
+        if backend is not None:
             if len(text) > _GIL_FREE_CHARS:
-                return self._backend.encode_batch([text], add_special_tokens=False)[0].ids
-            return self._backend.encode(text, add_special_tokens=False).ids
+                return backend.encode_batch([text], add_special_tokens=False)[0].ids
+            return backend.encode(text, add_special_tokens=False).ids
+        if plain:
+            return list(self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def _backend_agrees(self) -> bool:
