@@ -40,9 +40,11 @@ def reward_of(ids: list[int]) -> float:
 
 
 class EngineCollector:
-    def __init__(self, engine, store, temperature: float = 1.0, max_tokens: int = 8, delay_s: float = 0.0):
+    def __init__(self, engine, store, temperature: float = 1.0, max_tokens: int = 8, delay_s: float = 0.0,
+                 reward=reward_of):
         self.engine, self.store = engine, store
         self.temperature, self.max_tokens, self.delay_s = temperature, max_tokens, delay_s
+        self.reward = reward
 
     def run(self, plans, progress=None):
         asyncio.run(self._run(plans, progress))
@@ -60,7 +62,7 @@ class EngineCollector:
             finish_reason=gen.finish_reason, t_start=t0, t_end=time.time()))
         self.store.put_rollout(RolloutRecord(
             rollout_id=rid, task_id=plan.task.id, harness=plan.harness, group_id=plan.group_id, status="ok",
-            reward=reward_of(gen.token_ids), step=plan.step, sample_idx=idx, split=plan.split, call_count=1))
+            reward=self.reward(gen.token_ids), step=plan.step, sample_idx=idx, split=plan.split, call_count=1))
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if progress:
@@ -73,7 +75,7 @@ class EngineCollector:
         pass
 
 
-def fake_collector_factory(delay_s: float = 0.0):
+def fake_collector_factory(delay_s: float = 0.0, reward=reward_of):
     def make(cfg, engine, store, run_dir):
-        return EngineCollector(engine, store, 1.0, cfg.loop.max_tokens, delay_s)
+        return EngineCollector(engine, store, 1.0, cfg.loop.max_tokens, delay_s, reward)
     return make

@@ -155,7 +155,7 @@ def test_unknown_harness_and_model_are_clear_errors(tmp_path, tiny_dir):
 
 def test_per_harness_loss_share_gives_each_harness_equal_weight():
     from harnessrl.algo import grpo
-    from harnessrl.run.loop import per_harness_share
+    from harnessrl.algo.estimator import per_harness_share
     from harnessrl.tree.build import build_tree
     from harnessrl.tree.synthetic import claude_code_group
     from dataclasses import replace as dc_replace

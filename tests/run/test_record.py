@@ -43,7 +43,7 @@ def test_trained_rewards_pass_mode_is_the_tasks_pass_rule():
     exists with the wrong content: 0.5) counts as a fail; non-ok rollouts keep their None."""
     from harnessrl.rollout.groups import PlannedGroup
     from harnessrl.rollout.plan import plan_cross
-    from harnessrl.run.loop import trained_rewards
+    from harnessrl.algo.estimator import trained_rewards
     from harnessrl.store.records import RolloutRecord
     from harnessrl.tasks import load_tasks
 

@@ -5,7 +5,7 @@
         collector.run(plans)                            # rollouts via the runner -> proxy -> store
         groups   = read_groups(store, plans)            # exactly what was recorded
         trees    = build_tree(calls, rollouts)          # one prefix tree per group
-        advs     = grpo | tree_grpo | ppo: gae(critic)  # per-token contributions (algo/)
+        advs     = grpo | tree_grpo | ppo: gae(critic)  # per-token contributions (algo/estimator.py)
         trainer.update(concat_batch(trees, advs))       # tree-packed PPO/GRPO
         engine.update_weights(weights, version=step)    # weight sync; new calls record the version
         every k steps: held-out pass@1 per harness, for each eval set (test / paraphrase / unseen)
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -31,18 +31,19 @@ import numpy as np
 import yaml
 from rich.console import Console
 
-from harnessrl.algo import TokenAdvantages, gae, grpo, tree_grpo, whiten
+from harnessrl.algo.estimator import step_advantages
+from harnessrl.algo.trained import save_trained
 from harnessrl.cluster.ray_run import start_ray_parts
 from harnessrl.cluster.ray_trainer import RemoteTrainer
 from harnessrl.engine import Engine, ModelNotFound, make_engine, resolve_model
 from harnessrl.engine.factory import resolve_engine_type, resolved_dtype
 from harnessrl.rollout.groups import PlannedGroup, read_groups
-from harnessrl.rollout.metrics import harness_summary, pass_at_1, rollout_passed, summarize
+from harnessrl.rollout.metrics import harness_summary, pass_at_1, summarize
 from harnessrl.rollout.plan import GroupPlan, next_attempt, plan_eval, plan_step
 from harnessrl.run.backends import default_collector
 from harnessrl.run.collect import Collector, RolloutsAhead
 from harnessrl.run.collector import default_tasks
-from harnessrl.run.config import AlgorithmConfig, RunConfig
+from harnessrl.run.config import RunConfig
 from harnessrl.run.display import RunDisplay, summary_table
 from harnessrl.run.errors import TrainError
 from harnessrl.run.logs import library_logs
@@ -52,14 +53,12 @@ from harnessrl.run.record import (REDONE, EvalResult, PolicyLag, RolloutStats, S
 from harnessrl.run.report import write_plots, write_report
 from harnessrl.run.setup import build_trainer, load_policy, restore_trainer, seed_everything, trainer_state
 from harnessrl.store.run_store import RunStore
-from harnessrl.store.records import is_scored
 from harnessrl.train.batch import TrainBatch, concat_batch, forest_of_flat
 from harnessrl.train.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
 from harnessrl.train.critic import forest_values
 from harnessrl.train.trainer import Trainer
 from harnessrl.tree.build import build_tree
 from harnessrl.tree.cli import load_decoder, write_tree_page
-from harnessrl.tree.filters import FilterConfig
 from harnessrl.tree.nodes import PrefixTree
 
 __all__ = ["RunParts", "RunResult", "TrainError", "run_training"]
@@ -145,10 +144,12 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
         groups = read_groups(parts.store, plans)
     start_ahead(parts, step)
 
-    # Trees + advantages: one prefix tree per group, advantages from the configured estimator.
+    # Trees + advantages: one prefix tree per group, advantages from the configured estimator;
+    # what trains is kept in the run dir for the tree views (trees.html shows exactly this).
     display.phase(step, "trees + advantages")
     with timed(times, "tree"):
-        trees, advs = trees_and_advantages(groups, cfg.algorithm, cfg.filters, parts.trainer)
+        trees, advs = step_advantages(groups, cfg.algorithm, cfg.filters, lambda t: tree_values(parts.trainer, t))
+        save_trained(parts.run_dir, step, cfg.filters.model_dump(mode="json"), trees, advs)
 
     # Update: one tree-packed PPO/GRPO update (tokens sampled too many versions ago leave the loss).
     display.phase(step, "train (tree-packed update)")
@@ -343,61 +344,11 @@ def start_ahead(parts: RunParts, step: int) -> None:
 
 # -- trees, advantages, update ---------------------------------------------------------------------
 
-def trees_and_advantages(groups: Sequence[PlannedGroup], a: AlgorithmConfig, filters: FilterConfig,
-                         trainer: Trainer | RemoteTrainer) -> tuple[list[PrefixTree], list[TokenAdvantages]]:
-    """One prefix tree per group with recorded calls, and its advantages (ppo: GAE over the
-    trainer's critic); trees that train no token (all filtered, or no decision tokens) are dropped."""
-    trees, advs = [], []
-    for g in groups:
-        if not g.rollouts or not g.calls:
-            continue
-        tree = build_tree(g.calls, trained_rewards(g, a.reward), filters)
-        if a.name == "grpo":
-            adv = grpo(tree, std=a.std_normalize, per_harness=a.per_harness_norm)
-        elif a.name == "tree_grpo":
-            adv = tree_grpo(tree, per_harness=a.per_harness_norm)
-        else:
-            adv = gae(tree, tree_values(trainer, tree), gamma=a.gamma, lam=a.lam, per_harness=a.per_harness_norm)
-        if adv.norm > 0 and (a.kl_coef > 0 or a.name == "ppo" or has_signal(adv)):
-            trees.append(tree)  # a tree whose advantages are all zero has zero policy gradient
-            advs.append(adv)
-    if a.name == "ppo" and advs:
-        advs = whiten(advs)
-    if a.per_harness_loss and advs:
-        advs = per_harness_share(trees, advs)
-    return trees, advs
-
-
-def trained_rewards(group: PlannedGroup, mode: str) -> list:
-    """The group's rollouts with the reward the policy is trained on: "score" keeps the verifier's
-    reward (partial credit included); "pass" is 1 when the rollout passes its task (the eval's pass
-    rule, `rollout_passed`) and 0 otherwise. The stored records keep the verifier's score."""
-    if mode == "score":
-        return list(group.rollouts)
-    return [replace(r, reward=float(rollout_passed(r, group.plan.task)))
-            if is_scored(r.status, r.reward) else r for r in group.rollouts]
-
-
 def tree_values(trainer: Trainer | RemoteTrainer, tree: PrefixTree) -> np.ndarray:
     """The critic's value of every tree token (ppo; the config refuses ppo with a remote trainer)."""
     if trainer.critic is None:
         raise TrainError("algorithm ppo needs the trainer's critic (run/setup.py builds one)")
     return forest_values(trainer.critic, forest_of_flat(tree.flat()), trainer.token_budget, trainer.backend)
-
-
-def has_signal(adv: TokenAdvantages) -> bool:
-    return bool(np.any(adv.adv_pos != 0) or np.any(adv.adv_neg != 0))
-
-
-def per_harness_share(trees: list[PrefixTree], advs: list[TokenAdvantages]) -> list[TokenAdvantages]:
-    """Rescale path weights so each harness's trees carry an equal share of the loss:
-    sum_h (1/H) * loss_h / norm_h, with the batch denominator unchanged."""
-    harness = [next(iter({r.harness for r in t.rollouts.values()}), "") for t in trees]
-    norm_h: dict[str, float] = {}
-    for h, adv in zip(harness, advs):
-        norm_h[h] = norm_h.get(h, 0.0) + adv.norm
-    total = sum(norm_h.values())
-    return [replace(adv, weight=adv.weight * (total / (len(norm_h) * norm_h[h]))) for h, adv in zip(harness, advs)]
 
 
 def tree_totals(trees: list[PrefixTree], groups: int) -> TreeTotals:
@@ -567,14 +518,15 @@ def finish_run(parts: RunParts, console: Console, log_file: Path | None = None) 
 
 
 def write_last_trees(parts: RunParts, step: int, console: Console) -> Path | None:
-    """trees.html: the prefix trees of the last training step (rewards, advantages); None if none."""
+    """trees.html: the (tree, advantages) pairs the last training step trained, as it saved them
+    (algo/trained.py); None if it trained none."""
     if step <= 0:
         return None
     out = parts.run_dir / "trees.html"
     decode = load_decoder("auto", console, parts.cfg.model.path)
     try:
         n = write_tree_page(parts.store, out, f"harnessrl trees · {parts.run_dir.name} · step {step}", decode,
-                            step=step, estimator="tree_grpo" if parts.cfg.algorithm.name == "tree_grpo" else "grpo")
+                            step=step, estimator="trained")
     except Exception as err:  # noqa: BLE001 - the run is done and recorded; a view is not worth failing it
         console.print(f"[yellow]tree view not written:[/yellow] {type(err).__name__}: {err}")
         return None

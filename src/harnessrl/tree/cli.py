@@ -1,6 +1,6 @@
 """Commands of the tree stage (registered by harnessrl.cli). Keep top-level imports light.
 
-    harnessrl tree show RUN_DIR --task T [--group G] [--step S] [--estimator grpo|tree_grpo|none]
+    harnessrl tree show RUN_DIR --task T [--group G] [--step S] [--estimator trained|grpo|tree_grpo|none]
                         [--html out.html] [--tokenizer auto|none|DIR] [--all]
     harnessrl tree stats RUN_DIR [--json] [--task T] [--step S]
 """
@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-ESTIMATOR_CHOICES = ("grpo", "tree_grpo", "none")
+ESTIMATOR_CHOICES = ("trained", "grpo", "tree_grpo", "none")
 
 tree_app = typer.Typer(help="Prefix trees of recorded groups: terminal/HTML views and sharing stats.",
                        no_args_is_help=True)
@@ -71,13 +71,48 @@ def _run_model(store) -> str | None:
 
 
 def _estimate(tree, estimator: str):
-    from harnessrl.algo import grpo, tree_grpo
+    """Advantages recomputed on a tree with the estimator's own defaults (None: "none")."""
+    from harnessrl.algo.estimator import EstimatorOnly, estimate
 
-    if estimator == "grpo":
-        return grpo(tree)
-    if estimator == "tree_grpo":
-        return tree_grpo(tree)
-    return None
+    return None if estimator == "none" else estimate(tree, EstimatorOnly(estimator))
+
+
+def trained_pairs(store, step: int | None = None, task: str | None = None, group: str | None = None):
+    """(tree, advantages) as the training steps trained them (of `step`, else of every step the run
+    recorded): each tree rebuilt from the store with the step's rewards and filters, and checked
+    against the trained tree's fingerprint. Nothing for runs that trained no step."""
+    from harnessrl.algo.trained import load_trained, trained_steps, tree_fingerprint
+    from harnessrl.tree.filters import FilterConfig
+    from harnessrl.tree.groups import rebuild_trees
+
+    for s in [step] if step is not None else trained_steps(store.run_dir):
+        trained = load_trained(store.run_dir, s)
+        if trained is None:
+            continue
+        wanted = {t.group_id: t for t in trained.trees if group is None or t.group_id == group}
+        rewards = {gid: t.rewards for gid, t in wanted.items()}
+        for gid, tree in rebuild_trees(store, s, rewards, FilterConfig(**trained.filters)):
+            if task is not None and tree.task_id != task:
+                continue
+            if tree_fingerprint(tree) != wanted[gid].fingerprint:
+                raise ValueError(f"group {gid} of step {s}: the stored calls no longer build the tree it trained")
+            yield tree, wanted[gid].view
+
+
+def tree_pairs(store, task: str | None, group: str | None, step: int | None, estimator: str, show_all: bool):
+    """(tree, advantages or None) of the matching groups. "trained": the trained pairs where the run
+    recorded them (training runs; the step's own filters, so `show_all` does not apply), else grpo."""
+    from harnessrl.algo.trained import trained_steps
+    from harnessrl.tree.filters import FilterConfig
+    from harnessrl.tree.groups import iter_group_trees
+
+    steps = trained_steps(store.run_dir)
+    if estimator == "trained" and (step in steps if step is not None else steps):
+        yield from trained_pairs(store, step, task, group)
+        return
+    for _, _, tree in iter_group_trees(store, task=task, group=group, step=step,
+                                       filters=FilterConfig(prune=not show_all)):
+        yield tree, _estimate(tree, "grpo" if estimator == "trained" else estimator)
 
 
 @tree_app.command("show")
@@ -86,7 +121,9 @@ def show(
     task: str | None = typer.Option(None, "--task", "-t", help="Task id (required if the run has several)."),
     group: str | None = typer.Option(None, "--group", "-g", help="Only this group id."),
     step: int | None = typer.Option(None, "--step", help="Only rollouts of this training step."),
-    estimator: str = typer.Option("grpo", "--estimator", "-e", help="Advantages shown: grpo | tree_grpo | none."),
+    estimator: str = typer.Option("trained", "--estimator", "-e",
+                                  help="Advantages shown: trained (what the training step trained on; "
+                                       "runs that trained none: grpo) | grpo | tree_grpo | none."),
     html_out: Annotated[Path | None, typer.Option("--html", help="Write one self-contained HTML page here.")] = None,
     tokenizer: str = typer.Option("auto", "--tokenizer", help="auto (default model) | none (ids) | an HF dir."),
     show_all: bool = typer.Option(False, "--all", help="Keep filtered-only branches and trailing context."),
@@ -96,8 +133,7 @@ def show(
     """Show the prefix tree(s) of a task: spans, rollouts, rewards, values and advantages.
 
     With --html and no --task, the page holds every task's trees (of --step, when given)."""
-    from harnessrl.tree.filters import FilterConfig
-    from harnessrl.tree.groups import group_rollouts, iter_group_trees, run_rollouts
+    from harnessrl.tree.groups import group_rollouts, run_rollouts
     from harnessrl.tree.view_text import render_tree
 
     console = Console()
@@ -120,10 +156,9 @@ def show(
         return
     decode = load_decoder(tokenizer, console, _run_model(store))
     found = 0
-    for _, _, tree in iter_group_trees(store, task=task, group=group, step=step,
-                                       filters=FilterConfig(prune=not show_all)):
+    for tree, adv in tree_pairs(store, task, group, step, estimator, show_all):
         found += 1
-        console.print(render_tree(tree, decode, _estimate(tree, estimator), width=width, max_nodes=max_nodes))
+        console.print(render_tree(tree, decode, adv, width=width, max_nodes=max_nodes))
     if not found:
         console.print(f"[red]no rollouts for task {task!r}"
                       f"{'' if group is None else f' in group {group!r}'} in {run_dir}[/red]")
@@ -131,15 +166,11 @@ def show(
 
 
 def write_tree_page(store, out: Path, title: str, decode, task: str | None = None, group: str | None = None,
-                    step: int | None = None, estimator: str = "grpo", show_all: bool = False) -> int:
-    """One self-contained HTML page with the trees of the matching groups; returns how many."""
-    from harnessrl.tree.filters import FilterConfig
-    from harnessrl.tree.groups import iter_group_trees
+                    step: int | None = None, estimator: str = "trained", show_all: bool = False) -> int:
+    """One self-contained HTML page with the trees of the matching groups (`tree_pairs`); returns how many."""
     from harnessrl.tree.view_html import page, tree_html
 
-    pages = [tree_html(tree, decode, _estimate(tree, estimator))
-             for _, _, tree in iter_group_trees(store, task=task, group=group, step=step,
-                                                filters=FilterConfig(prune=not show_all))]
+    pages = [tree_html(tree, decode, adv) for tree, adv in tree_pairs(store, task, group, step, estimator, show_all)]
     if pages:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".tmp")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from harnessrl.errors import HarnessRLError
@@ -17,7 +18,7 @@ class RunNotFound(HarnessRLError, FileNotFoundError):
     """The run directory has no call store."""
 
 
-__all__ = ["RunNotFound", "group_rollouts", "iter_group_trees", "open_store", "run_rollouts"]
+__all__ = ["RunNotFound", "group_rollouts", "iter_group_trees", "open_store", "rebuild_trees", "run_rollouts"]
 
 
 def run_rollouts(store, step: int | None = None, group: str | None = None) -> list:
@@ -48,3 +49,16 @@ def iter_group_trees(store, task: str | None = None, group: str | None = None, s
     for g in group_rollouts(run_rollouts(store, step, group), task, group):
         calls = group_calls(store, g.rollouts, as_arrays=True)
         yield g, calls, build_tree(calls, g.rollouts, filters)
+
+
+def rebuild_trees(store, step: int, rewards: Mapping[str, Mapping[str, float | None]],
+                  filters: FilterConfig) -> Iterator[tuple[str, PrefixTree]]:
+    """(group id, tree) for the groups of `step` named in `rewards` (group id -> rollout id -> the
+    reward it trained on), built as the training step built them: the same calls, those rewards
+    and the step's filters."""
+    for g in group_rollouts(store.list_rollouts(step=step)):
+        if g.group_id not in rewards:
+            continue
+        trained = rewards[g.group_id]
+        rollouts = [replace(r, reward=trained.get(r.rollout_id, r.reward)) for r in g.rollouts]
+        yield g.group_id, build_tree(group_calls(store, rollouts, as_arrays=True), rollouts, filters)
