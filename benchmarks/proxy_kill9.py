@@ -53,7 +53,10 @@ def crash(n: int, turns: int, latency: float, sync: str) -> dict:
     seqs = [(c["rollout_id"], c["seq"]) for c in calls]
     return {"sessions": n, "sync": sync, "acknowledged": len(seen), "stored": len(stored),
             "lost": len(seen - set(stored)), "duplicates": (len(stored) - len(set(stored))) + (len(seqs) - len(set(seqs))),
-            "stored_not_acknowledged": len(set(stored) - seen), "integrity": integrity}
+            "stored_not_acknowledged": len(set(stored) - seen),
+            # of those, marked undelivered (calls.delivered = 0): what a reader can tell apart
+            "not_acknowledged_undelivered": sum(1 for c in calls if c["call_id"] not in seen and not c["delivered"]),
+            "integrity": integrity}
 
 
 def cost(n: int, turns: int, latency: float, sync: str) -> dict:

@@ -35,7 +35,7 @@ _ANY_ERROR = {"anyOf": [{"$ref": "#/components/schemas/OpenAIError"}, {"$ref": "
 # what each route can answer besides 200 (errors.py: kind -> status)
 _CALL_ERRORS = {"400": "invalid request, or the prompt is too long", "401": "unknown or closed rollout key",
                 "408": "the body did not arrive in time", "413": "body over the limit, or the rollout's store quota spent",
-                "429": "too many calls in flight on this key (Retry-After)"}
+                "429": "too many calls (or large requests) in flight on this key (Retry-After)"}
 _OK_BODY = {  # the parts a client relies on; the full bodies follow the public APIs
     ANTHROPIC.name: {"type": "object", "required": ["id", "type", "role", "content", "stop_reason", "usage"],
                      "properties": {"type": {"const": "message"}, "content": {"type": "array"}}},
@@ -95,7 +95,8 @@ def openapi_schema(served_model: str) -> dict[str, Any]:
                               "content": {"application/json": {"schema": {
                                   "type": "object", "required": ["input_tokens"],
                                   "properties": {"input_tokens": {"type": "integer", "minimum": 0}}}}}},
-                      **_errors(ANTHROPIC, {k: v for k, v in _CALL_ERRORS.items() if k != "429"})}}}
+                      **_errors(ANTHROPIC, {**_CALL_ERRORS,
+                                            "529": "too many large requests on the proxy (Retry-After)"})}}}
     model_entry = {"type": "object", "required": ["id", "object", "type"],
                    "properties": {"id": {"const": served_model}}}
     any_error = {"content": {"application/json": {"schema": _ANY_ERROR}}}
