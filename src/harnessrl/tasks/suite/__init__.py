@@ -14,6 +14,8 @@ machine and run):
 with new names and values, `unseen` families that training never shows.
 
 Selectors: builtin:<what>[:<split>] where what is all, a split, a category or a family.
+The multi-step sets (chained tasks, office-style families; suite/sets.py) have their own selectors,
+builtin:chain[:<split>] and builtin:office[:<split>], and are not part of builtin:all.
 """
 
 from __future__ import annotations
@@ -75,7 +77,11 @@ def unseen_families() -> list[str]:
 
 def select_builtin(selector: str) -> list[Task]:
     """Tasks for `builtin:<what>[:<split>]` where what is all|a split|a category|a family."""
+    from harnessrl.tasks.suite.sets import is_multistep, select_multistep
+
     parts = selector.split(":")
+    if len(parts) > 1 and parts[0] == "builtin" and is_multistep(parts[1]):
+        return select_multistep(selector)
     if parts[0] != "builtin" or len(parts) not in (2, 3):
         raise TaskError(f"bad selector {selector!r}; use builtin:<all|{'|'.join(SPLITS)}|category|family>[:<split>]")
     what, split = parts[1], parts[2] if len(parts) == 3 else None

@@ -1,0 +1,145 @@
+"""Standalone verifier of the chained and office tasks (copied into the sandbox as .verifier/verify.py,
+or as reward/check.py in a ClawGym export).
+
+Runs with the workspace as working directory, reads `checks.json` beside itself (a list of
+{"name", "kind", ...}) and prints ONE JSON object {name: score in [0, 1]} on stdout, nothing else.
+Every kind scores content, never a file merely existing: `file_absent` is only accepted inside an
+`all` check beside a content check. Code from the workspace (the agent's) runs only in child
+processes whose output is captured, so it can never write to this script's stdout, the reward
+channel. Stdlib only: it runs under the sandbox's python3, not the project's venv.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+# Loads a module from a path in isolated mode (-I: no workspace on sys.path, so a planted json.py
+# cannot shadow the stdlib), calls it with the inputs read from stdin, prints the results last.
+_CALLER = """
+import importlib.util, json, sys
+calls = json.loads(sys.stdin.read())
+spec = importlib.util.spec_from_file_location("agent_module", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+out = []
+for name, args in calls:
+    try:
+        out.append(getattr(mod, name)(*args))
+    except Exception as e:
+        out.append("error: %s" % type(e).__name__)
+print()
+print(json.dumps(out))
+"""
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _lines(text):
+    return [line.strip() for line in text.strip().splitlines()] if text is not None else None
+
+
+def _number(text):
+    try:
+        return float(text.strip().split()[0])
+    except (AttributeError, IndexError, ValueError):
+        return None
+
+
+def _table_rows(text):
+    """The data rows of the first markdown table in text: lists of stripped cells, the header row
+    and the |---| separator left out."""
+    rows = [line.strip() for line in (text or "").splitlines() if line.strip().startswith("|")]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    body = [c for c in cells if not all(set(x) <= set("-: ") and x for x in c)]
+    return body[1:] if body else []
+
+
+def _ini_value(text, section, key):
+    current, found = None, None
+    for line in (text or "").splitlines():
+        s = line.strip()
+        if s.startswith("[") and s.endswith("]"):
+            current = s[1:-1].strip()
+        elif current == section and "=" in s and s.split("=", 1)[0].strip() == key:
+            found = s.split("=", 1)[1].strip()
+    return found
+
+
+def _same(a, b, tol=1e-6):
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return abs(a - b) <= tol
+    return a == b
+
+
+def _run(cmd, timeout, stdin=""):
+    try:
+        return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def score(check, top=True):
+    kind, path = check["kind"], check.get("path", "")
+    text = _read(path) if path else None
+    if kind == "all":
+        return all(score(c, top=False) for c in check["checks"])
+    if kind == "file_absent":
+        if top:
+            raise ValueError("file_absent pays for nothing alone; put it in an 'all' check")
+        return not os.path.exists(path)
+    if kind == "text_equals":
+        return text is not None and text.strip() == check["value"].strip()
+    if kind == "bytes_equal":
+        return text is not None and text == check["value"]
+    if kind == "number_equals":
+        value = _number(text) if text is not None else None
+        return value is not None and abs(value - check["value"]) <= check.get("tol", 1e-6)
+    if kind == "lines_equal":
+        return _lines(text) == [line.strip() for line in check["lines"]]
+    if kind == "line_set":
+        lines = [x for x in (_lines(text) or []) if x]
+        return bool(lines) and len(lines) == len(set(lines)) and set(lines) == set(check["lines"])
+    if kind == "md_row":  # a table row whose first cell is key and whose second cell is the number
+        rows = [r for r in _table_rows(text) if r and r[0].lower() == check["key"].lower()]
+        return len(rows) == 1 and len(rows[0]) > 1 and _number(rows[0][1]) == float(check["value"])
+    if kind == "md_keys":  # the first cells of the table's rows, in order
+        return [r[0].lower() for r in _table_rows(text) if r] == [k.lower() for k in check["keys"]]
+    if kind == "ini_value":
+        return _ini_value(text, check["section"], check["key"]) == check["value"]
+    if kind == "py_test":  # the test file is unchanged and running it exits 0 after its tests ran
+        if text is None or hashlib.sha256(text.encode()).hexdigest() != check["sha256"]:
+            return False
+        res = _run([sys.executable, path], check.get("timeout", 20))
+        ran = "Ran %d test" % check["tests"]
+        return res is not None and res.returncode == 0 and ran in res.stderr and "\nOK" in res.stderr
+    if kind == "py_values":  # the module's functions give the expected values on these inputs
+        calls = [[name, args] for name, args, _ in check["calls"]]
+        res = _run([sys.executable, "-I", "-c", _CALLER, path], check.get("timeout", 20), json.dumps(calls))
+        if res is None or res.returncode != 0 or not res.stdout.strip():
+            return False
+        try:
+            got = json.loads(res.stdout.strip().splitlines()[-1])
+        except ValueError:
+            return False
+        want = [expected for _, _, expected in check["calls"]]
+        return isinstance(got, list) and len(got) == len(want) and all(map(_same, got, want))
+    raise ValueError("unknown check kind: " + kind)
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "checks.json"), encoding="utf-8") as f:
+        checks = json.load(f)
+    print(json.dumps({c["name"]: float(bool(score(c))) for c in checks}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
