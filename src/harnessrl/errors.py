@@ -28,6 +28,7 @@ Errors are defined next to the code that raises them; this module only holds the
     │   ├── TemplateError                            the chat template cannot be used as is
     │   └── RenderInputError                         the request's messages or tools are invalid
     ├── ProxyError             proxy/errors.py       a typed error answered in the caller's protocol
+    ├── TooDeep                proxy/jsonutil.py     (internal) JSON nested past MAX_JSON_DEPTH: a typed 400
     ├── ProxyStartError        proxy/server.py       the proxy could not start listening
     ├── ClientGone             proxy/httputil.py     the client hung up mid-request (not reported)
     ├── ProxyLinkError         rollout/proxy_link.py a running proxy cannot be reached or refused

@@ -105,6 +105,7 @@ def test_a_stalled_server_keeps_a_connection_whose_request_is_waiting(tmp_path):
             for _ in range(3):
                 s.sendall(request)
                 assert read_response(s).startswith(b"HTTP/1.1 200")
+                time.sleep(0.1)  # the server finishes the exchange (delivery mark) and arms its keep-alive timer
                 os.kill(proc.pid, signal.SIGSTOP)
                 try:
                     time.sleep(0.25)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from harnessrl.errors import HarnessRLError
+
 try:  # pragma: no cover - which branch runs depends on the environment
     import orjson
 
@@ -35,7 +37,7 @@ except ImportError:  # pragma: no cover
 MAX_JSON_DEPTH = 128  # deepest nesting of objects/arrays accepted in a request body (docs/proxy.md)
 
 
-class TooDeep(ValueError):
+class TooDeep(HarnessRLError, ValueError):
     """A JSON body nested deeper than the limit."""
 
     def __init__(self, limit: int):
