@@ -104,6 +104,15 @@ def score(check, top=True):
         return value is not None and abs(value - check["value"]) <= check.get("tol", 1e-6)
     if kind == "lines_equal":
         return _lines(text) == [line.strip() for line in check["lines"]]
+    if kind == "line_at":
+        lines = _lines(text) or []
+        return len(lines) > check["index"] and lines[check["index"]] == check["value"].strip()
+    if kind == "lines_from":  # the lines from `start` on, exactly these
+        lines = _lines(text)
+        return lines is not None and lines[check["start"]:] == [x.strip() for x in check["lines"]]
+    if kind == "lines_except":  # byte-equal to these lines except line `index` (the one to change)
+        got, want, i = (text or "").split("\n"), check["lines"], check["index"]
+        return text is not None and len(got) == len(want) and got[:i] + got[i + 1:] == want[:i] + want[i + 1:]
     if kind == "line_set":
         lines = [x for x in (_lines(text) or []) if x]
         return bool(lines) and len(lines) == len(set(lines)) and set(lines) == set(check["lines"])
