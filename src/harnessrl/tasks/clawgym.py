@@ -8,12 +8,17 @@
 
 The reward folder lands in `<workspace>/reward/` only after the agent finished; it runs there with
 `OPENCLAW_REWARD_PAYLOAD` set, 120 s limit. ClawGym counts a rollout as passed when reward > 0.5.
+
+`export_clawgym` writes any task in this layout; a "checks" verifier (the built-in suite's) becomes
+reward/check.py plus a reward.sh that prints the checks as a JSON line and their mean last.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +93,55 @@ def write_clawgym(task: Task, path: Path) -> Path:
     write_tree(path / "input_files", task.files)
     write_tree(path / "reward", task.verifier.files)
     return path
+
+
+# reward.sh of an exported "checks" task: check.py runs with the workspace (this folder's parent) as
+# working directory; `python3 -I` keeps a planted json.py in the workspace off the import path.
+CHECKS_REWARD_SH = """#!/usr/bin/env bash
+# Exported by harnessrl: score the workspace with check.py; the last stdout line is the reward.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+checks=$(python3 reward/check.py) || exit 1
+python3 -I -c '
+import json, sys
+checks = json.loads(sys.argv[1])
+reward = checks.pop("reward", None)
+print(json.dumps(checks))
+print(float(reward) if reward is not None else sum(checks.values()) / len(checks))
+' "$checks"
+"""
+_CHECKS_COMMAND = re.compile(r"python3 (?P<dest>[\w./-]+)/(?P<script>[\w.-]+\.py)")
+
+
+def clawgym_form(task: Task) -> Task:
+    """The task with a reward_line verifier, as ClawGym holds it: a "checks" verifier run as
+    `python3 <dest>/<script>` from the workspace becomes reward/check.py (its other files beside it)
+    and CHECKS_REWARD_SH. The metadata keeps what the format has no field for (split, family,
+    variant, the reference solution and pass threshold)."""
+    v = task.verifier
+    meta = {"category": task.category, "grading_type": "automated", **task.metadata, "split": task.split,
+            "family": task.family, "variant": task.variant, "reference_solution": list(task.reference_solution),
+            "pass_threshold": task.pass_threshold, "pass_rule": task.pass_rule}
+    if v.kind == "reward_line":
+        return dataclasses.replace(task, metadata=meta)
+    m = _CHECKS_COMMAND.fullmatch(v.command.strip())
+    if not m or m["dest"] != v.dest or v.workdir or "reward.sh" in v.files or (
+            m["script"] != "check.py" and "check.py" in v.files):
+        raise TaskError(f"task {task.id}: no ClawGym form for the verifier command {v.command!r} (exported: "
+                        "`python3 <dest>/<script>.py` run from the workspace)")
+    files = {("check.py" if name == m["script"] else name): body for name, body in v.files.items()}
+    files["reward.sh"] = CHECKS_REWARD_SH.encode()
+    verifier = Verifier(kind="reward_line", command="bash reward.sh", files=files, dest="reward",
+                        workdir="reward", timeout_s=REWARD_TIMEOUT_S)
+    return dataclasses.replace(task, verifier=verifier, metadata=meta)
+
+
+def export_clawgym(tasks: list[Task], out: Path) -> list[Path]:
+    """Each task as a ClawGym task directory `out/<task id>/`; TaskError before writing anything
+    when a task has no ClawGym form or its directory already exists."""
+    forms = [clawgym_form(t) for t in tasks]
+    taken = [t.id for t in forms if (out / t.id).exists()]
+    if taken:
+        raise TaskError(f"{out}: task directories already exist ({', '.join(taken[:5])}); export into a new "
+                        "directory")
+    return [write_clawgym(t, out / t.id) for t in forms]

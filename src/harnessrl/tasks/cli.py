@@ -1,4 +1,5 @@
-"""`harnessrl tasks list|show|validate DIR_OR_SELECTOR` (registered by harnessrl.cli).
+"""`harnessrl tasks list|show|validate DIR_OR_SELECTOR` and `harnessrl tasks export SPEC DIR`
+(registered by harnessrl.cli).
 
 Selectors: builtin:train | builtin:test | builtin:all | builtin:<category>[:<split>] | builtin:<family>,
 or a task directory (ClawGym or native), or a directory of task directories.
@@ -105,6 +106,26 @@ def validate(spec: str = typer.Argument(..., help="Directory or builtin:<selecto
     console.print(f"{len(tasks) - bad}/{len(tasks)} tasks valid")
     if bad:
         raise typer.Exit(code=1)
+
+
+@tasks_app.command("export")
+def export(spec: str = typer.Argument(..., help="Directory or builtin:<selector>, e.g. builtin:chain:test."),
+           out: str = typer.Argument(..., help="Where to write one ClawGym task directory per task."),
+           ) -> None:
+    """Write tasks as ClawGym task directories (data_entry.json, input_files/, reward/reward.sh,
+    reward/check.py), usable by any ClawGym runner and by `--tasks DIR`."""
+    from pathlib import Path
+
+    from harnessrl.tasks.clawgym import export_clawgym
+    from harnessrl.tasks.model import TaskError
+
+    tasks = _load(spec)
+    try:
+        written = export_clawgym(tasks, Path(out))
+    except TaskError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(code=2) from None
+    typer.echo(f"wrote {len(written)} ClawGym task directories to {out}")
 
 
 def register(app: typer.Typer) -> None:
