@@ -114,16 +114,17 @@ _CHECKS_COMMAND = re.compile(r"python3 (?P<dest>[\w./-]+)/(?P<script>[\w.-]+\.py
 
 
 def clawgym_form(task: Task) -> Task:
-    """The task with a reward_line verifier, as ClawGym holds it: a "checks" verifier run as
-    `python3 <dest>/<script>` from the workspace becomes reward/check.py (its other files beside it)
-    and CHECKS_REWARD_SH. The metadata keeps what the format has no field for (split, family,
-    variant, the reference solution and pass threshold)."""
+    """The task as a ClawGym directory holds it (what load_clawgym gives back): a reward_line
+    verifier, ClawGym's pass rule (reward > 0.5), no family, variant or reference solution. A "checks"
+    verifier run as `python3 <dest>/<script>` from the workspace becomes reward/check.py (its other
+    files beside it) and CHECKS_REWARD_SH. The metadata keeps what the format has no field for
+    (split, family, variant, the reference solution and the original pass threshold)."""
     v = task.verifier
     meta = {"category": task.category, "grading_type": "automated", **task.metadata, "split": task.split,
             "family": task.family, "variant": task.variant, "reference_solution": list(task.reference_solution),
             "pass_threshold": task.pass_threshold, "pass_rule": task.pass_rule}
     if v.kind == "reward_line":
-        return dataclasses.replace(task, metadata=meta)
+        return _as_clawgym(task, v, meta)
     m = _CHECKS_COMMAND.fullmatch(v.command.strip())
     if not m or m["dest"] != v.dest or v.workdir or "reward.sh" in v.files or (
             m["script"] != "check.py" and "check.py" in v.files):
@@ -133,7 +134,12 @@ def clawgym_form(task: Task) -> Task:
     files["reward.sh"] = CHECKS_REWARD_SH.encode()
     verifier = Verifier(kind="reward_line", command="bash reward.sh", files=files, dest="reward",
                         workdir="reward", timeout_s=REWARD_TIMEOUT_S)
-    return dataclasses.replace(task, verifier=verifier, metadata=meta)
+    return _as_clawgym(task, verifier, meta)
+
+
+def _as_clawgym(task: Task, verifier: Verifier, meta: dict[str, Any]) -> Task:
+    return dataclasses.replace(task, verifier=verifier, metadata=meta, family="", variant=0, pass_threshold=0.5,
+                               pass_rule=">", reference_solution=())
 
 
 def export_clawgym(tasks: list[Task], out: Path) -> list[Path]:

@@ -80,7 +80,7 @@ def make_chain(split: str, variant: int, checker: bytes) -> Task:
     names, dirs = p.files(rng, k + 1), rng.sample(p.dirs, k)
     seed = Current(names[0], "\n".join(_seed_lines(rng, p)) + "\n")
     unseen_at = rng.randrange(k) if spec.unseen_steps else -1
-    cur, steps, checks, templates = seed, [], [], []
+    cur, steps, checks, templates = seed, list[Step](), list[dict[str, Any]](), list[str]()
     for i in range(k):
         kind = _pick(rng, cur, steps[-1].kind if steps else "", force_unseen=i == unseen_at,
                      keep_lines=i < unseen_at, allow_unseen=spec.unseen_steps)

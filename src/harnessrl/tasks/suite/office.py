@@ -125,8 +125,8 @@ def ini_key(rng: random.Random, p: Pools, _split: str) -> Job:
     while new == old:
         new = _VALUES[key](rng, p)
     text = "\n".join(lines)
-    value_check = {"kind": "ini_value", "path": name, "section": section, "key": key, "value": new}
-    checks = [{"name": f"{key} in [{section}] is {new}", **value_check},
+    value_check: dict[str, Any] = {"kind": "ini_value", "path": name, "section": section, "key": key, "value": new}
+    checks: list[dict[str, Any]] = [{"name": f"{key} in [{section}] is {new}", **value_check},
               {"name": "every other line unchanged", "kind": "all", "checks": [value_check, {
                   "kind": "lines_except", "path": name, "lines": text.split("\n"), "index": where[section]}]}]
     solution = (f"sed -i '/^\\[{section}\\]$/,/^\\[/ s/^{key} = .*/{key} = {new}/' {name}",)
