@@ -65,7 +65,7 @@ class RunnerCollector:
                                  default_max_tokens=cfg.loop.max_tokens,
                                  max_tokens_cap=cfg.loop.max_tokens,
                                  default_temperature=cfg.serve.default_temperature).start()
-        self.sandbox_cfg = SandboxConfig(type=cfg.sandbox.type)
+        self.sandbox_cfg = SandboxConfig(type=cfg.sandbox.type, host_uid=cfg.sandbox.host_uid)
         self._adapters: dict[str, Any] = {}
         try:
             for h in cfg.harnesses:

@@ -75,6 +75,8 @@ class ServeSection(_Strict):
 
 class SandboxSection(_Strict):
     type: Literal["bwrap", "local"] = "bwrap"
+    # bwrap as root: the unprivileged host uid every sandbox process runs as (docs/security.md)
+    host_uid: int = Field(65534, gt=0)
 
 
 class HarnessEntry(_Strict):
