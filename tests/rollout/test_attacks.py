@@ -122,7 +122,7 @@ def test_killing_its_own_process_tree_is_the_policys_end_and_scored(attacks, pro
 
 def test_crashing_or_stalling_after_a_call_scores_the_workspace(attacks, proxy, store):
     assert outcome(attack("crash", attacks, proxy, store)) == ("harness_error", 0.0, 1)
-    rec = attack("stall", attacks, proxy, store, idx=1, harness_timeout_s=4)
+    rec = attack("stall", attacks, proxy, store, idx=1, harness_timeout_s=20)  # its call is served well before
     assert outcome(rec) == ("timeout", 0.0, 1)
 
 
