@@ -93,7 +93,7 @@ def run_plans(plans: Sequence[GroupPlan], *, proxy: Any, store: Any, opts: RunOp
     if opts.preflight:
         from harnessrl.sandbox.health import preflight
 
-        preflight(sandbox_config_for(opts.sandbox_cfg, None))  # HostUnfit names a broken host
+        preflight(opts.sandbox_cfg)  # HostUnfit names a broken host
     link = as_proxy_link(proxy)
     adapters = adapters if adapters is not None else make_adapters({p.harness for p in plans},
                                                                     opts.harness_options)
@@ -269,16 +269,17 @@ def _run_in(sandbox: Any, job: RolloutJob, adapter: Any, key: str, store: Any, o
             return replace(base, status="cancelled", error="the run was interrupted; the harness was ended",
                            durations=durations, meta=meta)
         status, error = result.status, ""
-        too_long = context_refusal(store, job.rollout_id)
+        kind, message, served = call_summary(store, job.rollout_id)  # one read of the rollout's calls
+        too_long = refusal_text(kind, message)
         if too_long:  # whatever the harness's exit: its last request got no reply
             status = "context_exceeded"
             error = f"{too_long} (harness: {result.status}{': ' + result.error[:300] if result.error else ''})"
-        elif last_call_error(store, job.rollout_id)[0] == "call_budget":
+        elif kind == "call_budget":
             meta["end_reason"] = "call_budget"  # the policy used every call it had: its end, like max-turns
             status = "ok"
         elif status != "ok":
             error = result.error or (result.stderr_tail or "")[-1000:]
-        if status != "ok" and served_calls(store, job.rollout_id) == 0:  # the policy sampled nothing
+        if status != "ok" and served == 0:  # the policy sampled nothing
             return replace(base, status=status, error=error, durations=durations, meta=meta)
         payload = {"final_message": result.final_message, "metadata": job.task.metadata,
                    "transcript": _transcript(store, job.rollout_id)}
@@ -307,32 +308,33 @@ def _harness_run(adapter: Any, sandbox: Any, job: RolloutJob, key: str, opts: Ru
                              f"output: {type(e).__name__}: {str(e)[:300]}")
 
 
-def served_calls(store: Any, rollout_id: str) -> int:
-    """The rollout's calls that the engine answered (the policy sampled tokens in them)."""
-    try:
-        return sum(c.status == "ok" for c in store.list_calls([rollout_id]))
-    except Exception:  # noqa: BLE001 - unknown: count as none
-        return 0
-
-
-def last_call_error(store: Any, rollout_id: str) -> tuple[str, str]:
-    """(error kind, message) of the rollout's last call; ("", "") when it was served or there is none."""
+def call_summary(store: Any, rollout_id: str) -> tuple[str, str, int]:
+    """(error kind, message) of the rollout's last call (("", "") when it was served or there is
+    none) and how many of its calls the engine answered (the policy sampled tokens in them)."""
     try:
         calls = store.list_calls([rollout_id])
     except Exception:  # noqa: BLE001 - a status detail only
-        return "", ""
+        return "", "", 0
     if not calls:
-        return "", ""
+        return "", "", 0
+    served = sum(c.status == "ok" for c in calls)
     last = max(calls, key=lambda c: c.seq)
+    if last.status != "error":
+        return "", "", served
     meta = last.meta or {}
-    return (str(meta.get("error_kind") or ""), str(meta.get("error") or "")) if last.status == "error" else ("", "")
+    return str(meta.get("error_kind") or ""), str(meta.get("error") or ""), served
+
+
+def refusal_text(kind: str, message: str) -> str:
+    """The "context exceeded" error for a last call refused as too long for the model's context, else ""."""
+    return f"context exceeded: {message or 'prompt too long'}" if kind == "too_long" else ""
 
 
 def context_refusal(store: Any, rollout_id: str) -> str:
     """The proxy's "prompt too long" message when the rollout's LAST call was refused for not fitting
     the model's context, else "". (A harness that compacted and went on has a later, ok call.)"""
-    kind, message = last_call_error(store, rollout_id)
-    return f"context exceeded: {message or 'prompt too long'}" if kind == "too_long" else ""
+    kind, message, _ = call_summary(store, rollout_id)
+    return refusal_text(kind, message)
 
 
 def _transcript(store: Any, rollout_id: str) -> list[dict[str, Any]]:
@@ -352,13 +354,10 @@ def _transcript(store: Any, rollout_id: str) -> list[dict[str, Any]]:
 
 
 def sandbox_config_for(cfg: Any, adapter: Any) -> Any:
-    """The run's sandbox config plus the harness's read-only paths (install dirs, runtimes; none
-    without an adapter)."""
+    """The run's sandbox config plus the harness's read-only paths (install dirs, runtimes)."""
     from harnessrl.sandbox.base import SandboxConfig
 
     cfg = cfg or SandboxConfig()
-    if adapter is None:
-        return cfg
     have = set(cfg.extra_ro_binds) | ({sys.prefix, sys.base_prefix} if cfg.python else set())
     extra = [str(p) for p in adapter.ro_paths() if str(p) not in have]
     return cfg.model_copy(update={"extra_ro_binds": [*cfg.extra_ro_binds, *extra]}) if extra else cfg

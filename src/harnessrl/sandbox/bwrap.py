@@ -6,8 +6,9 @@ bwrap itself starts with an empty environment.
 
 Life cycle
 - create: ``bwrap`` (all namespaces, mounts from bwrap_mounts) reports its pids, waits on
-  ``--block-fd`` until both its processes are in the sandbox's cgroups, then starts a keeper
-  (``sh``, reading a pipe only this object holds, saying "ready" once the mounts are done).
+  ``--block-fd`` until both its processes are in the sandbox's cgroups, then starts the keeper
+  (KEEPER: bash as the pid namespace's init, reading a pipe only this object holds, saying
+  "ready" once the mounts are done).
   The namespaces are then held open as fds. The workspace (a size-limited tmpfs) is filled from
   ``workspace_src`` through ``/proc/<pid>/root`` before anything runs inside; with a proxy, a
   listening socket is made inside the sandbox's network namespace and relayed to the proxy
@@ -20,7 +21,7 @@ Life cycle
 - destroy: SIGKILL the pid namespace's init (the kernel then kills every process of the
   namespace: double forks and setsid do not escape), kill and remove the cgroups, delete the
   host scratch dir. If the host process dies instead, the keeper's pipe closes and the keeper
-  SIGKILLs every process of the namespace (``kill -KILL -1``), after which bwrap's init exits;
+  SIGKILLs every process of the namespace (``kill -KILL -1``) and exits, which ends the namespace;
   the dead host's cgroups are swept (killed, removed) by the next sandbox created on the machine. (``--die-with-parent`` is not used: it ties the sandbox to the
   *thread* that created it, which would kill sandboxes made in short-lived threads.)
 
@@ -95,12 +96,11 @@ LISTEN_HELPER = (
 
 
 def _require_tools() -> None:
-    for tool, pkg in (("bwrap", "bubblewrap"),):
-        if shutil.which(tool) is None:
-            raise SandboxUnavailable(
-                f"sandbox type 'bwrap' needs `{tool}`: install it (apt-get install -y {pkg}) "
-                "or use type='local' (no isolation)"
-            )
+    if shutil.which("bwrap") is None:
+        raise SandboxUnavailable(
+            "sandbox type 'bwrap' needs `bwrap`: install it (apt-get install -y bubblewrap) "
+            "or use type='local' (no isolation)"
+        )
 
 
 def as_fs_user(uid: int, gid: int, fn) -> None:
@@ -193,9 +193,7 @@ class BwrapSandbox(Sandbox):
         self._seccomp: Path | None = self._seccomp_filter(cfg)
         # As root, bwrap (and so every process of the sandbox) runs as cfg.host_uid: bwrap would
         # otherwise map the sandbox user to host root, the owner of /dev/null and /proc/sys.
-        self._host_user: dict = (
-            {"user": cfg.host_uid, "group": cfg.host_uid, "extra_groups": []} if os.geteuid() == 0 else {}
-        )
+        self._host_uid: int | None = cfg.host_uid if os.geteuid() == 0 else None  # and gid
         user = "root" if cfg.uid == 0 else "sandbox"
         self._env = base_env(cfg, home=cfg.home, tmp="/tmp", path=inner_path_env(cfg))
         self._env.update({"USER": user, "LOGNAME": user, "SHELL": "/bin/bash"})
@@ -313,7 +311,7 @@ class BwrapSandbox(Sandbox):
         cfg.host_uid before bwrap). The prefix makes a private mount namespace for bwrap and
         binds each host path onto an empty mount point under this sandbox's scratch dir, which
         the unprivileged uid can traverse. Not root: nothing to stage."""
-        if not self._host_user:
+        if self._host_uid is None:
             return {}, []
         stage = self._root / "stage"
         stage.mkdir()
@@ -331,8 +329,7 @@ class BwrapSandbox(Sandbox):
                 point.touch(mode=0o644)
             staged[host] = str(point)
             prefix += ["--bind", host, str(point)]
-        uid = self._host_user["user"]
-        return staged, prefix + ["--become", f"{uid}:{uid}", "--"]
+        return staged, prefix + ["--become", f"{self._host_uid}:{self._host_uid}", "--"]
 
     def _proxy_listener(self, port: int) -> socket.socket:
         """A socket listening on the sandbox's 127.0.0.1:port, held by this process."""
@@ -366,8 +363,8 @@ class BwrapSandbox(Sandbox):
             shutil.copytree(src, self.workspace, symlinks=True, dirs_exist_ok=True)
 
         try:
-            if self._host_user:
-                as_fs_user(self._host_user["user"], self._host_user["group"], copy)
+            if self._host_uid is not None:
+                as_fs_user(self._host_uid, self._host_uid, copy)
             else:
                 copy()
         except (OSError, shutil.Error) as e:
@@ -445,7 +442,7 @@ class BwrapSandbox(Sandbox):
         fds = self._ns_fds
         # enter through the held namespace fds (a pid could be reused after destroy); the
         # directory is changed inside (env -C), after the root changed
-        enter = entry_argv(fds, seccomp_bpf=self._seccomp, host_uid=self._host_user.get("user"))
+        enter = entry_argv(fds, seccomp_bpf=self._seccomp, host_uid=self._host_uid)
         cgroups = self._cgroups
         join = cgroups.join_files(leaf) if cgroups else []
 
