@@ -2,7 +2,8 @@
 
 `make_harness(spec)` builds one adapter from a spec string `<harness>[:<profile>]`:
   builtin | mini-swe-agent[:text|:tool] | claude-code[:full|:small|:tiny] | codex[:full|:small]
-  | openclaw[:full|:small|:lean|:gateway|:gateway-small] | command:<template>
+  | openclaw[:full|:small|:lean|:gateway|:gateway-small] | whitebox | command:<template>
+(`whitebox` is builtin's agent loop run in the run process, harness/whitebox.py)
 A profile picks the harness's tool set and prompt (flags and config files only: black box);
 see profiles.py and each adapter's PROFILES.
 """
@@ -19,7 +20,7 @@ __all__ = ["HARNESS_SPECS", "HarnessAdapter", "HarnessConfigError", "HarnessResu
            "harness_profiles", "spec_profile"]
 
 HARNESS_SPECS = ("builtin", "mini-swe-agent[:profile]", "claude-code[:profile]", "codex[:profile]",
-                 "openclaw[:profile]", "command:<template>")
+                 "openclaw[:profile]", "whitebox", "command:<template>")
 
 
 def _adapter_class(name: str) -> Any:
@@ -43,6 +44,10 @@ def _adapter_class(name: str) -> Any:
         from harnessrl.harness.openclaw import OpenClawAdapter
 
         return OpenClawAdapter
+    if name == "whitebox":
+        from harnessrl.harness.whitebox import WhiteboxAdapter
+
+        return WhiteboxAdapter
     return None
 
 

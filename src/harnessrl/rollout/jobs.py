@@ -97,6 +97,9 @@ def run_plans(plans: Sequence[GroupPlan], *, proxy: Any, store: Any, opts: RunOp
     link = as_proxy_link(proxy)
     adapters = adapters if adapters is not None else make_adapters({p.harness for p in plans},
                                                                     opts.harness_options)
+    for adapter in adapters.values():  # in-process agent loops (harness/whitebox.py) take the proxy's engine
+        if hasattr(adapter, "bind_proxy"):
+            adapter.bind_proxy(link)
     work = [(job, replace(opts, step=p.step)) for p in plans for job in p.jobs()]
     results: dict[int, RolloutRecord] = {}
     live = LiveSandboxes()

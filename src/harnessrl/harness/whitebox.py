@@ -1,0 +1,239 @@
+"""White-box AgentLoop: the `builtin` agent run inside the run process, with direct token access.
+
+`harness: whitebox` runs the same agent as `builtin` (harness/builtin_agent.py: its system prompt,
+worked examples, one ```bash block per reply, the same observation text and stop rules), but the
+loop lives in the runner's thread instead of a process in the sandbox:
+
+    messages -> Conversation.prepare (the proxy's renderer, exact history) -> prompt ids
+             -> engine.generate(prompt ids)                                  (no HTTP, no JSON)
+             -> Conversation.commit -> reply text -> its bash block -> sandbox.run (bwrap)
+             -> CallRecord into the run store (the proxy's writer: durable before the next turn)
+
+It reuses the per-rollout state the runner registered with the in-process proxy (rollout id,
+seq counter, Conversation), so its records are the ones `builtin` leaves through the proxy: the
+same prompt ids, sampled ids, provenance and sampling parameters for the same replies (a test
+checks it). Trees, advantages and the trainer read them unchanged. This is the white-box baseline
+of verl's AgentLoop: what a trainer that owns the agent loop sees, against black-box harnesses.
+
+Departures from `builtin` through the proxy: commands run with the sandbox's base environment
+(not the launcher's private HOME/TMPDIR), records carry `protocol="whitebox"` and are delivered
+by construction; only the text format (no native tool calls); no replayed branches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harnessrl.engine.base import Generation, PromptTooLong, SamplingParams
+from harnessrl.harness import builtin_agent as agent
+from harnessrl.harness.base import HarnessConfigError, HarnessResult, SandboxLike
+from harnessrl.harness.profiles import Profile, profile_table, resolve
+from harnessrl.render.messages import Message
+from harnessrl.store.records import PROMPT, CallRecord
+
+PROFILES = profile_table(Profile("full", "the builtin agent's loop in the run process (text mode, direct token ids)"))
+COMMAND_TIMEOUT_S = 60.0  # builtin_agent.run_shell's limit per command
+PROTOCOL = "whitebox"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the loop needs from the run's in-process proxy: its engine, call writer, rollout
+    registry (key -> rollout id, seq counter, Conversation) and serving limits."""
+
+    engine: Any
+    writer: Any  # proxy.writer.CallWriter
+    registry: Any  # proxy.rollouts.RolloutRegistry
+    stop_ids: tuple[int, ...]
+    max_tokens_cap: int | None
+    history_mode: str
+
+
+def policy_of(link: Any) -> Policy:
+    """The Policy behind a LocalProxy (an in-process ProxyServer); a remote proxy cannot serve it."""
+    server = getattr(link, "server", None)
+    if server is None or getattr(server, "writer", None) is None:
+        raise HarnessConfigError("the whitebox harness runs the agent inside this process and needs the "
+                                 "in-process proxy: drop --proxy (a proxy in another process has no engine here)")
+    return Policy(engine=server.engine, writer=server.writer, registry=server.registry,
+                  stop_ids=tuple(getattr(server.renderer, "stop_ids", ()) or ()),
+                  max_tokens_cap=getattr(server, "_max_tokens_cap", None), history_mode=server.history_mode)
+
+
+@dataclass
+class LoopStats:
+    turns: int = 0
+    commands: int = 0
+    stop: str = "max_turns"
+    final_message: str = ""
+    times: dict[str, float] = field(default_factory=lambda: {"render_s": 0.0, "engine_s": 0.0, "command_s": 0.0})
+
+    def meta(self) -> dict[str, Any]:
+        return {"turns": self.turns, "commands": self.commands, "stop": self.stop,
+                **{k: round(v, 4) for k, v in self.times.items()}}
+
+
+class WhiteboxAdapter:
+    """The `whitebox` harness: `builtin`'s agent loop in this process (bound to the run's proxy by
+    the runner, `bind_proxy`). Options: `temperature`, `max_tokens` (builtin_agent's defaults)."""
+
+    name = "whitebox"
+    profiles = PROFILES
+    default_profile = "full"
+    enforces_max_turns = True
+
+    def __init__(self, temperature: float = 0.7, max_tokens: int = 256, profile: str | None = None) -> None:
+        if temperature < 0 or max_tokens < 1:
+            raise HarnessConfigError(f"whitebox: temperature must be >= 0 and max_tokens >= 1, got "
+                                     f"{temperature}, {max_tokens}")
+        self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
+        self.temperature = float(temperature)
+        self.max_tokens = int(max_tokens)
+        self.policy: Policy | None = None
+
+    def ro_paths(self) -> list[Path]:
+        return []  # only bash runs in the sandbox
+
+    def preflight(self) -> str | None:
+        return None
+
+    def bind_proxy(self, link: Any) -> None:
+        """Take the engine, writer and rollout registry of the runner's in-process proxy."""
+        self.policy = policy_of(link)
+
+    def run(self, sandbox: SandboxLike, *, instruction: str, proxy_base: str, api_key: str, model: str,
+            timeout_s: float, max_turns: int, workdir: str | None = None) -> HarnessResult:
+        if self.policy is None:
+            raise HarnessConfigError("the whitebox harness is not bound to a proxy (the runner calls bind_proxy)")
+        state = self.policy.registry.get(api_key)
+        if state is None:
+            return HarnessResult("harness_error", 1, "", 0.0, error="whitebox: the rollout key is not registered")
+        if getattr(state, "replay", None) is not None:
+            return HarnessResult("harness_error", 1, "", 0.0, error="whitebox: replayed branches are not supported")
+        t0 = time.monotonic()
+        loop = asyncio.new_event_loop()
+        try:
+            stats = run_loop(self.policy, state, loop, sandbox, instruction, model, max_turns=max_turns,
+                             deadline=t0 + timeout_s, temperature=self.temperature, max_tokens=self.max_tokens,
+                             workdir=workdir)
+        finally:
+            loop.close()
+        elapsed = time.monotonic() - t0
+        if stats.stop == "timeout":
+            return HarnessResult("timeout", None, stats.final_message, elapsed, meta=stats.meta(),
+                                 error=f"harness did not finish within {timeout_s:.0f}s")
+        return HarnessResult("ok", 0, stats.final_message, elapsed, meta=stats.meta())
+
+
+def run_loop(policy: Policy, state: Any, loop: asyncio.AbstractEventLoop, sandbox: SandboxLike, task: str,
+             model: str, *, max_turns: int, deadline: float, temperature: float, max_tokens: int,
+             workdir: str | None) -> LoopStats:
+    """builtin_agent.run (text format) with the engine called in-process."""
+    messages = agent.first_messages("text", task)
+    stats = LoopStats()
+    while stats.turns < max_turns:
+        if time.monotonic() >= deadline:
+            stats.stop = "timeout"
+            break
+        reply = model_call(policy, state, loop, messages, model, temperature, max_tokens, stats)
+        if reply is None:  # refused (the conversation no longer fits the context): builtin's "rejected"
+            stats.stop = "rejected"
+            break
+        stats.turns += 1
+        stats.final_message = reply
+        messages.append({"role": "assistant", "content": reply})
+        match = agent.BASH_BLOCK.search(reply)
+        if not match:
+            stats.stop = agent.NO_BLOCK_FINAL
+            break
+        t = time.perf_counter()
+        code, output = run_command(sandbox, match.group(1).strip(), max(1.0, min(COMMAND_TIMEOUT_S,
+                                                                                 deadline - time.monotonic())), workdir)
+        stats.times["command_s"] += time.perf_counter() - t
+        stats.commands += 1
+        messages.append({"role": "user", "content": agent.OBSERVATION.format(code=code, output=output)})
+    return stats
+
+
+def run_command(sandbox: SandboxLike, command: str, timeout_s: float, workdir: str | None) -> tuple[int, str]:
+    """builtin_agent.run_shell, inside the sandbox: (exit code, clipped stdout + stderr)."""
+    res = sandbox.run(["bash", "-c", command], cwd=workdir, timeout_s=timeout_s)
+    if res.timed_out:
+        return 124, f"command timed out after {timeout_s:.0f}s"
+    out = res.stdout if isinstance(res.stdout, str) else res.stdout.decode("utf-8", errors="replace")
+    err = res.stderr if isinstance(res.stderr, str) else res.stderr.decode("utf-8", errors="replace")
+    return int(res.returncode or 0), agent.clip(out + err)
+
+
+def sampling(policy: Policy, n_prompt: int, max_len: int, temperature: float, max_tokens: int,
+             rollout_id: str) -> SamplingParams:
+    """The parameters the proxy derives from builtin's request (calls.py `_sampling`)."""
+    wanted = max_tokens if policy.max_tokens_cap is None else min(max_tokens, policy.max_tokens_cap)
+    return SamplingParams(temperature=temperature, top_p=1.0, max_tokens=min(wanted, max_len - n_prompt),
+                          stop_token_ids=tuple(dict.fromkeys(policy.stop_ids)), route_key=rollout_id)
+
+
+def model_call(policy: Policy, state: Any, loop: asyncio.AbstractEventLoop, messages: list[dict[str, str]],
+               model: str, temperature: float, max_tokens: int, stats: LoopStats) -> str | None:
+    """One call: render -> generate -> commit -> store. The reply's text, or None when refused."""
+    seq, t_start = state.take_seq(), time.time()
+    request = {"model": model, "messages": [dict(m) for m in messages], "temperature": temperature,
+               "max_tokens": max_tokens}
+    conversation = state.conversation
+    t_render = time.perf_counter()
+    rendered = conversation.prepare([Message(m["role"], m["content"]) for m in messages], [])
+    prompt_ids = list(rendered.ids)
+    max_len = int(policy.engine.max_model_len)
+    t_engine = time.perf_counter()
+    stats.times["render_s"] += t_engine - t_render
+    if len(prompt_ids) >= max_len:
+        refuse(policy, state, loop, seq, t_start, request, len(prompt_ids), max_len)
+        return None
+    params = sampling(policy, len(prompt_ids), max_len, temperature, max_tokens, state.rollout_id)
+    try:
+        gen: Generation = loop.run_until_complete(policy.engine.generate(prompt_ids, params))
+    except PromptTooLong as e:
+        refuse(policy, state, loop, seq, t_start, request, e.prompt_tokens, e.max_model_len)
+        return None
+    t_parse = time.perf_counter()
+    stats.times["engine_s"] += t_parse - t_engine
+    parsed = conversation.commit(rendered, list(gen.token_ids), gen.policy_version, gen.finish_reason)
+    stats.times["render_s"] += time.perf_counter() - t_parse
+    provenance = list(rendered.provenance)
+    response = {"choices": [{"index": 0, "message": {"role": "assistant", "content": parsed.content},
+                             "finish_reason": parsed.finish_reason}]}
+    meta = {"rollout_key": state.key, "endpoint": PROTOCOL, "history_mode": policy.history_mode,
+            "n_prompt": len(prompt_ids), "model": model,
+            "sampling": {"temperature": params.temperature, "top_p": params.top_p, "max_tokens": params.max_tokens,
+                         "stop_token_ids": list(params.stop_token_ids), "requested_max_tokens": max_tokens},
+            "timings": {"render_s": t_engine - t_render, "engine_s": t_parse - t_engine,
+                        **{f"engine_{k}": v for k, v in (gen.timings or {}).items()}},
+            "n_reused": len(provenance) - provenance.count(PROMPT)}
+    record = CallRecord(
+        call_id=f"wb-{state.rollout_id}-{seq}", rollout_id=state.rollout_id, seq=seq, protocol=PROTOCOL,
+        prompt_ids=prompt_ids, sampled_ids=list(gen.token_ids), logprobs=list(gen.logprobs),
+        prompt_provenance=provenance, policy_version=gen.policy_version, temperature=params.temperature,
+        top_p=params.top_p, finish_reason=gen.finish_reason, status="ok", t_start=t_start, t_end=time.time(),
+        request=request, response=response, meta=meta)
+    loop.run_until_complete(policy.writer.write(record))
+    return parsed.content or ""
+
+
+def refuse(policy: Policy, state: Any, loop: asyncio.AbstractEventLoop, seq: int, t_start: float,
+           request: dict[str, Any], n_prompt: int, max_len: int) -> None:
+    """Store the "prompt too long" refusal the proxy would record (the runner reads it as
+    context_exceeded)."""
+    message = f"prompt is {n_prompt} tokens, the model context is {max_len}"
+    record = CallRecord(
+        call_id=f"wb-{state.rollout_id}-{seq}", rollout_id=state.rollout_id, seq=seq, protocol=PROTOCOL,
+        prompt_ids=[], sampled_ids=[], logprobs=[], prompt_provenance=[],
+        policy_version=int(policy.engine.policy_version), temperature=float(request["temperature"]), top_p=1.0,
+        finish_reason="stop", status="error", t_start=t_start, t_end=time.time(), request=request,
+        response={"error": {"message": message, "type": "invalid_request_error"}},
+        meta={"rollout_key": state.key, "endpoint": PROTOCOL, "n_prompt": n_prompt, "error": message,
+              "error_kind": "too_long"})
+    loop.run_until_complete(policy.writer.write(record))
