@@ -93,7 +93,7 @@ def test_run_plans_records_the_time_a_rollout_was_held(proxy, store, tasks, monk
 
     monkeypatch.setattr(jobs, "_attempts", counted)
     plans = plan_cross(tasks[:1], ["command:true"], 3, step=0, attempt=0, split="rollout")
-    opts = RunOptions(sandbox_cfg=SandboxConfig(type="local"), memory_reserve_mib=512)
+    opts = RunOptions(sandbox_cfg=SandboxConfig(type="local"), memory_reserve_gib=0.5)
     records = run_plans(plans, proxy=proxy, store=store, opts=opts, concurrency=3)
     assert peak[0] == 1  # never two at once
     assert {r.status for r in records} == {"ok"}

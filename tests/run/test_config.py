@@ -53,18 +53,41 @@ def test_train_cli_config_error_is_a_message_not_a_traceback(tmp_path):
 
 
 def test_components_embed_their_own_models():
-    from harnessrl.engine.factory import EngineConfig
+    from harnessrl.engine.factory import EngineSettings
     from harnessrl.train.settings import PPOSettings
     from harnessrl.tree.filters import FilterConfig
 
     cfg = load_config(None, ["filters.max_path_tokens=64", "algorithm.is_mode=mis", "engine.max_batch=4"])
-    assert isinstance(cfg.engine, EngineConfig) and cfg.engine.max_batch == 4
+    assert isinstance(cfg.engine, EngineSettings) and cfg.engine.max_batch == 4
     assert isinstance(cfg.filters, FilterConfig) and cfg.filters.max_path_tokens == 64
     assert isinstance(cfg.algorithm, PPOSettings) and cfg.algorithm.is_mode == "mis"
     with pytest.raises(ConfigError, match="model.path"):
         load_config(None, ["engine.model=/some/dir"])
     with pytest.raises(ConfigError, match="engine it can update"):
         load_config(None, ["engine.type=scripted"])
+
+
+def test_engine_section_keeps_the_run_defaults_when_one_key_is_set():
+    """Setting one engine key keeps the run's other defaults (type auto, 16 rows), not the bare engine's."""
+    assert load_config(None, ["engine.dtype=float32"]).engine.model_dump(include={"type", "max_batch"}) == \
+        {"type": "auto", "max_batch": 16}
+    built = load_config(None, ["engine.type=hf", "engine.seed=3"]).engine.for_model("/m", seed=5)
+    assert (built.type, built.model, built.seed, built.max_batch) == ("hf", "/m", 5, 16)
+
+
+@pytest.mark.parametrize("key, value, fix", [("engine.model", "/some/dir", "model.path"),
+                                             ("engine.base_url", "http://127.0.0.1:1", "base_urls"),
+                                             ("engine.eos_ids", "[7]", "stop tokens")])
+def test_keys_a_run_sets_itself_are_refused_unless_left_at_their_default(key, value, fix):
+    with pytest.raises(ConfigError, match=fix):
+        load_config(None, [f"{key}={value}"])
+    assert "model" not in load_config(None, ["engine.model=null", "engine.eos_ids=[2]"]).engine.model_dump()
+
+
+def test_value_coef_is_gone_with_a_warning():
+    with pytest.warns(FutureWarning, match="critic_lr"):
+        cfg = load_config(None, ["algorithm.value_coef=0.5"])
+    assert "value_coef" not in cfg.algorithm.model_dump()
 
 
 def test_old_keys_migrate_with_a_warning(tmp_path):

@@ -14,7 +14,7 @@ from harnessrl.engine.base import (
     PromptTooLong,
     SamplingParams,
 )
-from harnessrl.engine.factory import EngineConfig, make_engine
+from harnessrl.engine.factory import EngineConfig, EngineSettings, make_engine
 from harnessrl.engine.model import DEFAULT_MODEL, ModelNotFound, make_tiny_model, resolve_model
 from harnessrl.engine.scripted import FixedLatencyEngine, ScriptedEngine
 
@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "Engine",
     "EngineConfig",
+    "EngineSettings",
     "EngineError",
     "EngineOverloaded",
     "FinishReason",

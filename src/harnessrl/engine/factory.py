@@ -15,15 +15,19 @@ from harnessrl.engine.base import Engine
 FALLBACK_MAX_MODEL_LEN = 4096  # when a model's config names no window
 
 
-class EngineConfig(BaseModel):
-    """How to build an engine. Fields a backend does not use are ignored by it."""
+EngineType = Literal["auto", "hf", "vllm", "vllm_server", "sglang_server", "scripted"]
+
+
+class EngineSettings(BaseModel):
+    """How to build an engine, less what a training run sets itself (the model it serves, a single
+    server URL, a scripted policy): the run config's `engine` section. Fields a backend does not use
+    are ignored by it."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    type: Literal["auto", "hf", "vllm", "vllm_server", "sglang_server", "scripted"] = Field(
+    type: EngineType = Field(
         "hf", description="auto: vllm when the vllm module is importable, else hf"
     )
-    model: str | None = Field(None, description="smollm2-135m-instruct (None), an HF dir, or a cached HF id")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto: float32 for hf; vllm: bfloat16 on GPU and bf16-capable CPUs, else float32"
     )
@@ -34,7 +38,6 @@ class EngineConfig(BaseModel):
     max_pending: int = Field(1024, ge=1, description="waiting requests before EngineOverloaded")
     kv_cache_gib: float = Field(1.0, gt=0, description="vllm on CPU: VLLM_CPU_KVCACHE_SPACE")
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="vllm on GPU")
-    base_url: str | None = Field(None, description="vllm_server: e.g. http://127.0.0.1:8000")
     served_model_name: str | None = Field(
         None, description="vllm_server: model name; default: ask /v1/models"
     )
@@ -45,6 +48,17 @@ class EngineConfig(BaseModel):
     seed: int = 0
     num_threads: int | None = Field(None, ge=1, description="hf: torch threads of the decode thread")
     request_timeout_s: float = Field(600.0, gt=0)
+
+    def for_model(self, model: str, **update: Any) -> EngineConfig:
+        """The EngineConfig that serves `model` with these settings (`update`: fields to replace)."""
+        return EngineConfig.model_validate({**self.model_dump(), "model": model, **update})
+
+
+class EngineConfig(EngineSettings):
+    """How to build an engine: the settings plus the model and what only a single build sets."""
+
+    model: str | None = Field(None, description="smollm2-135m-instruct (None), an HF dir, or a cached HF id")
+    base_url: str | None = Field(None, description="vllm_server / sglang_server: e.g. http://127.0.0.1:8000")
     # scripted: outputs consumed in order, or a callable(prompt_ids) -> ids
     script: Any | None = None
     eos_ids: Sequence[int] = (2,)
@@ -74,7 +88,7 @@ def vllm_auto_dtype() -> str:
     return "bfloat16"
 
 
-def resolved_dtype(cfg: EngineConfig) -> str:
+def resolved_dtype(cfg: EngineSettings) -> str:
     """The dtype the engine `cfg` builds will serve in (`auto` resolved), for logs and run records."""
     kind = resolve_engine_type(cfg.type)
     if cfg.dtype != "auto" or kind not in ("hf", "vllm"):

@@ -17,7 +17,7 @@ context overflow, its own sandbox killed: 0 when nothing is left to score); the 
 how the harness ended. A rollout whose last model call was refused as too long for the model's
 context (the proxy's typed "prompt too long" error) is recorded as `context_exceeded`.
 Every record carries the harness profile it ran with (`profile`, and its settings in meta).
-A rollout starts only while the machine has `memory_reserve_mib` available or none of its batch
+A rollout starts only while the machine has `memory_reserve_gib` available or none of its batch
 runs (`memory_gate.py`); the time it was held is `durations["memory_wait_s"]`.
 """
 
@@ -58,7 +58,7 @@ class RunOptions:
     start_retries: int = 2
     step: int = 0
     harness_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # spec -> make_harness kwargs
-    memory_reserve_mib: float = 1024.0  # hold new rollouts while less is available (0: off; memory_gate.py)
+    memory_reserve_gib: float = 1.0  # hold new rollouts while less is available (0: off; memory_gate.py)
     live: "LiveSandboxes | None" = None  # set by run_plans: lets an interrupt end the running harnesses
     gate: "MemoryGate | None" = None  # set by run_plans: admission by free memory
     preflight: bool = True  # run_plans first checks that the host can run a sandbox (sandbox/health.py)
@@ -103,7 +103,7 @@ def run_plans(plans: Sequence[GroupPlan], *, proxy: Any, store: Any, opts: RunOp
     work = [(job, replace(opts, step=p.step)) for p in plans for job in p.jobs()]
     results: dict[int, RolloutRecord] = {}
     live = LiveSandboxes()
-    gate = MemoryGate(opts.memory_reserve_mib)
+    gate = MemoryGate(opts.memory_reserve_gib * 1024)
     pool = ThreadPoolExecutor(max_workers=concurrency)
     try:
         futures = {pool.submit(run_rollout, job, adapters[job.harness_spec], link, store,

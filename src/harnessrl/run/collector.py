@@ -96,7 +96,7 @@ class RunnerCollector:
             self._adapter(name)
         opts = RunOptions(sandbox_cfg=self.sandbox_cfg, max_turns=loop.max_turns,
                           harness_timeout_s=loop.rollout_timeout_s,
-                          memory_reserve_mib=loop.memory_reserve_gib * 1024)
+                          memory_reserve_gib=loop.memory_reserve_gib)
         run_plans(plans, proxy=LocalProxy(self.proxy), store=self.store, opts=opts, adapters=self._adapters,
                   concurrency=loop.concurrency, on_done=(lambda rec: progress(1, rec.harness)) if progress else None)
 

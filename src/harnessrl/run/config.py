@@ -1,14 +1,16 @@
 """Run configuration: one pydantic model per component, composed into `RunConfig`.
 
-The components' own models are embedded as they are: `engine` is the engine's `EngineConfig`,
-`filters` the tree's `FilterConfig`, and `algorithm` extends the loss's `PPOSettings` (so the
-trainer takes `cfg.algorithm` itself). The run-only sections (model, sandbox, harnesses, tasks,
+The components' own models are embedded as they are: `engine` is the engine's `EngineSettings`
+(an `EngineConfig` less the model, which is `model.path`) with the run's defaults, `filters` the
+tree's `FilterConfig`, and `algorithm` extends the loss's `PPOSettings` (so the trainer takes
+`cfg.algorithm` itself). The run-only sections (model, sandbox, harnesses, tasks,
 optimizer, loop, output) are defined here.
 
 YAML files hold a RunConfig; `key=value` overrides use dotted keys (`loop.steps=3`,
 `harnesses.0.weight=2`) and YAML scalars/lists for values. `validate_files` checks every shipped
 config (`harnessrl config validate configs/*.yaml`). Keys of older configs are migrated with a
-warning (`MOVED_KEYS`, `REMOVED_KEYS`) so that old files still load.
+warning (`MOVED_KEYS`, `REMOVED_KEYS`) so that old files still load; keys a run sets itself are
+refused with the fix (`REFUSED_KEYS`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harnessrl.engine.factory import EngineConfig
+from harnessrl.engine.factory import EngineConfig, EngineSettings, EngineType
 from harnessrl.errors import HarnessRLError
 from harnessrl.train.settings import PPOSettings
 from harnessrl.tree.filters import FilterConfig
@@ -32,6 +34,16 @@ REMOVED_KEYS = {
     "loop.temperature": "harnesses choose their own sampling temperature (set it through "
                         "harnesses[].options, e.g. extra_args: [--temperature, '1.0']); every call records it",
     "output.save_final": "the last step is always checkpointed (output.checkpoint_every, keep_checkpoints)",
+    "algorithm.value_coef": "the critic has its own optimizer; algorithm.critic_lr sets the size of its steps",
+}
+# key -> the fix; a run sets these itself, so a config that sets one is refused (a stored config's
+# default value, as older runs recorded it, is dropped)
+REFUSED_KEYS = {
+    "engine.model": "the run serves its own policy: set the model with model.path, not engine.model",
+    "engine.base_url": "a run lists its servers in engine.base_urls (one URL per replica), not engine.base_url",
+    "engine.script": "the scripted engine cannot be trained; a run's engine.type is one of "
+                     "auto, hf, vllm, vllm_server, sglang_server",
+    "engine.eos_ids": "the run's engine takes its stop tokens from the model's own config",
 }
 TRAINABLE_ENGINES = ("auto", "hf", "vllm", "vllm_server", "sglang_server")  # engines the run can update
 
@@ -53,6 +65,13 @@ class ModelConfig(_Strict):
     attention: Literal["auto", "sdpa", "flex"] = "auto"  # auto: flex on CUDA, sdpa elsewhere
     lora: LoraConfig | None = None
     gradient_checkpointing: bool = False
+
+
+class EngineSection(EngineSettings):
+    """The run's engine: EngineSettings with the run's own defaults (the model is model.path)."""
+
+    type: EngineType = "auto"  # auto: vllm when the vllm module is importable, else hf
+    max_batch: int = Field(16, ge=1)
 
 
 class RenderSection(_Strict):
@@ -131,7 +150,6 @@ class AlgorithmConfig(PPOSettings):
     gamma: float = Field(1.0, ge=0, le=1)
     lam: float = Field(0.95, ge=0, le=1)
     critic_lr: float = Field(1e-5, gt=0)
-    value_coef: float = Field(1.0, gt=0)
 
 
 class OptimizerConfig(_Strict):
@@ -189,7 +207,7 @@ class OutputConfig(_Strict):
 
 class RunConfig(_Strict):
     model: ModelConfig = ModelConfig()
-    engine: EngineConfig = EngineConfig(type="auto", max_batch=16)  # auto: vllm when importable, else hf
+    engine: EngineSection = EngineSection()
     render: RenderSection = RenderSection()
     serve: ServeSection = ServeSection()
     sandbox: SandboxSection = SandboxSection()
@@ -220,12 +238,10 @@ class RunConfig(_Strict):
 
     @field_validator("engine")
     @classmethod
-    def _trainable_engine(cls, v: EngineConfig) -> EngineConfig:
+    def _trainable_engine(cls, v: EngineSection) -> EngineSection:
         if v.type not in TRAINABLE_ENGINES:
             raise ValueError(f"a training run needs an engine it can update: type must be one of "
                              f"{', '.join(TRAINABLE_ENGINES)}, got {v.type!r}")
-        if v.model is not None:
-            raise ValueError("the run serves its own policy: set the model with model.path, not engine.model")
         return v
 
     @model_validator(mode="before")
@@ -236,8 +252,15 @@ class RunConfig(_Strict):
 
 def migrate(data: dict) -> dict:
     """Old configs still load: moved keys go to their new place, removed keys are dropped; each
-    change is reported as a FutureWarning that names the key and what to do."""
+    change is reported as a FutureWarning that names the key and what to do. A key the run sets
+    itself (REFUSED_KEYS) raises ValueError with the fix."""
     data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    for key, fix in REFUSED_KEYS.items():
+        sec, name = key.split(".")
+        section = data.get(sec)
+        if isinstance(section, dict) and name in section:
+            if not _is_default(section.pop(name), EngineConfig.model_fields[name].default):
+                raise ValueError(f"{key}: {fix}")
     for old, new in MOVED_KEYS.items():
         (osec, okey), (nsec, nkey) = old.split("."), new.split(".")
         section = data.get(osec)
@@ -254,6 +277,12 @@ def migrate(data: dict) -> dict:
             section.pop(key)
             warnings.warn(f"config key {old} was removed and is ignored: {why}", FutureWarning, stacklevel=2)
     return data
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    if isinstance(value, (list, tuple)) and isinstance(default, (list, tuple)):
+        return list(value) == list(default)
+    return value is None or value == default
 
 
 class ConfigError(HarnessRLError, ValueError):

@@ -263,8 +263,7 @@ def start_trainer_and_engine(cfg: RunConfig, weights_dir: Path, model_dir: Path,
                                                               list[Callable[[], None]]]:
     """(trainer, engine, closers): in this process, or (cluster.backend=ray) the trainer and the
     engine replicas as Ray actors; the trainer restored from the checkpoint when resuming."""
-    engine_cfg = cfg.engine.model_copy(update={"model": str(weights_dir),
-                                               "seed": cfg.engine.seed + cfg.loop.seed + attempt})
+    engine_cfg = cfg.engine.for_model(str(weights_dir), seed=cfg.engine.seed + cfg.loop.seed + attempt)
     if cfg.cluster.backend == "ray":
         return start_ray_parts(cfg, engine_cfg, weights_dir, model_dir, ckpt_dir, seed)
     trainer = build_trainer(cfg, load_policy(cfg, weights_dir), model_dir)
