@@ -1,7 +1,8 @@
 """Admin routes: a runner in another process registers and closes rollout keys. All of them sit
 under one Mount whose `AdminAuth` middleware checks `Authorization: Bearer <admin token>`.
 
-    POST   /admin/rollouts {"rollout_id": ...} -> {"key", "rollout_id", "base_urls"}
+    POST   /admin/rollouts {"rollout_id": ..., "max_calls": N, "replay": {"parent": ..., "calls": J}}
+                                               -> {"key", "rollout_id", "base_urls"}
     GET    /admin/rollouts                     -> {"rollouts": [{"key", "rollout_id"}, ...]}
     DELETE /admin/rollouts/{key}               -> {"closed": true}
 """
@@ -52,8 +53,15 @@ def bearer_token(header: str) -> str:
 
 def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s: float,
                  base_urls: Callable[[str | None], dict[str, str]], drain_bytes: int,
-                 flush: Callable[[], None] = lambda: None) -> list[Route]:
-    """`flush`: commits queued delivery marks (a closed key's calls read final once DELETE answers)."""
+                 flush: Callable[[], None] = lambda: None,
+                 load_replay: Callable[[str, int], Any] | None = None) -> list[Route]:
+    """`flush`: commits queued delivery marks (a closed key's calls read final once DELETE answers);
+    `load_replay(parent, calls)`: the ReplayScript of a branch (proxy/replay.py)."""
+    def no_replay(parent: str, calls: int) -> Any:
+        raise ValueError("this proxy cannot replay: it has no run store")
+
+    load_replay = load_replay or no_replay
+
     async def rollouts(request: Request) -> Response:
         if request.method == "GET":
             return json_response(200, {"rollouts": [{"key": k, "rollout_id": r} for k, r in registry.active().items()]})
@@ -64,10 +72,14 @@ def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s:
         max_calls = payload.get("max_calls")
         if max_calls is not None and (not isinstance(max_calls, int) or isinstance(max_calls, bool) or max_calls < 1):
             raise bad_request("max_calls must be a positive integer or absent", "max_calls")
+        replay = payload.get("replay")
+        if replay is not None and not _replay_shape(replay):
+            raise bad_request('replay must be {"parent": "<rollout id>", "calls": <positive int>}', "replay")
         try:
-            key = registry.register(rollout_id, max_calls=max_calls)
+            script = None if replay is None else await asyncio.to_thread(load_replay, replay["parent"], replay["calls"])
+            key = registry.register(rollout_id, max_calls=max_calls, replay=script)
         except ValueError as e:
-            raise bad_request(str(e), "rollout_id") from None
+            raise bad_request(str(e), "replay" if replay is not None else "rollout_id") from None
         return json_response(200, {"key": key, "rollout_id": rollout_id, "base_urls": base_urls(key)})
 
     async def close(request: Request) -> Response:
@@ -77,6 +89,11 @@ def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s:
         return json_response(200, {"closed": True})
 
     return [Route("/rollouts", rollouts, methods=["GET", "POST"]), Route("/rollouts/{key}", close, methods=["DELETE"])]
+
+
+def _replay_shape(value: Any) -> bool:
+    return (isinstance(value, dict) and isinstance(value.get("parent"), str) and bool(value["parent"])
+            and isinstance(value.get("calls"), int) and not isinstance(value["calls"], bool) and value["calls"] >= 1)
 
 
 def _json_object(body: bytes) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The Starlette app: the routes of each wire protocol under `/r/{key}/v1/...` (a registered
-rollout) and `/v1/...` (the ad-hoc rollout), models, health, the admin routes, and one exception
+rollout) and `/v1/...` (the ad-hoc rollout; Gemini's `/v1beta/...` likewise), models, health, the admin routes, and one exception
 handler that answers every `ProxyError` in the caller's protocol shape.
 
 Limits, the same on every route that reads a body (docs/proxy.md): the body counts as the bytes
@@ -41,7 +41,8 @@ from harnessrl.proxy.errors import (ProxyError, internal, method_not_allowed, no
                                     unauthorized, unknown_model)
 from harnessrl.proxy.httputil import DRAIN_LIMIT_BYTES, ClientGone, error_response, json_response, read_body
 from harnessrl.proxy.jsonutil import loads_bounded
-from harnessrl.proxy.protocols import ANTHROPIC, WIRE_PROTOCOLS, protocol_for
+from harnessrl.proxy.protocols import WIRE_PROTOCOLS, protocol_for
+from harnessrl.proxy.replay import load_script
 from harnessrl.proxy.rollouts import RolloutRegistry, RolloutState
 from harnessrl.proxy.transport import CONNECTION_OPEN
 from harnessrl.proxy.wire import WireProtocol
@@ -101,10 +102,12 @@ class _Endpoints:
         self.large_inflight = 0
         self._openapi: dict[str, Any] | None = None
 
-    def rollout_of(self, request: Request) -> RolloutState:
+    def rollout_of(self, request: Request, wire: WireProtocol | None = None) -> RolloutState:
         key = request.path_params.get("key")
         if key is None:
-            return self.registry.adhoc()
+            sent = wire.api_key(request.headers, request.query_params) if wire is not None else None
+            state = self.registry.get(sent) if sent else None  # a registered key sent outside the path
+            return state if state is not None else self.registry.adhoc()
         state = self.registry.get(key)
         if state is None:
             raise unauthorized()
@@ -177,7 +180,8 @@ class _Endpoints:
     def call(self, wire: WireProtocol) -> Callable:
         async def endpoint(request: Request) -> Response:
             request.state.wire = wire
-            rollout = self.rollout_of(request)
+            bound = request.state.wire = wire.for_request(request.url.path, request.path_params, request.query_params)
+            rollout = self.rollout_of(request, bound)
             release = self._admit(rollout)
             try:
                 body = await self._read(request)
@@ -185,7 +189,7 @@ class _Endpoints:
             except ProxyError as e:  # too large / too slow / too many large ones: recorded, then answered
                 release()
                 size = None if e.kind in ("too_large", "timeout") else len(body)
-                return self._reply(request, await self.handler.reject(wire, rollout, request.url.path, e, size))
+                return self._reply(request, await self.handler.reject(bound, rollout, request.url.path, e, size))
             except BaseException:
                 release()
                 raise
@@ -194,11 +198,11 @@ class _Endpoints:
                 release_large()
                 release()
 
-            task = asyncio.ensure_future(self.handler.handle(wire, rollout, body, request.url.path))
+            task = asyncio.ensure_future(self.handler.handle(bound, rollout, body, request.url.path))
             task.add_done_callback(done_with)
             done, _ = await asyncio.wait({task}, timeout=self.cfg.keepalive_s)
-            if not done and await self._wants_stream(body):
-                stream = _keepalive_stream(task, wire, self.cfg.keepalive_s)
+            if not done and (bound.streams or await self._wants_stream(body)):
+                stream = _keepalive_stream(task, bound, self.cfg.keepalive_s)
                 return StreamingResponse(stream, media_type="text/event-stream",
                                          background=BackgroundTask(self._mark_when_done, request, task))
             return self._reply(request, await task)
@@ -214,20 +218,25 @@ class _Endpoints:
             if background is not None:
                 await background()
 
-    async def count_tokens(self, request: Request) -> Response:
-        request.state.wire = ANTHROPIC
-        rollout = self.rollout_of(request)
-        release = self._admit(rollout)
-        try:
-            body = await self._read(request)
-            release_large = self._admit_large(rollout, len(body))
+    def count_tokens(self, wire: WireProtocol) -> Callable:
+        async def endpoint(request: Request) -> Response:
+            request.state.wire = wire
+            bound = request.state.wire = wire.for_request(request.url.path, request.path_params,
+                                                          request.query_params)
+            rollout = self.rollout_of(request, bound)
+            release = self._admit(rollout)
             try:
-                n = await self.handler.count_tokens(ANTHROPIC, rollout, body)
+                body = await self._read(request)
+                release_large = self._admit_large(rollout, len(body))
+                try:
+                    n = await self.handler.count_tokens(bound, rollout, body)
+                finally:
+                    release_large()
             finally:
-                release_large()
-        finally:
-            release()
-        return json_response(200, ANTHROPIC.count_tokens_body(n))
+                release()
+            return json_response(200, bound.count_tokens_body(n))
+
+        return endpoint
 
     async def models(self, request: Request) -> Response:
         self.rollout_of(request)
@@ -260,8 +269,9 @@ class _Endpoints:
         for prefix in ("", "/r/{key}"):
             for wire in WIRE_PROTOCOLS:
                 routes += [Route(prefix + path, self.call(wire), methods=["POST"]) for path in wire.routes]
+                if wire.count_tokens_route:
+                    routes.append(Route(prefix + wire.count_tokens_route, self.count_tokens(wire), methods=["POST"]))
             routes += [
-                Route(prefix + ANTHROPIC.count_tokens_route, self.count_tokens, methods=["POST"]),
                 Route(f"{prefix}/v1/models", self.models, methods=["GET"]),
                 Route(f"{prefix}/v1/models/{{model:path}}", self.model, methods=["GET"]),
             ]
@@ -300,7 +310,8 @@ async def _on_crash(request: Request, exc: Exception) -> Response:
 def build_app(handler: CallHandler, registry: RolloutRegistry, cfg: AppConfig) -> Starlette:
     routes: list[Any] = _Endpoints(handler, registry, cfg).routes()
     routes.append(Mount("/admin", routes=admin_routes(registry, cfg.max_body_bytes, cfg.body_timeout_s, cfg.base_urls,
-                                                      cfg.drain_bytes, handler.writer.flush),
+                                                      cfg.drain_bytes, handler.writer.flush,
+                                                      lambda parent, n: load_script(handler.writer.store, parent, n)),
                         middleware=[Middleware(AdminAuth, token=cfg.admin_token)]))
     return Starlette(routes=routes, exception_handlers={ProxyError: _on_proxy_error, HTTPException: _on_http_error,
                                                         ClientGone: _on_crash, ClientDisconnect: _on_crash,

@@ -16,13 +16,16 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass, replace
+from collections.abc import Collection
 from typing import Any
 
 from harnessrl.engine.base import Engine, EngineOverloaded, Generation, PromptTooLong, SamplingParams
 from harnessrl.proxy.canonical import CallResult, ChatRequest
 from harnessrl.proxy.errors import ProxyError, bad_request, call_budget_spent, internal, overloaded, quota_spent
 from harnessrl.proxy.jsonutil import MAX_JSON_DEPTH, DecodeError, TooDeep, dumps, loads_bounded
+from harnessrl.proxy.replay import ReplayHit
 from harnessrl.proxy.rollouts import RolloutState
+from harnessrl.proxy.serving import Sampled, check_forced, resolve, stop_cut
 from harnessrl.proxy.wire import WireProtocol
 from harnessrl.proxy.writer import CallWriter
 from harnessrl.store import PROMPT, CallRecord
@@ -71,8 +74,13 @@ class CallHandler:
     def __init__(self, engine: Engine, writer: CallWriter, default_max_tokens: int = 2048,
                  stop_ids: tuple[int, ...] = (), tokenizer: Any = None, history_mode: str = "exact",
                  served_model: str = "policy", rollout_quota: int = DEFAULT_ROLLOUT_QUOTA,
-                 max_tokens_cap: int | None = None, default_temperature: float = 1.0):
+                 max_tokens_cap: int | None = None, default_temperature: float = 1.0,
+                 default_top_p: float = 1.0, force: Collection[str] = ()):
         self.engine = engine
+        # knobs whose serving value replaces what the harness sends (serving.py); the others
+        # take the harness's value and the serving one only when it sends none
+        self.force = check_forced(force)
+        self.default_top_p = default_top_p
         # the temperature of a request that sends none (Claude Code, Codex and OpenClaw never do),
         # as `vllm serve --override-generation-config '{"temperature": ...}'` would; recorded per call
         self.default_temperature = default_temperature
@@ -175,12 +183,19 @@ class CallHandler:
         rendered = await _run_for(rollout, self._off_loop(rollout, body), self._prepare, conversation, req)
         prompt_ids = list(rendered.ids)
         call.n_prompt = len(prompt_ids)
-        params = replace(self._sampling(req, call.n_prompt, call.protocol), route_key=call.rollout.rollout_id)
+        used = self._sampling(req, call.n_prompt, call.protocol)
+        params = replace(self._params(req, used, call.n_prompt), route_key=call.rollout.rollout_id)
         t_engine = time.perf_counter()
-        gen: Generation = await self.engine.generate(prompt_ids, params)
+        hit = await self._replayed(rollout, prompt_ids)
+        if hit is not None and hit.call is not None:  # a branch's replayed call: the parent's answer again
+            rec = hit.call
+            gen = Generation(list(rec.sampled_ids), list(rec.logprobs), rec.finish_reason,  # type: ignore[arg-type]
+                             rec.policy_version)
+        else:
+            gen = self._cut_at_stop(await self.engine.generate(prompt_ids, params), req.stop)
         t_parse = time.perf_counter()
         completion = await _run_for(rollout, rollout.off_loop > 0, conversation.commit, rendered,
-                                    list(gen.token_ids), gen.policy_version, gen.finish_reason)
+                                    list(gen.token_ids), gen.policy_version, gen.finish_reason, req.stop)
         result = CallResult(call.call_id, req.model or self.served_model, int(call.t_start), completion, call.n_prompt,
                             len(gen.token_ids), gen.finish_reason)
         response = call.protocol.respond(result, req)
@@ -192,8 +207,26 @@ class CallHandler:
                    **{f"engine_{k}": v for k, v in (gen.timings or {}).items()}}
         record = self._ok_record(call, prompt_ids, list(rendered.provenance), gen, params, response, timings)
         record.meta["quota_bytes"] = charged
+        record.meta["sampling"].update(sent=used.sent, forced=list(used.forced))
+        if hit is not None:
+            record.meta["replay"] = ({"of": hit.call.call_id, "match": hit.match} if hit.call is not None
+                                     else {"diverged": True, "expected": hit.expected})
         await self.writer.write(record)
         return Reply(200, out, "text/event-stream" if req.stream else "application/json", call_id=call.call_id)
+
+    async def _replayed(self, rollout: RolloutState, prompt_ids: list[int]) -> ReplayHit | None:
+        """The recorded answer of a branch's call (proxy/replay.py), None when the key replays
+        nothing (any more). Matching may decode long prompts: off the event loop then."""
+        script = rollout.replay
+        if script is None or not script.pending:
+            return None
+        decode = None if self.tokenizer is None else self._decode_ids
+        if len(prompt_ids) > 2048:
+            return await asyncio.to_thread(script.take, prompt_ids, decode)
+        return script.take(prompt_ids, decode)
+
+    def _decode_ids(self, ids: Any) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
 
     def _ok_record(self, call: _Call, prompt_ids: list[int], provenance: list[int], gen: Generation,
                    params: SamplingParams, response: dict[str, Any], timings: dict[str, float]) -> CallRecord:
@@ -213,25 +246,39 @@ class CallHandler:
         except ValueError as e:  # TemplateError and other rendering refusals
             raise bad_request(f"cannot render the conversation: {e}") from None
 
-    def _sampling(self, req: ChatRequest, n_prompt: int, protocol: WireProtocol) -> SamplingParams:
+    def _sampling(self, req: ChatRequest, n_prompt: int, protocol: WireProtocol) -> Sampled:
+        """The values the call samples with (the serving policy applied to what the harness sent)."""
         max_len = self.engine.max_model_len
         if n_prompt >= max_len:
             raise protocol.too_long(n_prompt, max_len)
-        wanted = req.max_tokens if req.max_tokens is not None else self.default_max_tokens
-        if wanted < 1:
+        if req.max_tokens is not None and req.max_tokens < 1:
             raise bad_request("max_tokens must be at least 1", "max_tokens")
-        if self.max_tokens_cap is not None:
-            wanted = min(wanted, self.max_tokens_cap)
-        temperature = self.default_temperature if req.temperature is None else req.temperature
-        top_p = 1.0 if req.top_p is None else req.top_p
-        if temperature < 0 or not 0 < top_p <= 1:
+        if (req.temperature is not None and req.temperature < 0) or (req.top_p is not None and not 0 < req.top_p <= 1):
             raise bad_request("temperature must be >= 0 and top_p in (0, 1]", "temperature")
+        sent = {"temperature": req.temperature, "top_p": req.top_p, "max_tokens": req.max_tokens}
+        serving = {"temperature": self.default_temperature, "top_p": self.default_top_p,
+                   "max_tokens": self.default_max_tokens}
+        return resolve(sent, serving, self.force, self.max_tokens_cap)
+
+    def _params(self, req: ChatRequest, used: Sampled, n_prompt: int) -> SamplingParams:
         stops = self.stop_ids + tuple(i for i in (self._stop_id(s) for s in req.stop) if i is not None)
-        return SamplingParams(temperature=temperature, top_p=top_p, max_tokens=min(wanted, max_len - n_prompt),
+        return SamplingParams(temperature=used.temperature, top_p=used.top_p,
+                              max_tokens=min(used.max_tokens, self.engine.max_model_len - n_prompt),
                               stop_token_ids=tuple(dict.fromkeys(stops)))
 
+    def _cut_at_stop(self, gen: Generation, stops: list[str]) -> Generation:
+        """The generation cut where the first stop string completes (serving.py: the stop rule)."""
+        if not stops or self.tokenizer is None:
+            return gen
+        keep = stop_cut(gen.token_ids, stops, self._decode_ids)
+        if keep is None or (keep == len(gen.token_ids) and gen.finish_reason == "stop"):
+            return gen
+        return replace(gen, token_ids=list(gen.token_ids[:keep]), logprobs=list(gen.logprobs[:keep]),
+                       finish_reason="stop")
+
     def _stop_id(self, text: str) -> int | None:
-        """A stop sequence maps to a stop id when it is exactly one token; others are only recorded."""
+        """A stop sequence that is exactly one token is also a stop id (the engine ends there; the
+        text rule of `_cut_at_stop` holds for every stop string)."""
         if text not in self._stop_cache:
             ids = self.tokenizer.encode(text, add_special_tokens=False) if self.tokenizer is not None else []
             self._stop_cache[text] = ids[0] if len(ids) == 1 else None

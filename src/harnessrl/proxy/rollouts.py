@@ -40,6 +40,7 @@ class RolloutState:
     off_loop: int = 0  # this key's renderings running in worker threads now (they hold its Conversation)
     max_calls: int | None = None  # model calls this key may make (None: no limit); later ones get a 400
     admitted: int = 0  # model calls admitted under max_calls
+    replay: Any = None  # proxy.replay.ReplayScript: recorded answers to give first (a branch), or None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def take_seq(self) -> int:
@@ -77,16 +78,18 @@ class RolloutRegistry:
         stored, refused = self._usage_of(rollout_id)
         return QuotaUsage(stored, refused)
 
-    def register(self, rollout_id: str, key: str | None = None, max_calls: int | None = None) -> str:
+    def register(self, rollout_id: str, key: str | None = None, max_calls: int | None = None,
+                 replay: Any = None) -> str:
         """A fresh secret key for `rollout_id` (a rollout may hold several keys, e.g. after a retry);
-        `max_calls`: the model calls the key may make, for harnesses with no turn limit of their own."""
+        `max_calls`: the model calls the key may make; `replay`: a ReplayScript whose recorded
+        answers the key's first calls get (proxy/replay.py)."""
         if not rollout_id or rollout_id == ADHOC:
             raise ValueError(f"invalid rollout id {rollout_id!r}")
         if max_calls is not None and max_calls < 1:
             raise ValueError(f"max_calls must be >= 1, got {max_calls}")
         key = key or secrets.token_urlsafe(18)
         state = RolloutState(key, rollout_id, self._new_conversation(), self._first_seq(rollout_id),
-                             max_calls=max_calls)
+                             max_calls=max_calls, replay=replay)
         with self._lock:
             if key in self._by_key:
                 raise ValueError("rollout key already registered")

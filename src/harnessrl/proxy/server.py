@@ -3,7 +3,7 @@
 
     server = ProxyServer(engine, RunStore(run_dir), model_dir).start()
     key = server.register_rollout("rollout-0")
-    urls = server.base_urls(key)   # {"openai": .../r/<key>/v1, "anthropic": .../r/<key>, "responses": ...}
+    urls = server.base_urls(key)   # {"openai": .../r/<key>/v1, "anthropic": .../r/<key>, "responses": ..., "gemini": .../r/<key>}
     ...
     server.close_rollout(key); server.stop()
 
@@ -25,10 +25,12 @@ from harnessrl.engine.base import Engine
 from harnessrl.errors import HarnessRLError
 from harnessrl.proxy.app import AppConfig, build_app
 from harnessrl.proxy.calls import DEFAULT_ROLLOUT_QUOTA, CallHandler
+from harnessrl.proxy.replay import load_script
 from harnessrl.proxy.rollouts import RolloutRegistry
 from harnessrl.proxy.transport import DEFAULT_MAX_HEADER_BYTES, ConnectionGuard, guarded_protocol
 from harnessrl.proxy.writer import CallWriter
 from harnessrl.render.conversation import Conversation
+from harnessrl.render.fingerprint import record_tokenizer
 from harnessrl.store import RunStore
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # per request, every route (docs/proxy.md)
@@ -58,7 +60,7 @@ class ProxyServer:
                  header_timeout_s: float = 15.0, max_connections_per_client: int = 2048,
                  keep_alive_s: float = 75.0, max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
                  large_body_bytes: int = 1024 * 1024, max_large_inflight_per_key: int = 2,
-                 max_large_inflight: int = 4):
+                 max_large_inflight: int = 4, default_top_p: float = 1.0, force: tuple[str, ...] = ()):
         self.engine = engine
         self.store = store
         self.renderer = load_renderer(renderer_or_model_dir)
@@ -77,6 +79,8 @@ class ProxyServer:
         self._default_max_tokens = default_max_tokens
         self._max_tokens_cap = max_tokens_cap
         self._default_temperature = default_temperature  # for requests that send no temperature  # None: the harness's max_tokens, bounded by the context only
+        self._default_top_p = default_top_p
+        self._force = tuple(force)  # serving knobs that override what harnesses send (proxy/serving.py)
         self._max_body_bytes = max_body_bytes
         self._keepalive_s = stream_keepalive_s  # slow streamed calls: open the stream, ping every this often
         self._rollout_quota = rollout_quota
@@ -105,11 +109,13 @@ class ProxyServer:
         if self.uds:
             socks.append(self._bind_uds(self.uds))
         self.writer = CallWriter(self.store)
+        record_tokenizer(self.store, getattr(self.renderer, "tokenizer", None))  # which ids these are (sft)
         handler = CallHandler(self.engine, self.writer, self._default_max_tokens,
                               stop_ids=tuple(getattr(self.renderer, "stop_ids", ()) or ()),
                               tokenizer=getattr(self.renderer, "tokenizer", None), history_mode=self.history_mode,
                               served_model=self.served_model, rollout_quota=self._rollout_quota,
-                              max_tokens_cap=self._max_tokens_cap, default_temperature=self._default_temperature)
+                              max_tokens_cap=self._max_tokens_cap, default_temperature=self._default_temperature,
+                              default_top_p=self._default_top_p, force=self._force)
         cfg = AppConfig(self.served_model, self.admin_token, self._max_body_bytes, self.base_urls, self._keepalive_s,
                         body_timeout_s=self._body_timeout_s, max_inflight_per_key=self._max_inflight_per_key,
                         connection_stats=self.guard.stats, **self._large)
@@ -178,9 +184,14 @@ class ProxyServer:
 
     # -- rollouts ------------------------------------------------------------------------------
 
-    def register_rollout(self, rollout_id: str, max_calls: int | None = None) -> str:
-        """A new secret key whose routes record into `rollout_id` (`max_calls`: its model-call budget)."""
-        return self.registry.register(rollout_id, max_calls=max_calls)
+    def register_rollout(self, rollout_id: str, max_calls: int | None = None, replay_from: str | None = None,
+                         replay_calls: int = 0) -> str:
+        """A new secret key whose routes record into `rollout_id` (`max_calls`: its model-call budget).
+        With `replay_from`, the key's first `replay_calls` calls are answered with that rollout's
+        recorded answers, read from this proxy's store (a branch, proxy/replay.py; ValueError when
+        the parent has fewer served calls)."""
+        script = load_script(self.store, replay_from, replay_calls) if replay_from else None
+        return self.registry.register(rollout_id, max_calls=max_calls, replay=script)
 
     def close_rollout(self, key: str) -> None:
         """Close a key; once this returns, its calls' delivery marks are committed too."""
@@ -193,9 +204,10 @@ class ProxyServer:
             self.writer.flush()
 
     def base_urls(self, key: str | None = None) -> dict[str, str]:
-        """Base URLs for SDKs and harnesses: OpenAI/Responses end in /v1, Anthropic does not."""
+        """Base URLs for SDKs and harnesses: OpenAI/Responses end in /v1, Anthropic and Gemini
+        (whose SDKs add /v1beta) do not."""
         root = f"http://{self._url_host()}:{self.port}" + (f"/r/{key}" if key else "")
-        return {"openai": f"{root}/v1", "anthropic": root, "responses": f"{root}/v1"}
+        return {"openai": f"{root}/v1", "anthropic": root, "responses": f"{root}/v1", "gemini": root}
 
     def _url_host(self) -> str:
         return f"[{self.host}]" if ":" in self.host else self.host

@@ -16,6 +16,7 @@ or dropped. A message's *key* keeps only what a chat template renders, in canoni
 from __future__ import annotations
 
 import json
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -182,3 +183,23 @@ def _raw_message(msg: Message) -> tuple | None:
     except TypeError:
         return None
     return raw
+
+
+# Text a harness changes between two runs of the same task while meaning the same thing: ids and
+# clocks. Replayed branches (proxy/replay.py) compare prompts with these spans masked.
+_VOLATILE = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"  # UUIDs
+    r"|\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"  # ISO dates, times
+    r"|\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b"  # clock times (ls -l, logs)
+    r"|\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? (?:\w+ )?\d{1,2},? \d{4}\b"  # "Wed Dec 2 2026"
+    r"|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* +\d{1,2}\b"  # "Dec  2" (ls -l)
+    r"|\b(?=[0-9a-zA-Z_-]*\d)(?=[0-9a-zA-Z_-]*[a-zA-Z])[0-9a-zA-Z_-]{20,}\b"  # long mixed ids, keys
+    r"|\b[0-9a-f]{12,}\b"  # hex ids
+    r"|\b\d{9,}\b")  # epoch seconds / milliseconds, pids of long runs
+
+
+def mask_volatile(text: str) -> str:
+    """`text` with ids and clock readings replaced by one placeholder and whitespace folded
+    (norm_text): two renders of the same harness turn that differ only in a session id, a tool-call
+    id, a date or an `ls -l` time compare equal."""
+    return norm_text(_VOLATILE.sub("\x00", text))

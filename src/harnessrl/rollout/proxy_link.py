@@ -21,9 +21,18 @@ class ProxyLink(Protocol):
     port: int
     served_model: str
 
-    def register(self, rollout_id: str, max_calls: int | None = None) -> str: ...
+    def register(self, rollout_id: str, max_calls: int | None = None, replay: "Replay | None" = None) -> str: ...
 
     def close(self, key: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Answer a key's first `calls` model calls with those of rollout `parent` (a branch;
+    proxy/replay.py). The proxy reads them from its own run store."""
+
+    parent: str
+    calls: int
 
 
 @dataclass
@@ -40,8 +49,11 @@ class LocalProxy:
     def served_model(self) -> str:
         return str(getattr(self.server, "served_model", "policy"))
 
-    def register(self, rollout_id: str, max_calls: int | None = None) -> str:
-        return self.server.register_rollout(rollout_id, max_calls=max_calls)
+    def register(self, rollout_id: str, max_calls: int | None = None, replay: Replay | None = None) -> str:
+        if replay is None:
+            return self.server.register_rollout(rollout_id, max_calls=max_calls)
+        return self.server.register_rollout(rollout_id, max_calls=max_calls, replay_from=replay.parent,
+                                            replay_calls=replay.calls)
 
     def close(self, key: str) -> None:
         self.server.close_rollout(key)
@@ -76,10 +88,14 @@ class RemoteProxy:
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.admin_token}"}
 
-    def register(self, rollout_id: str, max_calls: int | None = None) -> str:
+    def register(self, rollout_id: str, max_calls: int | None = None, replay: Replay | None = None) -> str:
         import httpx
 
-        body = {"rollout_id": rollout_id, **({"max_calls": max_calls} if max_calls is not None else {})}
+        body: dict[str, Any] = {"rollout_id": rollout_id}
+        if max_calls is not None:
+            body["max_calls"] = max_calls
+        if replay is not None:
+            body["replay"] = {"parent": replay.parent, "calls": replay.calls}
         try:
             r = httpx.post(f"{self.url.rstrip('/')}/admin/rollouts", json=body,
                            headers=self._headers(), timeout=30)
