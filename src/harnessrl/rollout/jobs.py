@@ -31,10 +31,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from harnessrl.errors import HarnessRLError
+from harnessrl.rollout.branching import branch_lineage
 from harnessrl.rollout.memory_gate import MemoryGate
 from harnessrl.rollout.plan import GroupPlan, RolloutJob, next_attempt, plan_cross
-from harnessrl.rollout.proxy_link import as_proxy_link
-from harnessrl.store.records import RolloutRecord
+from harnessrl.rollout.proxy_link import Replay, as_proxy_link
+from harnessrl.store.records import Lineage, RolloutRecord
 from harnessrl.tasks.model import Task
 from harnessrl.tasks.validate import open_task_sandbox
 from harnessrl.tasks.verifier import run_verifier
@@ -191,9 +192,12 @@ def run_rollout(job: RolloutJob, adapter: Any, link: Any, store: Any, opts: RunO
                          sample_idx=job.sample_idx, category=job.task.category, split=job.task.split,
                          profile=getattr(profile, "name", ""),
                          meta={"harness_profile": profile.describe()} if hasattr(profile, "describe") else {})
+    if job.branch is not None:
+        base = replace(base, lineage=Lineage(job.branch.parent, job.branch.calls))
     try:
         budget = None if getattr(adapter, "enforces_max_turns", True) else opts.max_turns
-        key = link.register(job.rollout_id, max_calls=budget)
+        replay = None if job.branch is None else Replay(job.branch.parent, job.branch.calls)
+        key = link.register(job.rollout_id, max_calls=budget, **({"replay": replay} if replay else {}))
     except Exception as e:  # noqa: BLE001 - recorded, the run goes on
         return _finish(store, replace(base, status="harness_error", error=f"proxy registration failed: {e}"), t0)
     gate = opts.gate or MemoryGate(0)
@@ -212,6 +216,8 @@ def run_rollout(job: RolloutJob, adapter: Any, link: Any, store: Any, opts: RunO
 def _finish(store: Any, record: RolloutRecord, t0: float) -> RolloutRecord:
     calls = store.count_calls(record.rollout_id) if hasattr(store, "count_calls") else record.call_count
     record = replace(record, call_count=calls, durations={**record.durations, "total_s": time.monotonic() - t0})
+    if record.lineage is not None:
+        record = replace(record, lineage=branch_lineage(store, record.rollout_id, record.lineage))
     store.put_rollout(record)
     return record
 

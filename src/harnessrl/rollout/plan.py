@@ -24,6 +24,15 @@ ATTEMPT_KEY = "attempt"  # run-store meta: the number of the latest attempt on t
 
 
 @dataclass(frozen=True)
+class Branch:
+    """A branch of a recorded rollout: the proxy answers the first `calls` served calls of
+    `parent` again (the same ids), then the branch samples fresh (rollout/branching.py)."""
+
+    parent: str
+    calls: int
+
+
+@dataclass(frozen=True)
 class RolloutJob:
     """One rollout of a group: the unit the job runner executes."""
 
@@ -31,6 +40,7 @@ class RolloutJob:
     harness_spec: str
     group_id: str
     sample_idx: int
+    branch: Branch | None = None  # a replayed branch of a rollout of the same group
 
     @property
     def rollout_id(self) -> str:
@@ -45,9 +55,15 @@ class GroupPlan:
     n: int
     split: str
     step: int
+    # a wave of branches of this group's rollouts (n == len(branches)), sample indices from `first`
+    branches: tuple[Branch, ...] = ()
+    first: int = 0
 
     def jobs(self) -> list[RolloutJob]:
-        return [RolloutJob(self.task, self.harness, self.group_id, i) for i in range(self.n)]
+        if self.branches:
+            return [RolloutJob(self.task, self.harness, self.group_id, self.first + i, b)
+                    for i, b in enumerate(self.branches)]
+        return [RolloutJob(self.task, self.harness, self.group_id, self.first + i) for i in range(self.n)]
 
 
 def next_attempt(store: Any) -> int:

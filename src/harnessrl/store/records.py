@@ -55,6 +55,32 @@ class CallRecord:
 
 
 @dataclass(frozen=True)
+class Lineage:
+    """Where a branched rollout comes from (rollout/branching.py, proxy/replay.py): the proxy
+    answered its first `branch_call` calls with `parent`'s recorded answers, then it sampled fresh."""
+
+    parent: str  # the rollout whose served calls were replayed
+    branch_call: int  # how many of them were replayed: the branch decides afresh from that call on
+    replayed: int = 0  # replayed answers the harness got
+    exact: int = 0  # of those, matched by identical prompt ids (the others matched by meaning)
+    # "" for a branch that reached its branch point; else why it is not the parent's sibling:
+    # "prompt" (the harness sent a prompt that matches no recorded call) or "ended" (the harness
+    # stopped before asking for every replayed call)
+    diverged: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"parent": self.parent, "branch_call": self.branch_call, "replayed": self.replayed,
+                "exact": self.exact, "diverged": self.diverged}
+
+    @classmethod
+    def from_json(cls, value: Any) -> "Lineage | None":
+        if not isinstance(value, dict) or not value.get("parent"):
+            return None
+        return cls(str(value["parent"]), int(value.get("branch_call", 0)), int(value.get("replayed", 0)),
+                   int(value.get("exact", 0)), str(value.get("diverged", "")))
+
+
+@dataclass(frozen=True)
 class RolloutRecord:
     rollout_id: str
     task_id: str
@@ -72,3 +98,4 @@ class RolloutRecord:
     error: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
     profile: str = ""  # the harness profile it ran with ("" = none, e.g. runs written before profiles)
+    lineage: Lineage | None = None  # set on a branch: its parent rollout and branch call

@@ -16,10 +16,10 @@ from harnessrl.store.codec import (
     pack_json, to_json, unpack_json,
 )
 from harnessrl.store.prefix import Delta, expand
-from harnessrl.store.records import CallRecord, RolloutRecord
+from harnessrl.store.records import CallRecord, Lineage, RolloutRecord
 
 DB_NAME = "harnessrl.sqlite"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # columns added since schema 1 (added by ALTER TABLE when an older database is opened)
 MIGRATIONS = (
     ("calls", "base_call", "TEXT"),
@@ -29,6 +29,7 @@ MIGRATIONS = (
     # schema 4: 0 until the proxy handed the answer's last byte to an open connection; calls of
     # older run directories read as delivered (1), as they were read before
     ("calls", "delivered", "INTEGER NOT NULL DEFAULT 1"),
+    ("rollouts", "lineage", "TEXT"),  # schema 5: a branch's parent and branch call (JSON; NULL: none)
 )
 
 SCHEMA = """
@@ -79,7 +80,8 @@ CREATE TABLE IF NOT EXISTS rollouts (
     checks TEXT,
     durations TEXT,
     meta TEXT,
-    profile TEXT NOT NULL DEFAULT ''
+    profile TEXT NOT NULL DEFAULT '',
+    lineage TEXT
 );
 CREATE INDEX IF NOT EXISTS rollouts_by_step ON rollouts (step, group_id);
 CREATE TABLE IF NOT EXISTS steps (
@@ -102,7 +104,7 @@ INSERT_CALL = f"INSERT INTO calls ({', '.join(CALL_COLUMNS)}) VALUES ({', '.join
 
 ROLLOUT_COLUMNS = (
     "rollout_id", "task_id", "harness", "group_id", "status", "reward", "step", "sample_idx",
-    "category", "split", "call_count", "error", "checks", "durations", "meta", "profile",
+    "category", "split", "call_count", "error", "checks", "durations", "meta", "profile", "lineage",
 )
 UPSERT_ROLLOUT = (
     f"INSERT OR REPLACE INTO rollouts ({', '.join(ROLLOUT_COLUMNS)}) "
@@ -161,7 +163,7 @@ def rollout_to_row(r: RolloutRecord) -> tuple[Any, ...]:
     return (
         r.rollout_id, r.task_id, r.harness, r.group_id, r.status, r.reward, r.step, r.sample_idx,
         r.category, r.split, r.call_count, r.error, to_json(r.checks), to_json(r.durations), to_json(r.meta),
-        r.profile,
+        r.profile, None if r.lineage is None else to_json(r.lineage.to_json()),
     )
 
 
@@ -183,6 +185,7 @@ def row_to_rollout(row: sqlite3.Row) -> RolloutRecord:
         error=row["error"],
         meta=from_json(row["meta"]) or {},
         profile=row["profile"] if "profile" in row.keys() else "",
+        lineage=Lineage.from_json(from_json(row["lineage"])) if "lineage" in row.keys() and row["lineage"] else None,
     )
 
 

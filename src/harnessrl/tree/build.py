@@ -14,7 +14,9 @@ vector compares plus at most one split, independent of how many tokens it shares
   ``rewrite`` (same rollout, diverges inside the history and then resends earlier policy output:
   history edited in place, e.g. dropped thinking or a harness-internal tail that is not resent), ``group_sample`` (another rollout sampled a
   different token here) and ``group_context`` (other rollouts saw different context here:
-  different tool output, harness, or system prompt).
+  different tool output, harness, or system prompt), and ``branch`` (a replayed branch sampled
+  something else than a rollout it branched from, directly or through earlier branches: a branch
+  point, rollout/branching.py).
 - Exact duplicates (same rollout, same prompt and completion) are merged and counted once, unless
   the later one trains and the earlier did not (the same tokens cut by max_tokens first, then
   complete): then its decisions are marked on the shared path, so the complete sample still trains.
@@ -149,14 +151,15 @@ class _Trie:
         for key in ("decision", "logprobs", "temperature", "version"):
             a[key][sl][unset] = src[key][unset]
 
-    def insert(self, ca: _CallArrays, call: CallRecord, parallel: bool) -> None:
+    def insert(self, ca: _CallArrays, call: CallRecord, parallel: bool,
+               ancestors: frozenset[str] = frozenset()) -> None:
         seq, length = ca.seq, len(ca.seq)
         node, pos = 0, 0
         while pos < length:
             self.rollouts[node].add(call.rollout_id)
             child = self.children[node].get(int(seq[pos]))
             if child is None:
-                self._branch(node, ca, call, pos, parallel)
+                self._branch(node, ca, call, pos, parallel, ancestors)
                 return
             ct = self.arr[child]["tokens"]
             m = min(len(ct), length - pos)
@@ -172,16 +175,19 @@ class _Trie:
                 continue
             if j < m:  # mismatch inside the span: branch below the head
                 self.rollouts[node].add(call.rollout_id)
-                self._branch(node, ca, call, pos, parallel)
+                self._branch(node, ca, call, pos, parallel, ancestors)
                 return
         self.rollouts[node].add(call.rollout_id)
         self.call_ends[node].append(call.call_id)
 
-    def _branch(self, node: int, ca: _CallArrays, call: CallRecord, pos: int, parallel: bool) -> None:
+    def _branch(self, node: int, ca: _CallArrays, call: CallRecord, pos: int, parallel: bool,
+                ancestors: frozenset[str]) -> None:
         siblings = list(self.children[node].values())
         reason = ""
         if siblings:
             reason = _branch_reason(self, siblings, ca, call.rollout_id, pos, parallel)
+            if reason == "group_sample" and any(self.rollouts[s] & ancestors for s in siblings):
+                reason = "branch"
             self.reasons[reason] += 1
         end = len(ca.seq)
         cut = ca.first_decision if pos < ca.first_decision < end else end
@@ -226,6 +232,7 @@ def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
     per_call = 0
     last_end: dict[str, float] = {}
     n_calls: Counter[str] = Counter()
+    ancestors = _ancestors(rollouts)
     for call in plan.calls:
         rid = call.rollout_id
         key = (rid, plan.keys[call.call_id])
@@ -241,7 +248,7 @@ def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
             n_calls[rid] += 1
         ca = _CallArrays(call, *plan.ids[call.call_id], trainable)
         parallel = call.t_end > 0 and call.t_start < last_end.get(rid, 0.0)  # no times recorded: not parallel
-        trie.insert(ca, call, parallel)
+        trie.insert(ca, call, parallel, ancestors.get(rid, frozenset()))
         last_end[rid] = max(last_end.get(rid, 0.0), call.t_end)
         if not plan.rollout_reason[rid] and not duplicate:
             per_call += len(ca.seq)
@@ -251,7 +258,8 @@ def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
         r.rollout_id: RolloutInfo(
             rollout_id=r.rollout_id, harness=r.harness, status=r.status, reward=r.reward,
             kept=not plan.rollout_reason[r.rollout_id], filter_reason=plan.rollout_reason[r.rollout_id],
-            n_calls=n_calls[r.rollout_id], paths=tuple(path_ids.get(r.rollout_id, ())))
+            n_calls=n_calls[r.rollout_id], paths=tuple(path_ids.get(r.rollout_id, ())),
+            parent=r.lineage.parent if r.lineage else "", branch_call=r.lineage.branch_call if r.lineage else 0)
         for r in rollouts}
     kept = {rid for rid, info in infos.items() if info.kept}
     branch_reasons = trie.reasons  # every branch event, including those pruned away afterwards
@@ -265,6 +273,20 @@ def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
     group = rollouts[0].group_id if rollouts else ""
     task = rollouts[0].task_id if rollouts else ""
     return PrefixTree(group_id=group, task_id=task, nodes=nodes, paths=paths, rollouts=infos, stats=stats)
+
+
+def _ancestors(rollouts: Sequence[RolloutRecord]) -> dict[str, frozenset[str]]:
+    """Branch rollout -> the rollouts it descends from (its parent, the parent's parent, ...)."""
+    parent = {r.rollout_id: r.lineage.parent for r in rollouts if r.lineage is not None}
+    out = {}
+    for rid in parent:
+        seen: set[str] = set()
+        cur = parent[rid]
+        while cur and cur not in seen:
+            seen.add(cur)
+            cur = parent.get(cur, "")
+        out[rid] = frozenset(seen)
+    return out
 
 
 def _freeze(trie: _Trie, prune: bool) -> list[Node]:

@@ -10,6 +10,8 @@ no reward to group statistics; it is excluded from the loss, never scored 0):
   (store/records.py: INFRASTRUCTURE_STATUSES, is_scored; docs/training.md).
 - ``no_reward``: status ok but no reward recorded.
 - ``too_long_rollouts``: some call sequence (= some path) longer than ``max_path_tokens``.
+- ``diverged_branches``: a branch (rollout/branching.py) whose harness did not reproduce its
+  parent's replayed calls, or stopped before its branch point: it is not the parent's sibling.
 - ``truncated_rollouts``: with ``truncated="rollout"``, a rollout with any finish=length call.
 
 Call filters (the call's prompt stays in the tree as context; its completion is not a decision):
@@ -20,6 +22,8 @@ Call filters (the call's prompt stays in the tree as context; its completion is 
 - ``undelivered_calls``: the proxy stored the call but did not see its answer delivered (a crash
   or kill -9 between commit and the last byte, or the harness gone): the harness never acted on
   that completion, so the rollout's reward says nothing about it.
+- ``replayed_calls``: a branch's replayed calls (proxy/replay.py): the parent sampled those ids
+  and trains them once; in the branch they are context.
 - ``error_calls``: calls with status != ok (no completion) are skipped entirely.
 - ``orphan_calls``: calls whose rollout is not in the group are skipped.
 """
@@ -84,6 +88,8 @@ def rollout_filter_reason(rollout: RolloutRecord, calls: Sequence[CallRecord], c
         return "abnormal_rollouts"
     if rollout.reward is None:
         return "no_reward" if rollout.status == "ok" else "abnormal_rollouts"
+    if rollout.lineage is not None and rollout.lineage.diverged:
+        return "diverged_branches"
     if cfg.max_path_tokens is not None and any(
             len(c.prompt_ids) + len(c.sampled_ids) > cfg.max_path_tokens for c in calls):
         return "too_long_rollouts"
@@ -121,7 +127,10 @@ def plan_filters(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
         retried = _retried_calls(rcalls, ids, prompt_keys) if cfg.duplicate_branches else set()
         for c in rcalls:
             ok = not reason
-            if ok and c.call_id in retried:
+            if ok and "of" in (c.meta.get("replay") or {}):
+                ok = False
+                counts["replayed_calls"] += 1
+            elif ok and c.call_id in retried:
                 ok = False
                 counts["duplicate_branches"] += 1
             elif ok and not c.delivered:

@@ -79,6 +79,8 @@ class RolloutInfo:
     filter_reason: str = ""  # why it is not kept ("" when kept)
     n_calls: int = 0
     paths: tuple[int, ...] = ()  # indices into PrefixTree.paths
+    parent: str = ""  # a branch: the rollout whose first `branch_call` calls it replayed
+    branch_call: int = 0
 
 
 @dataclass(frozen=True)

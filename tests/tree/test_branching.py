@@ -1,0 +1,108 @@
+"""Branched groups (rollout/branching.py, proxy/replay.py) in the tree, the estimators and the store:
+replayed calls train once, diverged branches are left out, lineage round-trips, and tree-GRPO
+credits the decision before a branch point by what followed it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from harnessrl.algo import grpo, tree_grpo
+from harnessrl.rollout.branching import BranchingConfig, branch_plan, branch_points, branching_summary
+from harnessrl.rollout.plan import Branch, GroupPlan
+from harnessrl.store import RunStore
+from harnessrl.store.records import Lineage
+from harnessrl.tree import build_tree
+from harnessrl.tree.synthetic import conversation_calls, make_call, make_rollout
+
+S = [10, 11]
+
+
+def replayed(call, of: str):
+    return replace(call, meta={"replay": {"of": of, "match": "exact"}})
+
+
+def branched_group(diverged: str = ""):
+    """a: S -> [1] | obs [5] -> [2] (R=0);  c: S -> [4] (R=0);  b1, b2 branch a at call 1: call 0
+    replayed ([1] again), then [3] (R=1) and [6] (R=1)."""
+    a = conversation_calls("a", S, [([1], [5]), ([2], [])])
+    b1 = conversation_calls("b1", S, [([1], [5]), ([3], [])])
+    b2 = conversation_calls("b2", S, [([1], [5]), ([6], [])])
+    calls = [*a, make_call("c", 0, S, [4]), replayed(b1[0], "a:0"), b1[1], replayed(b2[0], "a:0"), b2[1]]
+    rollouts = [make_rollout("a", 0.0), make_rollout("c", 0.0),
+                replace(make_rollout("b1", 1.0), lineage=Lineage("a", 1, replayed=1, exact=1)),
+                replace(make_rollout("b2", 1.0), lineage=Lineage("a", 1, replayed=1, exact=1, diverged=diverged))]
+    return calls, rollouts
+
+
+def by_token(tree, adv):
+    flat = tree.flat()
+    return {int(flat.tokens[q]): (float(adv.adv_pos[q]), float(adv.adv_neg[q]), float(adv.weight_sum[q]))
+            for q in np.flatnonzero(flat.decision)}
+
+
+def test_replayed_tokens_are_decisions_of_the_parent_only():
+    tree = build_tree(*branched_group())
+    node1 = next(n for n in tree.nodes if n.tokens.tolist() == [1])
+    assert node1.decision_rollouts == ("a",)  # sampled once, by the parent
+    assert set(node1.rollouts) == {"a", "b1", "b2"}  # the branches pass through it
+    assert tree.stats.filtered["replayed_calls"] == 2
+    reasons = {tuple(n.tokens.tolist()): n.branch_reason for n in tree.nodes}
+    assert reasons[(3,)] == reasons[(6,)] == "branch"
+    assert tree.rollouts["b1"].parent == "a" and tree.rollouts["b1"].branch_call == 1
+
+
+def test_tree_grpo_on_a_branched_tree_matches_a_hand_computed_example():
+    tree = build_tree(*branched_group())
+    t = by_token(tree, tree_grpo(tree))
+    # V(root) = 2/4; V([1]) = V([5]) = mean(a, b1, b2) = 2/3; V([2]) = 0; V([3]) = V([6]) = 1; V([4]) = 0
+    # decisions of a weigh 1/2 each (2 tokens), of b1, b2, c 1 each
+    assert t[1] == pytest.approx(((2 / 3 - 1 / 2) * 2 * 0.5, 0.0, 0.5))  # the branched decision: credited
+    assert t[2] == pytest.approx((0.0, ((0 - 1 / 2) + (0 - 2 / 3)) * 0.5, 0.5))
+    assert t[3] == pytest.approx(((1 - 1 / 2) + (1 - 2 / 3), 0.0, 1.0))
+    assert t[6] == t[3]
+    assert t[4] == pytest.approx((0.0, -1.0, 1.0))
+    flat_adv = by_token(tree, grpo(tree))  # outcome GRPO: a's first decision gets a's (negative) reward
+    assert flat_adv[1][0] == 0.0 and flat_adv[1][1] < 0
+
+
+def test_a_diverged_branch_is_not_a_sibling():
+    tree = build_tree(*branched_group(diverged="prompt"))
+    assert not tree.rollouts["b2"].kept and tree.rollouts["b2"].filter_reason == "diverged_branches"
+    assert "b2" not in tree.kept_rollouts()
+
+
+def test_lineage_round_trips_through_the_store(tmp_path):
+    store = RunStore(tmp_path)
+    _, rollouts = branched_group(diverged="ended")
+    for r in rollouts:
+        store.put_rollout(r)
+    back = {r.rollout_id: r for r in store.list_rollouts()}
+    assert back["b2"].lineage == Lineage("a", 1, replayed=1, exact=1, diverged="ended")
+    assert back["a"].lineage is None
+    assert branching_summary(list(back.values())) == {
+        "branches": 2, "diverged": 1, "diverged_prompt": 0, "diverged_ended": 1, "replayed_calls": 2,
+        "exact_share": 1.0}
+    store.close()
+
+
+def test_branch_points_pick_the_least_certain_calls_deterministically():
+    calls = [*conversation_calls("a", S, [([1], [5]), ([2], [7]), ([3], [])]),
+             *conversation_calls("b", S, [([4], [5]), ([8], [])])]
+    surprise = {("a", 1): -0.1, ("a", 2): -2.0, ("b", 1): -1.0}  # call -> logprob of each sampled token
+    calls = [replace(c, logprobs=[surprise.get((c.rollout_id, c.seq), -0.5)] * len(c.sampled_ids)) for c in calls]
+    rollouts = [replace(make_rollout("a", 0.0), sample_idx=0), replace(make_rollout("b", 1.0), sample_idx=1),
+                replace(make_rollout("x", None, status="sandbox_error"), sample_idx=2)]
+    cfg = BranchingConfig(points=2, width=3)
+    points = branch_points(rollouts, calls, cfg)
+    assert [(p.parent, p.call) for p in points] == [("a", 2), ("b", 1)]  # one per parent first; never call 0
+    assert branch_points(rollouts, calls, BranchingConfig(points=3, policy="random"), seed=1) == \
+        branch_points(rollouts, calls, BranchingConfig(points=3, policy="random"), seed=1)
+    plan = GroupPlan("g0", object(), "builtin", 2, "train", 3)
+    wave = branch_plan(plan, rollouts, calls, cfg)
+    assert wave.n == 6 and wave.first == 3 and wave.step == 3
+    assert [j.branch for j in wave.jobs()][:3] == [Branch("a", 2)] * 3
+    assert [j.rollout_id for j in wave.jobs()][0] == "g0:3"
+    assert branch_points(rollouts, calls, BranchingConfig()) == []  # off by default
