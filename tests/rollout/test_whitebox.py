@@ -46,7 +46,9 @@ def test_whitebox_records_equal_builtin_through_the_proxy(renderer, store, tasks
         assert len(calls_a) == len(calls_b) == 2
         for a, b in zip(calls_a, calls_b):
             assert {k: getattr(a, k) for k in SAME} == {k: getattr(b, k) for k in SAME}
-            assert a.meta["sampling"] == b.meta["sampling"]  # the cap (200) applied to the agent's 256
+            keys = ("temperature", "top_p", "max_tokens", "stop_token_ids")  # the cap (200) on the agent's 256
+            assert [a.meta["sampling"][k] for k in keys] == [b.meta["sampling"][k] for k in keys]
+            assert b.meta["sampling"]["max_tokens"] == 200
             assert (a.protocol, b.protocol) == ("openai.chat", "whitebox")
         # the second call extends the first one's prompt + completion, its reply reused as sampled ids
         assert calls_b[1].prompt_ids[:len(calls_b[0].prompt_ids) + len(calls_b[0].sampled_ids)] == \
