@@ -15,6 +15,7 @@ from typing import Any, List, Optional
 import typer
 
 ENGINES = ("hf", "vllm", "scripted")
+SMOLLM2_WINDOW = 8192  # the default model's context (its tokenizer-only cache has no config.json)
 
 
 def build_engine(kind: str, model_dir: Path, max_model_len: int | None, renderer: Any = None,
@@ -25,8 +26,11 @@ def build_engine(kind: str, model_dir: Path, max_model_len: int | None, renderer
     from harnessrl.engine.scripted import ScriptedEngine
 
     if kind == "scripted":
+        from harnessrl.engine.model import model_context_window
+
         reply = list(renderer.encode("Hello from the scripted engine.")) + [renderer.eot_id]
-        return ScriptedEngine(lambda prompt_ids: reply, model_path=str(model_dir), max_model_len=max_model_len or 4096,
+        window = max_model_len or model_context_window(model_dir) or SMOLLM2_WINDOW
+        return ScriptedEngine(lambda prompt_ids: reply, model_path=str(model_dir), max_model_len=window,
                               eos_ids=[renderer.eot_id], latency_s=scripted_latency_s, record_calls=0)
     cfg: dict[str, Any] = {"type": kind, "model": str(model_dir)}
     if max_model_len:

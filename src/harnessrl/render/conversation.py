@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from harnessrl.render.incremental import tail_text
@@ -129,11 +130,12 @@ class Conversation:
         return out
 
     def commit(self, rendered: RenderedPrompt, sampled_ids: list[int], policy_version: int,
-               finish_reason: str | None = None) -> ParsedCompletion:
-        """Record the call's sampled ids and return the parsed reply to serve."""
+               finish_reason: str | None = None, stop: Sequence[str] = ()) -> ParsedCompletion:
+        """Record the call's sampled ids and return the parsed reply to serve (its text ends
+        before the first of the request's `stop` strings)."""
         sampled = list(sampled_ids)
         parsed = self.renderer.parse(sampled, finish_reason=finish_reason, tools=rendered.tools,
-                                     id_seed=_id_seed(rendered.ids, sampled))
+                                     id_seed=_id_seed(rendered.ids, sampled), stop=stop)
         reply = Message("assistant", parsed.content, reasoning=parsed.reasoning, tool_calls=list(parsed.tool_calls))
         with self._lock:
             base = self.turns[rendered.base_turn] if rendered.base_turn is not None else None

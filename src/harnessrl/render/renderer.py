@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from harnessrl.render.errors import RenderError
@@ -160,8 +161,9 @@ class Renderer:
 
     # ---- replies ------------------------------------------------------------------------
     def parse(self, sampled_ids: list[int], *, finish_reason: str | None = None,
-              tools: list[ToolSpec] | None = None, id_seed: str = "") -> ParsedCompletion:
-        """Sampled ids -> reply. The trailing stop token is not part of the text.
+              tools: list[ToolSpec] | None = None, id_seed: str = "", stop: Sequence[str] = ()) -> ParsedCompletion:
+        """Sampled ids -> reply. The trailing stop token is not part of the text, nor is the text
+        from the first of the request's ``stop`` strings on (proxy/serving.py: the stop-string rule).
 
         ``finish_reason`` from the engine ("stop" | "length"); when None it is inferred from
         whether the ids end with a stop id.
@@ -172,7 +174,7 @@ class Renderer:
             stopped = finish_reason != "length"
         if ids and ids[-1] in self.stop_ids:
             ids = ids[:-1]
-        return parse_text(self.decode(ids), stopped=stopped, tools=tools, id_seed=id_seed,
+        return parse_text(cut_at_stop(self.decode(ids), stop), stopped=stopped, tools=tools, id_seed=id_seed,
                           think_opened=self.think_opened, shell=self.info.shell_tool(tools))
 
     # ---- probes -------------------------------------------------------------------------
@@ -192,3 +194,9 @@ class Renderer:
         msgs = [Message("system", "Be brief."), Message("user", "Hi there!\n  two  spaces"),
                 Message("assistant", "Hello - how can I help?"), Message("user", "ls -la /tmp\n")]
         return self.render_text(msgs)
+
+
+def cut_at_stop(text: str, stops: Sequence[str]) -> str:
+    """`text` up to (not including) the first occurrence of any stop string."""
+    at = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=-1)
+    return text if at < 0 else text[:at]

@@ -90,6 +90,18 @@ class ServeSection(_Strict):
     # 1.0 is the API default; a small model (SmolLM2-135M) writes gibberish at 1.0 and usable shell at
     # ~0.7. Recorded with every call and used in the loss.
     default_temperature: float = Field(1.0, gt=0, le=2)
+    default_top_p: float = Field(1.0, gt=0, le=1)  # the top_p of a request that sends none
+    # default: a value the harness sends is used (the serving value fills in when it sends none);
+    # force: the serving value (default_temperature, default_top_p, loop.max_tokens) replaces what
+    # the harness sends; the call records both (proxy/serving.py). aider sends temperature 0: force it
+    temperature_mode: Literal["default", "force"] = "default"
+    top_p_mode: Literal["default", "force"] = "default"
+    max_tokens_mode: Literal["default", "force"] = "default"
+
+    def forced(self) -> tuple[str, ...]:
+        """The knobs whose serving value overrides the harness's (the proxy's `force`)."""
+        modes = {"temperature": self.temperature_mode, "top_p": self.top_p_mode, "max_tokens": self.max_tokens_mode}
+        return tuple(k for k, mode in modes.items() if mode == "force")
 
 
 class SandboxSection(_Strict):
