@@ -3,7 +3,7 @@ under the ad-hoc base `/` and a rollout key's base `/r/{key}` (the `servers`), w
 protocol's request schema (from its pydantic request model), its success bodies and its typed
 error answers in its own shape and statuses (errors.py): Anthropic `{"type": "error", "error":
 {"type", "message"}}` with 529 for overload, OpenAI `{"error": {"message", "type", "param",
-"code"}}` with 503. A 5xx other than those two is never documented: it would be a proxy bug.
+"code"}}` and Google `{"error": {"code", "message", "status"}}` with 503. A 5xx other than those two is never documented: it would be a proxy bug.
 
 The request schemas are as lenient as the models (unknown fields are allowed); what a text-only
 policy cannot honour is refused with a documented 400, not by the schema (wire.py).
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harnessrl.proxy.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
+from harnessrl.proxy.protocols import ANTHROPIC, GEMINI, OPENAI_CHAT, OPENAI_RESPONSES
 from harnessrl.proxy.wire import WireProtocol
 
 _ANTHROPIC_ERROR_TYPES = sorted({"invalid_request_error", "authentication_error", "permission_error", "not_found_error",
@@ -30,7 +30,13 @@ OPENAI_ERROR = {
         "type": "object", "required": ["message", "type", "param", "code"], "additionalProperties": False,
         "properties": {"message": {"type": "string"}, "type": {"type": "string"},
                        "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}}}
+GOOGLE_ERROR = {
+    "type": "object", "required": ["error"], "additionalProperties": False,
+    "properties": {"error": {
+        "type": "object", "required": ["code", "message", "status"], "additionalProperties": False,
+        "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "status": {"type": "string"}}}}}
 _ANY_ERROR = {"anyOf": [{"$ref": "#/components/schemas/OpenAIError"}, {"$ref": "#/components/schemas/AnthropicError"}]}
+_ERROR_SCHEMA = {ANTHROPIC.name: "AnthropicError", GEMINI.name: "GoogleError"}
 
 # what each route can answer besides 200 (errors.py: kind -> status)
 _CALL_ERRORS = {"400": "invalid request, or the prompt is too long", "401": "unknown or closed rollout key",
@@ -43,7 +49,10 @@ _OK_BODY = {  # the parts a client relies on; the full bodies follow the public 
                        "properties": {"object": {"const": "chat.completion"}, "choices": {"type": "array"}}},
     OPENAI_RESPONSES.name: {"type": "object", "required": ["id", "object", "output", "status"],
                             "properties": {"object": {"const": "response"}, "output": {"type": "array"}}},
+    GEMINI.name: {"type": "object", "required": ["candidates", "usageMetadata"],
+                  "properties": {"candidates": {"type": "array", "minItems": 1, "maxItems": 1}}},
 }
+_MODEL_PARAM = {"name": "model", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[^/:]+$"}}
 
 # one server-sent event of a streamed answer (or of its in-stream error), as schemathesis splits them
 _SSE_EVENT = {"type": "object", "required": ["data"],
@@ -51,7 +60,7 @@ _SSE_EVENT = {"type": "object", "required": ["data"],
 
 
 def _error_ref(wire: WireProtocol) -> dict[str, str]:
-    return {"$ref": "#/components/schemas/" + ("AnthropicError" if wire is ANTHROPIC else "OpenAIError")}
+    return {"$ref": "#/components/schemas/" + _ERROR_SCHEMA.get(wire.name, "OpenAIError")}
 
 
 def _errors(wire: WireProtocol, statuses: dict[str, str]) -> dict[str, Any]:
@@ -70,10 +79,15 @@ def _request_schema(wire: WireProtocol, components: dict[str, Any]) -> dict[str,
     return {"$ref": f"#/components/schemas/{prefix}Request"}
 
 
-def _call_operation(wire: WireProtocol, components: dict[str, Any]) -> dict[str, Any]:
+def _call_operation(wire: WireProtocol, components: dict[str, Any], route: str) -> dict[str, Any]:
     overload = "529" if wire is ANTHROPIC else "503"
+    method = route.rsplit(":", 1)[1] if "{model}" in route else ""
+    params: dict[str, Any] = {"parameters": [_MODEL_PARAM]} if method else {}
+    if method == "streamGenerateContent":
+        params["parameters"] = [_MODEL_PARAM, {"name": "alt", "in": "query", "required": True,
+                                               "schema": {"const": "sse"}}]
     return {"post": {
-        "operationId": wire.name.replace(".", "_"),
+        "operationId": wire.name.replace(".", "_") + (f"_{method}" if method else ""), **params,
         "requestBody": {"required": True, "content": {"application/json": {"schema": _request_schema(wire, components)}}},
         "responses": {
             "200": {"description": "the model's answer (a JSON body, or the SSE events of a streamed call)",
@@ -84,9 +98,19 @@ def _call_operation(wire: WireProtocol, components: dict[str, Any]) -> dict[str,
 
 
 def openapi_schema(served_model: str) -> dict[str, Any]:
-    components: dict[str, Any] = {"AnthropicError": ANTHROPIC_ERROR, "OpenAIError": OPENAI_ERROR}
-    paths: dict[str, Any] = {route: _call_operation(wire, components)
-                             for wire in (ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES) for route in wire.routes}
+    components: dict[str, Any] = {"AnthropicError": ANTHROPIC_ERROR, "OpenAIError": OPENAI_ERROR,
+                                  "GoogleError": GOOGLE_ERROR}
+    paths: dict[str, Any] = {route: _call_operation(wire, components, route)
+                             for wire in (ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, GEMINI) for route in wire.routes}
+    paths[GEMINI.count_tokens_route] = {"post": {
+        "operationId": "gemini_count_tokens", "parameters": [_MODEL_PARAM],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "$ref": "#/components/schemas/gemini_generate_content_Request"}}}},
+        "responses": {"200": {"description": "the prompt length as this rollout would render it",
+                              "content": {"application/json": {"schema": {
+                                  "type": "object", "required": ["totalTokens"],
+                                  "properties": {"totalTokens": {"type": "integer", "minimum": 0}}}}}},
+                      **_errors(GEMINI, {**_CALL_ERRORS, "503": "too many large requests on the proxy (Retry-After)"})}}}
     paths[ANTHROPIC.count_tokens_route] = {"post": {
         "operationId": "anthropic_count_tokens",
         "requestBody": {"required": True, "content": {"application/json": {"schema": {
@@ -116,7 +140,8 @@ def openapi_schema(served_model: str) -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {"title": "harnessrl proxy", "version": "1",
-                 "description": "Anthropic Messages, OpenAI Chat Completions and OpenAI Responses over one policy; "
+                 "description": "Anthropic Messages, OpenAI Chat Completions, OpenAI Responses and the Gemini API "
+                                "over one policy; "
                                 "every call is recorded in the run store (docs/proxy.md)."},
         "servers": [{"url": "/", "description": "the ad-hoc rollout"},
                     {"url": "/r/{key}", "description": "a registered rollout key",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from harnessrl.proxy.anthropic import AnthropicMessages
+from harnessrl.proxy.gemini import GeminiGenerateContent
 from harnessrl.proxy.openai_chat import OpenAIChat
 from harnessrl.proxy.openai_responses import OpenAIResponses
 from harnessrl.proxy.wire import WireProtocol
@@ -13,15 +14,19 @@ from harnessrl.proxy.wire import WireProtocol
 ANTHROPIC = AnthropicMessages()
 OPENAI_CHAT = OpenAIChat()
 OPENAI_RESPONSES = OpenAIResponses()
-WIRE_PROTOCOLS: tuple[WireProtocol, ...] = (ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES)
+GEMINI = GeminiGenerateContent()
+WIRE_PROTOCOLS: tuple[WireProtocol, ...] = (ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, GEMINI)
 
 
 def protocol_for(path: str, headers: Mapping[str, str] | None = None) -> WireProtocol:
     """The protocol whose error shape a client on `path` expects: the one owning the route (or a
-    route it starts), else Anthropic when the client sent `anthropic-version`, else OpenAI Chat."""
+    route it starts), else Anthropic when the client sent `anthropic-version`, Gemini when it sent
+    `x-goog-api-key`, else OpenAI Chat."""
     for wire in WIRE_PROTOCOLS:
-        if any(route in path for route in wire.routes):
+        if wire.owns(path):
             return wire
     if headers is not None and "anthropic-version" in headers:
         return ANTHROPIC
+    if headers is not None and "x-goog-api-key" in headers:
+        return GEMINI
     return OPENAI_CHAT

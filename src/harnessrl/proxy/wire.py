@@ -2,8 +2,10 @@
 
 A wire protocol owns its routes, request parsing (body -> `ChatRequest`), response and SSE
 encoding (`CallResult` -> body / events), its keepalive bytes, and its error shape and statuses.
-The app (app.py) and the call handler (calls.py) are generic over it; protocols.py lists the three
-the proxy serves: Anthropic Messages, OpenAI Chat Completions and OpenAI Responses.
+The app (app.py) and the call handler (calls.py) are generic over it; protocols.py lists the four
+the proxy serves: Anthropic Messages, OpenAI Chat Completions, OpenAI Responses and the Gemini API.
+A protocol whose request settings live in the URL (Gemini: the model and the method in the path,
+`alt` in the query) returns a bound copy of itself from `for_request`.
 
 (A "tool-call dialect" in render/ is a different thing: how the model writes tool calls in text.)
 
@@ -16,6 +18,7 @@ does not define is refused with a 400 that names the field.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from harnessrl.proxy.canonical import CallResult, ChatRequest
@@ -28,6 +31,30 @@ class WireProtocol(ABC):
     request_model: ClassVar[Any]  # the pydantic model of a request body (its JSON schema: openapi.py)
     routes: ClassVar[tuple[str, ...]]  # model-call routes (under "" and "/r/{key}")
     keepalive: ClassVar[bytes]  # what a slow stream sends while the engine works
+    count_tokens_route: ClassVar[str | None] = None  # a token-count route (answered by count_tokens_body)
+
+    # -- routing -------------------------------------------------------------------------------
+
+    def owns(self, path: str) -> bool:
+        """Whether `path` is (or starts) one of this protocol's routes (for the error shape)."""
+        return any(route in path for route in self.routes)
+
+    def for_request(self, path: str, path_params: Mapping[str, str], query: Mapping[str, str]) -> WireProtocol:
+        """This protocol bound to one request's URL (ProxyError 400 on a URL it cannot serve)."""
+        return self
+
+    def api_key(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+        """The rollout key a client sent outside the path (only protocols whose clients cannot put it there)."""
+        return None
+
+    @property
+    def streams(self) -> bool:
+        """True when the route itself asks for a stream (the body's `stream` field is not read)."""
+        return False
+
+    @staticmethod
+    def count_tokens_body(n_tokens: int) -> dict[str, Any]:
+        return {"input_tokens": n_tokens}
 
     # -- requests ------------------------------------------------------------------------------
 
