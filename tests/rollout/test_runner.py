@@ -200,3 +200,28 @@ def test_a_harness_without_a_turn_limit_is_bounded_by_the_call_budget(proxy, sto
     assert (rec.status, rec.reward, rec.meta["end_reason"]) == ("ok", 1.0, "call_budget"), rec.error
     calls = sorted(store.list_calls([rec.rollout_id]), key=lambda c: c.seq)
     assert [c.status for c in calls] == ["ok", "error"] and calls[1].meta["error_kind"] == "call_budget"
+
+
+def test_a_context_refusal_anywhere_is_context_exceeded_never_ok(renderer, store, tasks):
+    """A harness that got the typed "too long" error and went on (a summariser call that was served,
+    as qwen-code does) made a context_exceeded rollout, scored like any policy end, never `ok`."""
+    import sys
+
+    from harnessrl.harness.command import CommandAdapter
+    from harnessrl.proxy.server import ProxyServer
+
+    from .solver import solver_engine
+
+    engine = solver_engine(renderer, tasks, lambda t: True)
+    engine.max_model_len = 256  # the 400-word request does not fit, the short one does
+    agent = Path(__file__).with_name("summariser_agent.py")
+    server = ProxyServer(engine, store, renderer).start()
+    try:
+        rec = run_rollout(RolloutJob(tasks[1], "command", "g-refused", 0), CommandAdapter(f"{sys.executable} {agent}"),
+                          LocalProxy(server), store, RunOptions(sandbox_cfg=LOCAL, max_turns=3))
+    finally:
+        server.stop()
+    calls = store.list_calls([rec.rollout_id])
+    assert [c.status for c in calls] == ["error", "ok"]  # the refused call was not the last one
+    assert rec.status == "context_exceeded" and rec.reward is not None  # scored, under its own status
+    assert rec.meta["context_refusals"] == 1 and "256" in rec.error

@@ -14,8 +14,9 @@ are retried up to `start_retries` times, then recorded as sandbox_error / harnes
 never mixes two attempts' calls in one rollout: only attempts that made no call are retried.
 Once the policy has sampled a call, every end is scored by the verifier (a crash, a timeout, a
 context overflow, its own sandbox killed: 0 when nothing is left to score); the status still says
-how the harness ended. A rollout whose last model call was refused as too long for the model's
-context (the proxy's typed "prompt too long" error) is recorded as `context_exceeded`.
+how the harness ended. A rollout with any model call refused as too long for the model's context
+(the proxy's typed "prompt too long" error) is recorded as `context_exceeded`, also when the harness
+went on after it (a summariser call that was served): never as `ok`.
 Every record carries the harness profile it ran with (`profile`, and its settings in meta).
 A rollout starts only while the machine has `memory_reserve_gib` available or none of its batch
 runs (`memory_gate.py`); the time it was held is `durations["memory_wait_s"]`.
@@ -28,7 +29,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.rollout.branching import branch_lineage
@@ -278,10 +279,12 @@ def _run_in(sandbox: Any, job: RolloutJob, adapter: Any, key: str, store: Any, o
             return replace(base, status="cancelled", error="the run was interrupted; the harness was ended",
                            durations=durations, meta=meta)
         status, error = result.status, ""
-        kind, message, served = call_summary(store, job.rollout_id)  # one read of the rollout's calls
-        too_long = refusal_text(kind, message)
-        if too_long:  # whatever the harness's exit: its last request got no reply
+        summary = call_summary(store, job.rollout_id)  # one read of the rollout's calls
+        kind, served = summary.kind, summary.served
+        too_long = refusal_text("too_long", summary.too_long) if summary.refusals else ""
+        if too_long:  # whatever the harness's exit and whatever it did after: a request got no reply
             status = "context_exceeded"
+            meta["context_refusals"] = summary.refusals
             error = f"{too_long} (harness: {result.status}{': ' + result.error[:300] if result.error else ''})"
         elif kind == "call_budget":
             meta["end_reason"] = "call_budget"  # the policy used every call it had: its end, like max-turns
@@ -317,21 +320,32 @@ def _harness_run(adapter: Any, sandbox: Any, job: RolloutJob, key: str, opts: Ru
                              f"output: {type(e).__name__}: {str(e)[:300]}")
 
 
-def call_summary(store: Any, rollout_id: str) -> tuple[str, str, int]:
-    """(error kind, message) of the rollout's last call (("", "") when it was served or there is
-    none) and how many of its calls the engine answered (the policy sampled tokens in them)."""
+class CallSummary(NamedTuple):
+    """What the runner needs of a finished rollout's calls."""
+
+    kind: str  # error kind of the last call ("" when it was served or there is none)
+    message: str  # its error message
+    served: int  # calls the engine answered (the policy sampled tokens in them)
+    refusals: int = 0  # calls refused as too long for the model's context, anywhere in the rollout
+    too_long: str = ""  # the first such refusal's message
+
+
+def call_summary(store: Any, rollout_id: str) -> CallSummary:
+    """The rollout's calls summed up for its status (one read of the store)."""
     try:
         calls = store.list_calls([rollout_id])
     except Exception:  # noqa: BLE001 - a status detail only
-        return "", "", 0
+        return CallSummary("", "", 0)
     if not calls:
-        return "", "", 0
+        return CallSummary("", "", 0)
     served = sum(c.status == "ok" for c in calls)
+    refused = [c for c in sorted(calls, key=lambda c: c.seq) if (c.meta or {}).get("error_kind") == "too_long"]
+    first = str((refused[0].meta or {}).get("error") or "prompt too long") if refused else ""
     last = max(calls, key=lambda c: c.seq)
     if last.status != "error":
-        return "", "", served
+        return CallSummary("", "", served, len(refused), first)
     meta = last.meta or {}
-    return str(meta.get("error_kind") or ""), str(meta.get("error") or ""), served
+    return CallSummary(str(meta.get("error_kind") or ""), str(meta.get("error") or ""), served, len(refused), first)
 
 
 def refusal_text(kind: str, message: str) -> str:
@@ -342,8 +356,8 @@ def refusal_text(kind: str, message: str) -> str:
 def context_refusal(store: Any, rollout_id: str) -> str:
     """The proxy's "prompt too long" message when the rollout's LAST call was refused for not fitting
     the model's context, else "". (A harness that compacted and went on has a later, ok call.)"""
-    kind, message, _ = call_summary(store, rollout_id)
-    return refusal_text(kind, message)
+    summary = call_summary(store, rollout_id)
+    return refusal_text(summary.kind, summary.message)
 
 
 def _transcript(store: Any, rollout_id: str) -> list[dict[str, Any]]:

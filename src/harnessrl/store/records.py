@@ -9,8 +9,9 @@ from typing import Any
 # token was sampled by policy version v in an earlier call and reused verbatim (exact history).
 PROMPT = -1
 
-# context_exceeded: the rollout ended because a request did not fit the model's context (the proxy
-# answered its typed "prompt too long" error and the harness could not go on)
+# context_exceeded: a request of the rollout did not fit the model's context (the proxy answered its
+# typed "prompt too long" error), whether the harness gave up or went on (a summariser call served
+# after it): scored like any policy end, never recorded as ok
 # cancelled: the run was interrupted (Ctrl-C, SIGTERM) while the rollout ran; its harness was ended
 # runner_error: a bug in harnessrl's own runner (reported with its traceback type); never the policy's
 ROLLOUT_STATUSES = ("ok", "harness_error", "timeout", "verifier_error", "sandbox_error", "context_exceeded",
