@@ -35,8 +35,10 @@ def _cli_eval_plans(monkeypatch, run_dir, n: int) -> list:
 
     monkeypatch.setattr(session, "proxy_session", no_proxy)
     monkeypatch.setattr(jobs, "run_plans", record)
-    rollout_cli._execute("builtin:test", HARNESSES, n, 2, run_dir, None, "hf", "local", None, None, 3, 60.0,
-                         step=0, split="eval", progress=False)
+    flags = rollout_cli.ServeFlags(None, None, HARNESSES, 2, None, "hf", "local", None, None, 3, 60.0,
+                                   None, None, None)
+    rollout_cli._execute("builtin:test", rollout_cli._serving_config(flags), flags, n, run_dir, step=0,
+                         split="eval", progress=False)
     return seen
 
 

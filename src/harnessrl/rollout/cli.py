@@ -2,6 +2,10 @@
 
     harnessrl rollout --tasks builtin:train --harness builtin -n 4 --concurrency 4 --run-dir runs/r1
     harnessrl eval --tasks builtin:test --harness builtin -n 4 --engine vllm --json
+    harnessrl eval --from-run runs/demo --model runs/demo/checkpoints/step_000020/policy --tasks builtin:test
+
+Serving options that are not given come from the run config (`--config` / `--from-run`, else the
+RunConfig defaults), so an eval serves exactly as its training run did.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import contextlib
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, List, Optional
 
@@ -17,12 +22,79 @@ import typer
 
 TASKS_HELP = ("builtin:train|test|paraphrase|unseen|all|<category>|<family>[:<split>], a task directory, or a "
               "directory of task directories.")
-MAX_TOKENS_HELP = ("Tokens per model reply at most (in-process proxy), whatever the harness asks; use the "
-                   "training run's loop.max_tokens.")
-TEMPERATURE_HELP = ("Sampling temperature of requests that send none (in-process proxy); use the training "
-                    "run's serve.default_temperature.")
-TOOL_FORMAT_HELP = ("hermes | smollm2 | bash: how the model writes tool calls (in-process proxy; default: the chat "
-                    "template's own). Use the training run's render.tool_format.")
+TOOL_FORMAT_HELP = ("hermes | smollm2 | bash | bash_examples: how the model writes tool calls (in-process proxy; "
+                    "null = the chat template's own). bash: one fenced ```bash block runs the harness's shell tool; "
+                    "bash_examples: the same, with three worked examples as earlier turns (a 135M model needs them).")
+ENGINES = ("auto", "hf", "vllm", "vllm_server", "sglang_server", "scripted")
+
+# Options that `rollout` and `eval` share. A serving option left unset (None) takes its value from
+# the run config (--config FILE, or --from-run DIR's stored config, else the RunConfig defaults);
+# run/serve_config.py FLAG_KEYS names the key each one sets.
+CONFIG = typer.Option(None, "--config", "-c", help="A run config (YAML): serve as that training run would "
+                      "(tool format, max tokens, temperature, max turns, engine, sandbox, harness options); "
+                      "flags override it.")
+FROM_RUN = typer.Option(None, "--from-run", help="A `harnessrl train` run directory: serve exactly as it "
+                        "trained, from the config it stored; flags override it.")
+HARNESS = typer.Option(None, "--harness", "-H", show_default="the config's harnesses",
+                       help="Harness spec <name>[:<profile>] (e.g. claude-code:small); repeat to mix or compare "
+                            "(one group per harness). A harness of the config keeps its options.")
+CONCURRENCY = typer.Option(None, "--concurrency", "-j", min=1, show_default="loop.concurrency",
+                           help="Rollouts running at once.")
+MODEL = typer.Option(None, "--model", "-m", show_default="model.path",
+                     help="smollm2-135m-instruct (null) or an HF dir, e.g. a run's checkpoints/step_N/policy.")
+ENGINE = typer.Option(None, "--engine", "-e", show_default="engine.type",
+                      help=f"{' | '.join(ENGINES)} (in-process proxy; scripted: one fixed reply, no weights).")
+SANDBOX = typer.Option(None, "--sandbox", show_default="sandbox.type", help="bwrap (isolated) | local (no isolation).")
+PROXY = typer.Option(None, "--proxy", help="Attach to a running proxy: http://127.0.0.1:PORT (it keeps its own "
+                                           "engine, tool format and sampling).")
+ADMIN_TOKEN = typer.Option(None, "--admin-token", help="The running proxy's admin token.")
+MAX_TURNS = typer.Option(None, "--max-turns", min=1, show_default="loop.max_turns",
+                         help="Model calls per rollout (harnesses that support it).")
+TIMEOUT = typer.Option(None, "--timeout", min=1, show_default="loop.rollout_timeout_s", help="Seconds per harness run.")
+TOOL_FORMAT = typer.Option(None, "--tool-format", show_default="render.tool_format", help=TOOL_FORMAT_HELP)
+MAX_TOKENS = typer.Option(None, "--max-tokens", min=1, show_default="loop.max_tokens",
+                          help="Tokens per model reply at most (in-process proxy), whatever the harness asks.")
+DEFAULT_TEMPERATURE = typer.Option(None, "--default-temperature", min=0.01, max=2.0,
+                                   show_default="serve.default_temperature",
+                                   help="Sampling temperature of requests that send none (in-process proxy).")
+
+
+@dataclass(frozen=True)
+class ServeFlags:
+    """The flags `rollout` and `eval` share, as given (None: not given)."""
+
+    config: Optional[Path]
+    from_run: Optional[Path]
+    harness: Optional[List[str]]
+    concurrency: Optional[int]
+    model: Optional[str]
+    engine: Optional[str]
+    sandbox: Optional[str]
+    proxy: Optional[str]
+    admin_token: Optional[str]
+    max_turns: Optional[int]
+    timeout: Optional[float]
+    tool_format: Optional[str]
+    max_tokens: Optional[int]
+    default_temperature: Optional[float]
+
+
+def _serving_config(flags: ServeFlags) -> Any:
+    """The RunConfig these flags serve with; a bad value or a missing file/run exits 2 with the fix,
+    before anything is loaded or a run store is opened."""
+    from harnessrl.run.config import ConfigError
+    from harnessrl.run.serve_config import FLAG_KEYS, serving_config
+
+    if flags.engine is not None and flags.engine not in ENGINES:
+        raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}")
+    try:
+        return serving_config(flags.config, flags.from_run, vars(flags))
+    except ConfigError as err:
+        message = str(err)
+        for name, key in FLAG_KEYS.items():  # name the flag next to the key it set
+            message = message.replace(f"{key}:", f"{key} (--{name.replace('_', '-')}):")
+        typer.echo(f"error: {message}", err=True)
+        raise typer.Exit(code=2) from None
 
 
 @contextlib.contextmanager
@@ -43,40 +115,34 @@ def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
         os.close(saved)
 
 
-def _execute(tasks: str | list[Any], harness: list[str], n: int, concurrency: int, run_dir: Path, model: Optional[str],
-             engine: str, sandbox: str, proxy: Optional[str], admin_token: Optional[str], max_turns: int,
-             timeout: float, step: int, split: str, progress: bool = True,
-             tool_format: Optional[str] = None, max_tokens: int = 512,
-             temperature: float = 1.0) -> tuple[list[Any], list[Any]]:
+def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_dir: Path, step: int, split: str,
+             progress: bool = True) -> tuple[list[Any], list[Any]]:
+    """Run every task x harness x n through the proxy `cfg` serves with (or the running --proxy)."""
+    import functools
+
     from harnessrl.engine.model import ModelNotFound
     from harnessrl.harness import HarnessConfigError
     from harnessrl.proxy.server import ProxyStartError
     from harnessrl.rollout.proxy_link import ProxyLinkError
     from harnessrl.rollout.jobs import RolloutsFailed, run_groups
     from harnessrl.rollout.session import proxy_session
+    from harnessrl.run.serve_config import SCRIPTED, harness_specs, local_proxy
     from harnessrl.sandbox.base import SandboxConfig, SandboxUnavailable
     from harnessrl.sandbox.health import preflight
     from harnessrl.tasks.loader import load_tasks
     from harnessrl.tasks.model import TaskError
 
-    if engine not in ("hf", "vllm"):
-        raise typer.BadParameter("--engine must be hf or vllm")
-    if sandbox not in ("bwrap", "local"):
-        raise typer.BadParameter("--sandbox must be bwrap or local")
-    from harnessrl.render.tool_formats import TOOL_FORMATS
-
-    if tool_format is not None and tool_format not in TOOL_FORMATS:
-        raise typer.BadParameter(f"--tool-format must be one of {', '.join(TOOL_FORMATS)}")
+    sandbox_cfg = SandboxConfig(type=cfg.sandbox.type, host_uid=cfg.sandbox.host_uid)
+    specs, harness_options = harness_specs(cfg, flags.harness)
+    local = functools.partial(local_proxy, cfg, scripted=flags.engine == SCRIPTED)
     try:
         task_list = load_tasks(tasks) if isinstance(tasks, str) else tasks
-        preflight(SandboxConfig(type=sandbox))  # a damaged host is named before the engine loads
-        with proxy_session(run_dir, engine=engine, model=model, proxy_url=proxy, admin_token=admin_token,
-                           tool_format=tool_format, max_tokens=max_tokens,
-                           default_temperature=temperature) as (link, store):
-            records = run_groups(task_list, harness or ["builtin"], n, proxy=link, store=store,
-                                 sandbox_cfg=SandboxConfig(type=sandbox), concurrency=concurrency, step=step,
-                                 max_turns=max_turns, harness_timeout_s=timeout, split=split,
-                                 progress=progress)
+        preflight(sandbox_cfg)  # a damaged host is named before the engine loads
+        with proxy_session(run_dir, local=local, proxy_url=flags.proxy, admin_token=flags.admin_token) as (link, store):
+            records = run_groups(task_list, specs, n, proxy=link, store=store, sandbox_cfg=sandbox_cfg,
+                                 concurrency=cfg.loop.concurrency, step=step, max_turns=cfg.loop.max_turns,
+                                 harness_timeout_s=cfg.loop.rollout_timeout_s, harness_options=harness_options,
+                                 split=split, progress=progress)
     except (TaskError, HarnessConfigError, ValueError, ModelNotFound, ProxyStartError, ProxyLinkError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(code=2) from None
@@ -106,28 +172,24 @@ def load_sets(specs: list[str], limit: Optional[int]) -> tuple[dict[str, list[An
 
 def rollout(
     tasks: str = typer.Option("builtin:train", "--tasks", "-t", help=TASKS_HELP),
-    harness: List[str] = typer.Option(["builtin"], "--harness", "-H", help="Harness spec <name>[:<profile>] (e.g. claude-code:small); repeat to mix (one per group)."),
-    n: int = typer.Option(4, "-n", "--samples", help="Rollouts per (task, harness) group."),
-    concurrency: int = typer.Option(4, "--concurrency", "-c", help="Rollouts running at once."),
+    n: Optional[int] = typer.Option(None, "-n", "--samples", min=1, show_default="loop.n_per_group",
+                                    help="Rollouts per (task, harness) group."),
     run_dir: Path = typer.Option(Path("runs/rollout"), "--run-dir", "-d", help="Run directory (store)."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="smollm2-135m-instruct (default) or an HF dir."),
-    engine: str = typer.Option("hf", "--engine", "-e", help="hf | vllm (in-process proxy only)."),
-    sandbox: str = typer.Option("bwrap", "--sandbox", help="bwrap (isolated) | local (no isolation)."),
-    proxy: Optional[str] = typer.Option(None, "--proxy", help="Attach to a running proxy: http://127.0.0.1:PORT."),
-    admin_token: Optional[str] = typer.Option(None, "--admin-token", help="The running proxy's admin token."),
-    max_turns: int = typer.Option(8, "--max-turns", help="Model calls per rollout (harnesses that support it)."),
-    timeout: float = typer.Option(600.0, "--timeout", help="Seconds per harness run."),
     step: int = typer.Option(0, "--step", help="Step number stored with the rollouts."),
-    tool_format: Optional[str] = typer.Option(None, "--tool-format", help=TOOL_FORMAT_HELP),
-    max_tokens: int = typer.Option(512, "--max-tokens", min=1, help=MAX_TOKENS_HELP),
-    temperature: float = typer.Option(1.0, "--temperature", min=0.01, max=2.0, help=TEMPERATURE_HELP),
+    config: Optional[Path] = CONFIG, from_run: Optional[Path] = FROM_RUN, harness: Optional[List[str]] = HARNESS,
+    concurrency: Optional[int] = CONCURRENCY, model: Optional[str] = MODEL, engine: Optional[str] = ENGINE,
+    sandbox: Optional[str] = SANDBOX, proxy: Optional[str] = PROXY, admin_token: Optional[str] = ADMIN_TOKEN,
+    max_turns: Optional[int] = MAX_TURNS, timeout: Optional[float] = TIMEOUT, tool_format: Optional[str] = TOOL_FORMAT,
+    max_tokens: Optional[int] = MAX_TOKENS, default_temperature: Optional[float] = DEFAULT_TEMPERATURE,
 ) -> None:
     """Run groups of rollouts (task x harness x n) in sandboxes through the proxy; store them."""
     from rich.console import Console
 
-    _, records = _execute(tasks, harness, n, concurrency, run_dir, model, engine, sandbox, proxy, admin_token,
-                          max_turns, timeout, step, split="rollout", tool_format=tool_format,
-                          max_tokens=max_tokens, temperature=temperature)
+    flags = ServeFlags(config, from_run, harness, concurrency, model, engine, sandbox, proxy, admin_token,
+                       max_turns, timeout, tool_format, max_tokens, default_temperature)
+    cfg = _serving_config(flags)
+    n = n if n is not None else cfg.loop.n_per_group
+    _, records = _execute(tasks, cfg, flags, n, run_dir, step, split="rollout")
     counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -139,39 +201,35 @@ def evaluate(
     tasks: List[str] = typer.Option(["builtin:test"], "--tasks", "-t",
                                     help=TASKS_HELP + " Repeat to report several sets side by side (e.g. "
                                          "builtin:test, builtin:paraphrase, builtin:unseen)."),
-    harness: List[str] = typer.Option(["builtin"], "--harness", "-H", help="Harness spec <name>[:<profile>] (e.g. codex:small); repeat to compare."),
-    n: int = typer.Option(4, "-n", "--samples", help="Rollouts per (task, harness)."),
+    n: Optional[int] = typer.Option(None, "-n", "--samples", min=1, show_default="loop.eval_samples",
+                                    help="Rollouts per (task, harness)."),
     k: List[int] = typer.Option([], "--k", help="Report pass@k for these k (default 1 and n)."),
-    concurrency: int = typer.Option(4, "--concurrency", "-c", help="Rollouts running at once."),
     run_dir: Path = typer.Option(Path("runs/eval"), "--run-dir", "-d", help="Run directory (store)."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="smollm2-135m-instruct (default) or an HF dir."),
-    engine: str = typer.Option("hf", "--engine", "-e", help="hf | vllm."),
-    sandbox: str = typer.Option("bwrap", "--sandbox", help="bwrap | local."),
-    proxy: Optional[str] = typer.Option(None, "--proxy", help="Attach to a running proxy: http://127.0.0.1:PORT."),
-    admin_token: Optional[str] = typer.Option(None, "--admin-token", help="The running proxy's admin token."),
-    max_turns: int = typer.Option(8, "--max-turns", help="Model calls per rollout."),
-    timeout: float = typer.Option(600.0, "--timeout", help="Seconds per harness run."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1,
-                                        help="At most this many tasks per --tasks set, one family at a time."),
+                                        help="At most this many tasks per --tasks set, one family at a time "
+                                             "(the training run's loop.eval_size)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object on stdout (all else to stderr)."),
-    tool_format: Optional[str] = typer.Option(None, "--tool-format", help=TOOL_FORMAT_HELP),
-    max_tokens: int = typer.Option(512, "--max-tokens", min=1, help=MAX_TOKENS_HELP),
-    temperature: float = typer.Option(1.0, "--temperature", min=0.01, max=2.0, help=TEMPERATURE_HELP),
+    config: Optional[Path] = CONFIG, from_run: Optional[Path] = FROM_RUN, harness: Optional[List[str]] = HARNESS,
+    concurrency: Optional[int] = CONCURRENCY, model: Optional[str] = MODEL, engine: Optional[str] = ENGINE,
+    sandbox: Optional[str] = SANDBOX, proxy: Optional[str] = PROXY, admin_token: Optional[str] = ADMIN_TOKEN,
+    max_turns: Optional[int] = MAX_TURNS, timeout: Optional[float] = TIMEOUT, tool_format: Optional[str] = TOOL_FORMAT,
+    max_tokens: Optional[int] = MAX_TOKENS, default_temperature: Optional[float] = DEFAULT_TEMPERATURE,
 ) -> None:
     """pass@1 (with a 95% bootstrap interval over tasks) and unbiased pass@k per task, category, family
     and harness; with several --tasks, one summary per set and a harness x set table."""
     from harnessrl.rollout.metrics import summarize, summarize_sets
     from harnessrl.rollout.report import print_sets, print_summary
 
+    flags = ServeFlags(config, from_run, harness, concurrency, model, engine, sandbox, proxy, admin_token,
+                       max_turns, timeout, tool_format, max_tokens, default_temperature)
+    cfg = _serving_config(flags)
+    n = n if n is not None else cfg.loop.eval_samples
     ks = sorted(set(k) | {1, n}) if not k else sorted(set(k) | {1})
     if any(x < 1 or x > n for x in ks):
         raise typer.BadParameter(f"every --k must be between 1 and -n ({n})")
     sets, union = load_sets(tasks, limit)
     with _stdout_to_stderr(json_out):
-        task_list, records = _execute(union, harness, n, concurrency, run_dir, model, engine, sandbox, proxy,
-                                      admin_token, max_turns, timeout, step=0, split="eval",
-                                      tool_format=tool_format, max_tokens=max_tokens,
-                                      temperature=temperature)
+        task_list, records = _execute(union, cfg, flags, n, run_dir, step=0, split="eval")
         if len(sets) == 1:
             summary = summarize(records, {t.id: t for t in task_list}, ks)
             print_summary(summary, stderr=json_out)

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harnessrl.harness import HarnessConfigError
-from harnessrl.proxy.server import ProxyServer
 from harnessrl.render.renderer import Renderer
 from harnessrl.rollout.jobs import RunOptions, make_adapters, run_plans
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.rollout.proxy_link import LocalProxy
 from harnessrl.run.collect import Progress
 from harnessrl.run.errors import TrainError
+from harnessrl.run.serve_config import start_proxy
 from harnessrl.sandbox.base import SandboxConfig
 from harnessrl.tasks.loader import interleave_families, load_tasks
 from harnessrl.tasks.model import TaskError
@@ -61,10 +61,7 @@ class RunnerCollector:
     def __init__(self, cfg, engine: Any, store: Any, model_dir: Path):
         self.cfg, self.store = cfg, store
         renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format)
-        self.proxy = ProxyServer(engine, store, renderer,
-                                 default_max_tokens=cfg.loop.max_tokens,
-                                 max_tokens_cap=cfg.loop.max_tokens,
-                                 default_temperature=cfg.serve.default_temperature).start()
+        self.proxy = start_proxy(cfg, engine, store, renderer)  # the way `harnessrl eval --from-run` serves
         self.sandbox_cfg = SandboxConfig(type=cfg.sandbox.type, host_uid=cfg.sandbox.host_uid)
         self._adapters: dict[str, Any] = {}
         try:

@@ -15,7 +15,9 @@ refused with the fix (`REFUSED_KEYS`).
 
 from __future__ import annotations
 
+import copy
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -325,7 +327,7 @@ def apply_override(data: dict, dotted: str) -> None:
             node = node[idx]
 
 
-def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunConfig:
     """Read a YAML RunConfig (or the defaults when path is None) and apply overrides."""
     data: dict = {}
     if path is not None:
@@ -338,13 +340,20 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig
             raise ConfigError(f"{p}: not valid YAML: {err}") from err
         if not isinstance(data, dict):
             raise ConfigError(f"{p}: the top level must be a mapping of sections")
+    return build_config(data, overrides, source=str(path or "config"))
+
+
+def build_config(data: dict, overrides: Sequence[str] = (), source: str = "config") -> RunConfig:
+    """A RunConfig from a mapping of sections (a file's, or one stored by a run) and overrides;
+    ConfigError names `source` and every invalid key."""
+    data = copy.deepcopy(data)
     for o in overrides:
         apply_override(data, o)
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:
         lines = [f"  {'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}" for e in err.errors()]
-        raise ConfigError(f"{path or 'config'} is invalid:\n" + "\n".join(lines)) from err
+        raise ConfigError(f"{source} is invalid:\n" + "\n".join(lines)) from err
 
 
 def validate_files(paths: list[str | Path]) -> dict[str, str]:

@@ -1,0 +1,118 @@
+"""How a run serves, in one place: the proxy a RunConfig builds (for the training loop's collector
+and for `harnessrl rollout` / `eval` alike), and the RunConfig that `rollout` / `eval` serve with:
+a config file (`--config`) or a training run's stored config (`--from-run`), else the defaults,
+then every flag that was given.
+
+    cfg = serving_config(None, Path("runs/demo"), {"max_turns": 6})   # as runs/demo trained, 6 turns
+    with local_proxy(cfg, store) as link:
+        run_groups(tasks, harness_specs(cfg, None), n, proxy=link, store=store, ...)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from harnessrl.engine import make_engine, resolve_model
+from harnessrl.engine.base import Engine
+from harnessrl.engine.factory import EngineConfig
+from harnessrl.proxy.server import ProxyServer
+from harnessrl.render.renderer import Renderer
+from harnessrl.rollout.proxy_link import LocalProxy
+from harnessrl.run.config import ConfigError, RunConfig, build_config, load_config
+from harnessrl.store import RunStore
+from harnessrl.store.schema import DB_NAME
+
+# CLI option (the parameter name of `rollout` / `eval`) -> the run-config key it sets
+FLAG_KEYS = {
+    "model": "model.path",
+    "engine": "engine.type",
+    "sandbox": "sandbox.type",
+    "concurrency": "loop.concurrency",
+    "max_turns": "loop.max_turns",
+    "timeout": "loop.rollout_timeout_s",
+    "tool_format": "render.tool_format",
+    "max_tokens": "loop.max_tokens",
+    "default_temperature": "serve.default_temperature",
+}
+SCRIPTED = "scripted"  # `--engine scripted`: a fixed reply, no weights (a smoke test; never in a run config)
+
+
+def stored_config(run_dir: Path) -> dict[str, Any]:
+    """The config a `harnessrl train` run stored in its run directory (ConfigError with the fix when
+    the directory is missing, holds no run store, or was not written by a training run)."""
+    if not run_dir.is_dir():
+        raise ConfigError(f"run directory {run_dir} does not exist; pass the output.run_dir of a "
+                          f"`harnessrl train` run")
+    if not (run_dir / DB_NAME).is_file():
+        raise ConfigError(f"{run_dir} is not a run directory (no {DB_NAME}); pass the output.run_dir of a "
+                          f"`harnessrl train` run")
+    with RunStore(run_dir) as store:
+        data = store.get_meta("config")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{run_dir} holds no run config (it was written by `harnessrl rollout`, `eval` or "
+                          f"`serve`, not `harnessrl train`); pass --config FILE instead")
+    return data
+
+
+def serving_config(config: Path | None, from_run: Path | None, flags: Mapping[str, Any]) -> RunConfig:
+    """The RunConfig to serve with: `config` (a YAML file) or `from_run` (a training run's directory)
+    or the defaults, with each flag of FLAG_KEYS that is not None set on top (explicit flags win).
+    `flags["engine"] == "scripted"` is left out (it is no run engine; see `local_proxy`)."""
+    if config is not None and from_run is not None:
+        raise ConfigError("pass --config FILE or --from-run DIR, not both")
+    overrides = [f"{FLAG_KEYS[k]}={json.dumps(v)}" for k, v in flags.items()
+                 if k in FLAG_KEYS and v is not None and not (k == "engine" and v == SCRIPTED)]
+    if from_run is not None:
+        return build_config(stored_config(from_run), overrides, source=f"the config stored in {from_run}")
+    return load_config(config, overrides)
+
+
+def harness_specs(cfg: RunConfig, given: list[str] | None) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """(harness specs, {spec: adapter options}): the given specs, else the config's harnesses; a spec
+    the config names keeps its options (profile settings, extra_args), so it runs as it trained."""
+    options = {h.name: dict(h.options) for h in cfg.harnesses}
+    specs = list(given) if given else list(options)
+    return specs, {s: options[s] for s in specs if options.get(s)}
+
+
+def start_proxy(cfg: RunConfig, engine: Engine, store: RunStore, renderer: Renderer) -> ProxyServer:
+    """The started proxy that serves `cfg`'s way: loop.max_tokens as every call's default and cap,
+    serve.default_temperature, the renderer of render.tool_format. Training and eval both come here."""
+    return ProxyServer(engine, store, renderer,
+                       default_max_tokens=cfg.loop.max_tokens,
+                       max_tokens_cap=cfg.loop.max_tokens,
+                       default_temperature=cfg.serve.default_temperature).start()
+
+
+def engine_config(cfg: RunConfig, model_dir: Path, renderer: Renderer, scripted: bool) -> EngineConfig:
+    """The run's engine settings over `model_dir`; scripted: one fixed reply (no weights)."""
+    if not scripted:
+        return cfg.engine.for_model(str(model_dir))
+    reply = list(renderer.encode("Hello from the scripted engine.")) + [renderer.eot_id]
+    return EngineConfig(type=SCRIPTED, model=str(model_dir), max_model_len=cfg.engine.max_model_len,
+                        script=lambda prompt_ids: reply, eos_ids=(renderer.eot_id,))
+
+
+@contextlib.contextmanager
+def local_proxy(cfg: RunConfig, store: RunStore, scripted: bool = False) -> Iterator[LocalProxy]:
+    """An engine and a started proxy in this process, serving as `cfg` trains; the store records how
+    (meta "render" and "serve", as `harnessrl serve` writes them)."""
+    from harnessrl.engine.model import smollm2_tokenizer_dir
+
+    model_dir = smollm2_tokenizer_dir() if scripted and cfg.model.path is None else resolve_model(cfg.model.path)
+    renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format)
+    engine = make_engine(engine_config(cfg, Path(model_dir), renderer, scripted))
+    store.set_meta("render", {"tool_format": renderer.info.tool_format, "history": "exact"})
+    store.set_meta("serve", {"default_temperature": cfg.serve.default_temperature,
+                             "max_tokens_cap": cfg.loop.max_tokens})
+    server = None
+    try:
+        server = start_proxy(cfg, engine, store, renderer)
+        yield LocalProxy(server)
+    finally:
+        if server is not None:
+            server.stop()
+        engine.close()
