@@ -7,6 +7,7 @@ sandbox, and goes through `launcher.py`, which bounds it and kills its whole pro
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import uuid
@@ -80,6 +81,13 @@ class RunDirs:
     @classmethod
     def fresh(cls) -> RunDirs:
         return cls(uuid.uuid4().hex[:12])
+
+    @classmethod
+    def for_task(cls, instruction: str) -> RunDirs:
+        """The same dirs for every run of one task (each sandbox has its own HOME): harnesses write
+        these paths into their prompts (Claude Code's memory dir), so every rollout of a group, and a
+        replayed branch (proxy/replay.py), renders the same prompt."""
+        return cls("t" + hashlib.sha1(instruction.encode()).hexdigest()[:11])
 
     @property
     def home(self) -> str:
@@ -288,7 +296,7 @@ class LaunchedAdapter:
         if problem:
             return HarnessResult("harness_error", None, "", 0.0, error=problem)
         req = RunRequest(instruction, proxy_base, api_key, model, float(timeout_s), int(max_turns),
-                         workdir or getattr(sandbox, "inner_workspace", None), RunDirs.fresh())
+                         workdir or getattr(sandbox, "inner_workspace", None), RunDirs.for_task(instruction))
         outcome = launch(sandbox, self.build(req), req.timeout_s)
         return self.parse(req, outcome)
 

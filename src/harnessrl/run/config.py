@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harnessrl.engine.factory import EngineConfig, EngineSettings, EngineType
 from harnessrl.errors import HarnessRLError
+from harnessrl.rollout.branching import BranchingConfig
 from harnessrl.train.settings import PPOSettings
 from harnessrl.tree.filters import FilterConfig
 
@@ -191,6 +192,9 @@ class LoopConfig(_Strict):
     # trains, so a sampled token is at most k policy versions older than the weights it trains
     max_policy_lag: int = Field(0, ge=0)
     seed: int = 0
+    # branching rollouts (rollout/branching.py): after a step's groups end, `points` decisions per
+    # group are re-run `width` times through the same harness, the earlier calls replayed
+    branching: BranchingConfig = BranchingConfig()
 
 
 class RaySection(_Strict):
@@ -248,6 +252,9 @@ class RunConfig(_Strict):
             raise ValueError(f"engine.type={self.engine.type} needs engine.base_urls (the running servers)")
         if self.cluster.backend == "ray" and self.algorithm.name == "ppo":
             raise ValueError("cluster.backend=ray trains grpo or tree_grpo (the PPO critic is not a Ray actor yet)")
+        if self.cluster.backend == "ray" and self.loop.branching.enabled:
+            raise ValueError("loop.branching needs cluster.backend=local: a branch replays calls from its "
+                             "parent's store, and Ray workers keep separate store shards")
         return self
 
     @field_validator("engine")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -33,10 +34,9 @@ from rich.console import Console
 
 from harnessrl.algo.estimator import step_advantages
 from harnessrl.algo.trained import save_trained
-from harnessrl.cluster.ray_run import start_ray_parts
-from harnessrl.cluster.ray_trainer import RemoteTrainer
 from harnessrl.engine import Engine, ModelNotFound, make_engine, resolve_model
 from harnessrl.engine.factory import resolve_engine_type, resolved_dtype
+from harnessrl.rollout.branching import branch_plans, branching_summary
 from harnessrl.rollout.groups import PlannedGroup, read_groups
 from harnessrl.rollout.metrics import harness_summary, pass_at_1, summarize
 from harnessrl.rollout.plan import GroupPlan, next_attempt, plan_eval, plan_step
@@ -51,14 +51,14 @@ from harnessrl.run.metrics import MetricsLog, read_jsonl
 from harnessrl.run.record import (REDONE, EvalResult, PolicyLag, RolloutStats, StepRecord, TreeTotals,
                                   UpdateStats)
 from harnessrl.run.report import write_plots, write_report
-from harnessrl.run.setup import build_trainer, load_policy, restore_trainer, seed_everything, trainer_state
+from harnessrl.run.setup import make_trainer, seed_everything
 from harnessrl.store.run_store import RunStore
-from harnessrl.train.batch import TrainBatch, concat_batch, forest_of_flat
-from harnessrl.train.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
-from harnessrl.train.critic import forest_values
-from harnessrl.train.trainer import Trainer
+from harnessrl.train.batch import TrainBatch, concat_batch
+from harnessrl.train.checkpoint import latest_checkpoint
+from harnessrl.train.protocol import TrainerBackend
 from harnessrl.tree.build import build_tree
-from harnessrl.tree.cli import load_decoder, write_tree_page
+from harnessrl.algo.views import write_tree_page
+from harnessrl.tree.decode import load_decoder
 from harnessrl.tree.nodes import PrefixTree
 
 __all__ = ["RunParts", "RunResult", "TrainError", "run_training"]
@@ -80,7 +80,7 @@ class RunParts:
     cfg: RunConfig
     run_dir: Path
     store: RunStore
-    trainer: Trainer | RemoteTrainer  # remote: the trainer as a Ray actor (cluster.backend=ray)
+    trainer: TrainerBackend  # train.trainer.Trainer here, or the Ray actor's RemoteTrainer (cluster.backend=ray)
     engine: Engine
     collector: Collector
     train_tasks: list
@@ -141,6 +141,10 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
     with timed(times, "rollout"):
         if not parts.ahead.wait(step):
             run_shown(parts.collector, plans, display)
+    # Branch: chosen decisions of the finished groups re-run through the same harness (loop.branching);
+    # the branches join their parents' groups.
+    with timed(times, "branch"):
+        run_branches(parts, plans, display)
         groups = read_groups(parts.store, plans)
     start_ahead(parts, step)
 
@@ -158,12 +162,12 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
         if trees:
             batch = concat_batch([t.flat() for t in trees], advs)
             lag = limit_policy_lag(batch, trees, step - 1, cfg.loop.max_policy_lag)
-            update = UpdateStats(**parts.trainer.update(batch))
+            update = parts.trainer.update(batch)
 
     # Sync: the engine serves the updated policy as version `step`; new calls record that version.
     display.phase(step, "weight sync")
     with timed(times, "sync"):
-        sync_weights(parts.trainer, parts.engine, step)
+        parts.trainer.sync_weights(parts.engine, step)
     version = int(parts.engine.policy_version)
 
     # Eval: held-out pass@1 per harness on every eval set (every loop.eval_every steps, and the last).
@@ -177,7 +181,7 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
     with timed(times, "checkpoint"):
         if step % cfg.output.checkpoint_every == 0 or step == cfg.loop.steps:
             save_step_checkpoint(parts, step)
-    return StepRecord(policy_version=version, time=times, rollouts=RolloutStats(**harness_summary(groups)),
+    return StepRecord(policy_version=version, time=times, rollouts=step_rollout_stats(cfg, groups),
                       trees=tree_totals(trees, len(groups)), lag=lag, update=update, eval=ev)
 
 
@@ -205,7 +209,7 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
             opened.callback(close)
         opened.callback(engine.close)  # closed before the closers (they may stop the Ray cluster)
         if last > 0:
-            sync_weights(trainer, engine, last)
+            trainer.sync_weights(engine, last)
         log = open_metrics_log(run_dir, cfg.output.tensorboard, store, last)
         opened.callback(log.close)
         train_tasks, eval_sets = load_tasks(cfg, tasks_loader, store, console)
@@ -259,17 +263,16 @@ def announce(console: Console, cfg: RunConfig, run_dir: Path, model_dir: Path, a
 
 
 def start_trainer_and_engine(cfg: RunConfig, weights_dir: Path, model_dir: Path, ckpt_dir: Path | None,
-                             attempt: int, seed: int) -> tuple[Trainer | RemoteTrainer, Engine,
-                                                              list[Callable[[], None]]]:
+                             attempt: int, seed: int) -> tuple[TrainerBackend, Engine, list[Callable[[], None]]]:
     """(trainer, engine, closers): in this process, or (cluster.backend=ray) the trainer and the
     engine replicas as Ray actors; the trainer restored from the checkpoint when resuming."""
     engine_cfg = cfg.engine.for_model(str(weights_dir), seed=cfg.engine.seed + cfg.loop.seed + attempt)
-    if cfg.cluster.backend == "ray":
-        return start_ray_parts(cfg, engine_cfg, weights_dir, model_dir, ckpt_dir, seed)
-    trainer = build_trainer(cfg, load_policy(cfg, weights_dir), model_dir)
-    if ckpt_dir:
-        restore_trainer(trainer, load_trainer_state(ckpt_dir))
-    return trainer, make_engine(engine_cfg), []
+    if cfg.cluster.backend == "ray":  # the local backend imports nothing from cluster/
+        from harnessrl.cluster.ray_run import start_ray_parts
+
+        build = partial(make_trainer, cfg, weights_dir, model_dir, ckpt_dir, seed)  # runs in the trainer actor
+        return start_ray_parts(cfg.cluster.ray, engine_cfg, cfg.engine.replicas, build)
+    return make_trainer(cfg, weights_dir, model_dir, ckpt_dir), make_engine(engine_cfg), []
 
 
 def open_metrics_log(run_dir: Path, tensorboard: bool, store: RunStore, last: int) -> MetricsLog:
@@ -333,6 +336,21 @@ def run_shown(collector: Collector, plans: Sequence[GroupPlan], display: RunDisp
         close()
 
 
+def step_rollout_stats(cfg: RunConfig, groups: Sequence[PlannedGroup]) -> RolloutStats:
+    branching = branching_summary([r for g in groups for r in g.rollouts]) if cfg.loop.branching.enabled else None
+    return RolloutStats(**harness_summary(groups), branching=branching)
+
+
+def run_branches(parts: RunParts, plans: Sequence[GroupPlan], display: RunDisplay) -> None:
+    """The branch waves of the step's recorded groups (rollout/branching.py), when loop.branching is on."""
+    cfg = parts.cfg.loop.branching
+    if cfg.enabled:
+        waves = branch_plans(parts.store, plans, cfg, parts.cfg.loop.seed)
+        if waves:
+            display.phase(plans[0].step, "branching rollouts")
+            run_shown(parts.collector, waves, display)
+
+
 def start_ahead(parts: RunParts, step: int) -> None:
     """Asynchronous rollouts: start the rollouts of steps step+1 .. step+max_policy_lag (those not
     yet started) in the background, so they sample while this step trains and syncs."""
@@ -343,11 +361,9 @@ def start_ahead(parts: RunParts, step: int) -> None:
 
 # -- trees, advantages, update ---------------------------------------------------------------------
 
-def tree_values(trainer: Trainer | RemoteTrainer, tree: PrefixTree) -> np.ndarray:
+def tree_values(trainer: TrainerBackend, tree: PrefixTree) -> np.ndarray:
     """The critic's value of every tree token (ppo; the config refuses ppo with a remote trainer)."""
-    if trainer.critic is None:
-        raise TrainError("algorithm ppo needs the trainer's critic (run/setup.py builds one)")
-    return forest_values(trainer.critic, forest_of_flat(tree.flat()), trainer.token_budget, trainer.backend)
+    return trainer.tree_values(tree.flat())
 
 
 def tree_totals(trees: list[PrefixTree], groups: int) -> TreeTotals:
@@ -381,14 +397,6 @@ def limit_policy_lag(batch: TrainBatch, trees: list, trainer_version: int, max_l
 
 
 # -- weight sync, eval, checkpoint, record ---------------------------------------------------------
-
-def sync_weights(trainer: Trainer | RemoteTrainer, engine: Engine, version: int) -> None:
-    """Push the policy's weights (HF names, LoRA merged) into the engine as `version`."""
-    if isinstance(trainer, RemoteTrainer):  # a remote trainer sends them to the replicas itself
-        trainer.push_weights(engine, version)
-        return
-    engine.update_weights(list(trainer.named_weights()), version)
-
 
 def is_eval_step(cfg: RunConfig, step: int) -> bool:
     return step == cfg.loop.steps or (cfg.loop.eval_every > 0 and step % cfg.loop.eval_every == 0)
@@ -458,10 +466,7 @@ def baseline_record(parts: RunParts, display: RunDisplay) -> StepRecord:
 
 
 def save_step_checkpoint(parts: RunParts, step: int) -> Path:
-    if isinstance(parts.trainer, RemoteTrainer):  # a remote trainer writes its own checkpoint
-        return parts.trainer.save_checkpoint(parts.run_dir, step, parts.model_dir, parts.cfg.output.keep_checkpoints)
-    return save_checkpoint(parts.run_dir, step, parts.trainer.policy, trainer_state(parts.trainer),
-                           parts.model_dir, keep=parts.cfg.output.keep_checkpoints)
+    return parts.trainer.save_checkpoint(parts.run_dir, step, parts.model_dir, parts.cfg.output.keep_checkpoints)
 
 
 def record_step(store: RunStore, log: MetricsLog, step: int, rec: StepRecord) -> None:

@@ -9,12 +9,28 @@ names below (the eval part writes "eval" and "eval_sets"); a part that a step di
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, TypeVar
+
+from harnessrl.train.update_stats import UpdateStats
+
+__all__ = ["REDONE", "EvalResult", "PolicyLag", "RolloutStats", "StepRecord", "TreeTotals", "UpdateStats",
+           "step_records"]
+
+Part = TypeVar("Part")
 
 
 def _present(part: Any) -> dict[str, Any]:
     return {k: v for k, v in asdict(part).items() if v is not None}
+
+
+def _part(cls: type[Part], row: dict[str, Any]) -> Part | None:
+    """The part `cls` read back from a flat row: None when the step wrote none of its keys (a part
+    a step did not produce); keys of other parts and unknown keys are not its business."""
+    names = [f.name for f in fields(cls)]
+    if not any(n in row for n in names):
+        return None
+    return cls(**{n: row[n] for n in names if n in row})
 
 
 @dataclass
@@ -27,6 +43,7 @@ class RolloutStats:
     failed: dict[str, float]  # rollouts that did not end ok with a reward
     calls_per_rollout: dict[str, float]
     memory_held: dict[str, float] = field(default_factory=dict)  # rollouts held back for free memory
+    branching: dict[str, float] | None = None  # loop.branching: branches, diverged, exact share
 
 
 @dataclass
@@ -54,28 +71,6 @@ class PolicyLag:
 
 
 @dataclass
-class UpdateStats:
-    """One trainer update (`Trainer.update`): means over the trained tokens weighted by path weight,
-    and the token counts. The weighted means are absent when no token reached the loss."""
-
-    clip_frac: float | None = None
-    is_weight: float | None = None
-    is_kept: float | None = None
-    kl: float | None = None
-    abs_logp_gap: float | None = None  # mean |logp_trainer - logp_engine| of the sampled tokens
-    mismatch_kl: float | None = None  # KL(engine || trainer) on the sampled tokens
-    is_capped: float | None = None
-    entropy: float | None = None
-    loss: float = 0.0
-    tokens_trained: float = 0.0
-    grad_norm: float = 0.0
-    tokens_computed: float = 0.0
-    unique_tree_tokens: float = 0.0
-    chunks: float = 0.0
-    value_loss: float | None = None  # ppo's critic
-
-
-@dataclass
 class EvalResult:
     """Held-out evaluation: pass@1 per harness on the headline set, and per eval set and harness
     the aggregate (pass@k, its 95% interval, task and rollout counts)."""
@@ -85,6 +80,14 @@ class EvalResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"eval": self.pass_at_1, **({} if self.sets is None else {"eval_sets": self.sets})}
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> EvalResult | None:
+        """The eval part of a stored row (None: the step ran no eval)."""
+        if not isinstance(row.get("eval"), dict):
+            return None
+        sets = row.get("eval_sets")
+        return cls(pass_at_1=dict(row["eval"]), sets=sets if isinstance(sets, dict) else None)
 
 
 @dataclass
@@ -110,6 +113,19 @@ class StepRecord:
             out.update(self.eval.to_json())
         out["time"] = dict(self.time)
         return out
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> StepRecord:
+        """The record a stored row (`to_json`, from the store or metrics.jsonl) was written from;
+        a redone row (REDONE) or one of an older version reads as the parts it holds."""
+        return cls(policy_version=int(row.get("policy_version", -1)), time=dict(row.get("time") or {}),
+                   rollouts=_part(RolloutStats, row), trees=_part(TreeTotals, row), lag=_part(PolicyLag, row),
+                   update=_part(UpdateStats, row), eval=EvalResult.from_json(row))
+
+
+def step_records(rows: list[dict[str, Any]]) -> list[tuple[int, StepRecord]]:
+    """(step, record) of rows that carry their step (metrics.jsonl, `RunResult.records`), by step."""
+    return sorted(((int(r["step"]), StepRecord.from_json(r)) for r in rows), key=lambda x: x[0])
 
 
 REDONE: dict[str, Any] = {"redone": True}  # stored for a step after the last checkpoint, until it is redone
