@@ -6,6 +6,9 @@ here, so `harnessrl rollout`, `harnessrl eval` and the training loop name groups
     train   s{step}-a{attempt}-g{index}                    plan_step: tasks and harnesses drawn per step
     other   {split}-s{step}-a{attempt}-{harness}-{index}   plan_cross / plan_eval: every task x harness
 
+`{harness}` is `harness_tag(spec)`: the spec of a named harness, `cmd-<program>-<hash>` for a
+`command:` template (never the template itself).
+
 Ids are a pure function of the plan's inputs (no random part), so planning twice gives the same ids.
 The attempt (how many times a process has started on this run directory, `next_attempt`) is part
 of the id: the rollouts of an interrupted attempt are never read back into a redo of the same step.
@@ -105,8 +108,31 @@ def plan_cross(tasks: Sequence[Any], harnesses: Sequence[str], n: int, *, step: 
     """Every task with every harness, n rollouts each (harness by harness, tasks in the given order)."""
     if n < 1:
         raise ValueError(f"n (samples per group) must be >= 1, got {n}")
-    return [GroupPlan(f"{split}-s{step}-a{attempt}-{h}-{i}", t, h, n, split, step)
+    return [GroupPlan(f"{split}-s{step}-a{attempt}-{harness_tag(h)}-{i}", t, h, n, split, step)
             for h in harnesses for i, t in enumerate(tasks)]
+
+
+ID_SAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
+
+
+def harness_tag(spec: str) -> str:
+    """The harness's name in ids: the spec itself for named harnesses (`codex:small`); for
+    `command:<template>`, `cmd-<program>-<hash>`: the program the template runs (its first word
+    after env assignments, `env` and a path) and 6 hex of the template, so two templates of one
+    program get distinct ids and a template's quoting or JSON never lands in an id."""
+    if not spec.startswith("command:"):
+        return ID_SAFE.sub("_", spec)
+    import hashlib
+    import shlex
+
+    template = spec[len("command:"):]
+    try:
+        words = shlex.split(template)
+    except ValueError:  # unbalanced quotes: the template fails later, with its own message
+        words = template.split()
+    program = next((w for w in words if w != "env" and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)), "sh")
+    name = ID_SAFE.sub("_", program.rsplit("/", 1)[-1])[:24] or "sh"
+    return f"cmd-{name}-{hashlib.blake2b(template.encode(), digest_size=3).hexdigest()}"
 
 
 def plan_eval(step: int, attempt: int, tasks: Sequence[Any], harnesses: Sequence[str], size: int,
