@@ -18,11 +18,14 @@ import os
 import signal
 import sqlite3
 import tempfile
+import sys
 import time
 from pathlib import Path
 
-from harnessrl.proxy.loadgen import Outcome, percentile, run_sessions, start_serve
 from harnessrl.store import RunStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support: shared scaffolding
+from tests.support.loadgen import Outcome, percentile, run_sessions, start_serve  # noqa: E402
 
 
 def crash(n: int, turns: int, latency: float, sync: str) -> dict:

@@ -18,13 +18,17 @@ import signal
 import socket
 import tempfile
 import threading
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import psutil
 
-from harnessrl.proxy.loadgen import Outcome, percentile, run_sessions, start_serve
 from harnessrl.store import RunStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support: shared scaffolding
+from tests.support.loadgen import Outcome, percentile, run_sessions, start_serve  # noqa: E402
 
 
 class RssSampler:

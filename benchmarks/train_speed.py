@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -40,7 +42,8 @@ def make_model(layers: int):
 def group(prefix: int, rollouts: int, turns: int, seed: int = 0):
     from harnessrl.algo import grpo
     from harnessrl.tree.build import build_tree
-    from harnessrl.tree.synthetic import claude_code_group
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support: shared scaffolding
+    from tests.support.synthetic import claude_code_group
 
     calls, rolls = claude_code_group(n_rollouts=rollouts, prefix_tokens=prefix, turns=turns,
                                      completion_tokens=(32, 96), observation_tokens=(32, 160), seed=seed)

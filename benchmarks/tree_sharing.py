@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import json
 import statistics
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +31,9 @@ import numpy as np
 from harnessrl.algo import grpo
 from harnessrl.store.records import CallRecord
 from harnessrl.tree import build_tree, sum_stats
-from harnessrl.tree.synthetic import claude_code_group, make_rollout
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support: shared scaffolding
+from tests.support.synthetic import claude_code_group, make_rollout  # noqa: E402
 
 CALL_FIELDS = {f.name for f in dataclasses.fields(CallRecord)}
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "harness_calls"

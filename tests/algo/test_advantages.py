@@ -9,7 +9,7 @@ import pytest
 
 from harnessrl.algo import decision_counts, gae, gae_1d, grpo, normalize_rewards, tree_grpo, whiten
 from harnessrl.tree import build_tree
-from harnessrl.tree.synthetic import conversation_calls, make_call, make_rollout
+from tests.support.synthetic import conversation_calls, make_call, make_rollout
 
 S = [10, 11]
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from harnessrl.algo import gae, gae_1d, grpo, tree_grpo
 from harnessrl.tree import build_tree
-from harnessrl.tree.synthetic import make_call, make_rollout
+from tests.support.synthetic import make_call, make_rollout
 
 CLIP_LOW, CLIP_HIGH = 0.2, 0.28
 

@@ -415,13 +415,14 @@ def test_openclaw_failed_warm_up_is_not_retried(tmp_path, monkeypatch):
 
     tries = []
 
-    def fail(target, cache, sandbox_cfg, timeout_s):
+    def fail(target, adapter, sandbox_cfg, timeout_s):
         tries.append(1)
         return "no sandbox here"
 
     monkeypatch.setattr(openclaw_warm, "_warm_locked", fail)
     (tmp_path / "harnesses" / "openclaw").mkdir(parents=True)
-    assert openclaw_warm.warm(tmp_path) == "no sandbox here"
-    assert "earlier warm-up failed" in openclaw_warm.warm(tmp_path) and len(tries) == 1
-    assert openclaw_warm.warm(tmp_path, force=True) == "no sandbox here" and len(tries) == 2
+    warmup = OpenClawAdapter(cache=tmp_path).warmup_adapter()
+    assert openclaw_warm.warm(warmup) == "no sandbox here"
+    assert "earlier warm-up failed" in openclaw_warm.warm(warmup) and len(tries) == 1
+    assert openclaw_warm.warm(warmup, force=True) == "no sandbox here" and len(tries) == 2
     assert not openclaw_warm.is_warm(tmp_path)

@@ -11,7 +11,7 @@ import sqlite3
 
 import httpx
 
-from harnessrl.proxy.loadgen import Outcome, run_sessions, start_serve
+from tests.support.loadgen import Outcome, run_sessions, start_serve
 from harnessrl.store import RunStore
 
 

@@ -11,7 +11,7 @@ import time
 
 import httpx
 
-from harnessrl.proxy.loadgen import start_serve
+from tests.support.loadgen import start_serve
 from harnessrl.proxy.server import ProxyServer
 from harnessrl.store import RunStore
 

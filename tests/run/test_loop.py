@@ -157,7 +157,7 @@ def test_per_harness_loss_share_gives_each_harness_equal_weight():
     from harnessrl.algo import grpo
     from harnessrl.algo.estimator import per_harness_share
     from harnessrl.tree.build import build_tree
-    from harnessrl.tree.synthetic import claude_code_group
+    from tests.support.synthetic import claude_code_group
     from dataclasses import replace as dc_replace
 
     trees, advs = [], []

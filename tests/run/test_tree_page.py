@@ -18,7 +18,7 @@ from harnessrl.run.config import load_config
 from harnessrl.run.display import RunDisplay
 from harnessrl.run.loop import close_run, open_run, train_step, write_last_trees
 from harnessrl.store import RunStore
-from harnessrl.tree.cli import write_tree_page
+from harnessrl.algo.views import write_tree_page
 from harnessrl.tree.view_text import ids_decode
 
 from .fakes import fake_collector_factory, fake_tasks

@@ -3,6 +3,7 @@ single-process reference. Usage: torchrun --nproc-per-node 2 fsdp_worker.py OUT_
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 
@@ -90,7 +91,7 @@ def main(out_dir: str, case: str) -> None:
     before = trainable(trainer.policy)
     if ranks.rank == 0:
         st = ShardedTrainer(trainer, ranks)
-        metrics = st.update(batch())
+        metrics = dataclasses.asdict(st.update(batch()))
         weights = dict(st.named_weights())
         st.save_policy(f"{out_dir}/policy", None)
         st.close()

@@ -3,6 +3,7 @@ gathered for sync and into an HF checkpoint; full fine-tuning, LoRA, MIS with 2 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -42,7 +43,7 @@ def test_two_rank_step_equals_one_process(tmp_path, case):
     assert got["world"] == 2
     ref = w.build(case)
     before = w.trainable(ref.policy)
-    m = ref.update(w.batch())
+    m = dataclasses.asdict(ref.update(w.batch()))
     after = w.trainable(ref.policy)
     assert m["chunks"] >= 3  # several chunks, spread over the ranks
     for key in ("loss", "tokens_trained", "grad_norm", "clip_frac", "kl"):

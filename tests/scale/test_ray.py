@@ -6,6 +6,7 @@ engine actor as one object-store ref; the full loop runs with cluster.backend=ra
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +72,7 @@ def test_one_step_trees_and_update_equal_local_backend(tiny_dir, tmp_path, clust
     from harnessrl.render.renderer import Renderer
     from harnessrl.rollout.plan import GroupPlan
     from harnessrl.run.collector import RunnerCollector
-    from harnessrl.run.setup import build_trainer, load_policy, seed_everything
+    from harnessrl.run.setup import build_trainer, load_policy, make_trainer, seed_everything
     from harnessrl.store import RunStore
     from harnessrl.tasks import load_tasks
     from harnessrl.train.batch import concat_batch
@@ -94,7 +95,7 @@ def test_one_step_trees_and_update_equal_local_backend(tiny_dir, tmp_path, clust
     script = _solver().solver_engine(renderer, tasks, lambda t: t.family != "write_word")._fn
     engine = start_engines(EngineConfig(type="scripted", script=script, eos_ids=tuple(renderer.stop_ids)), 1)
     ray_store = RunStore(tmp_path / "ray")
-    collector = RayCollector(cfg, engine, ray_store, Path(tiny_dir), workers=2)
+    collector = RayCollector(partial(RunnerCollector, cfg, model_dir=Path(tiny_dir)), engine, ray_store, workers=2)
     trainer = None
     try:
         collector.run(plans)
@@ -117,11 +118,11 @@ def test_one_step_trees_and_update_equal_local_backend(tiny_dir, tmp_path, clust
         batch = concat_batch([t.flat() for _, t, _ in ray_trees], [a for _, _, a in ray_trees])
         seed_everything(0)
         here = build_trainer(cfg, load_policy(cfg, Path(tiny_dir)), Path(tiny_dir)).update(batch)
-        trainer = start_trainer(cfg, Path(tiny_dir), Path(tiny_dir), None, seed=0)
+        trainer = start_trainer(partial(make_trainer, cfg, Path(tiny_dir), Path(tiny_dir), None, seed=0))
         there = trainer.update(batch)
-        assert there["loss"] == pytest.approx(here["loss"], rel=1e-4, abs=1e-6)
-        assert there["tokens_trained"] == here["tokens_trained"] > 0
-        trainer.push_weights(engine, 1)  # trainer actor -> object store -> engine actor
+        assert there.loss == pytest.approx(here.loss, rel=1e-4, abs=1e-6)
+        assert there.tokens_trained == here.tokens_trained > 0
+        trainer.sync_weights(engine, 1)  # trainer actor -> object store -> engine actor
         assert engine.policy_version == 1
     finally:
         collector.close()

@@ -23,7 +23,7 @@ from harnessrl.tasks.suite.chain_words import PARAPHRASE_CLAUSES, TRAINING_CLAUS
 from harnessrl.tasks.suite.chains import CHAIN_SPLITS
 from harnessrl.tasks.suite.pools import TRAIN
 from harnessrl.tasks.suite.steps import TRAINED_STEPS, UNSEEN_STEPS
-from harnessrl.tasks.validate import validate_task
+from harnessrl.rollout.task_sandbox import validate_task
 
 CHAINS = {s: load_tasks(f"builtin:chain:{s}") for s in CHAIN_SPLITS}
 ALL_CHAINS = [t for tasks in CHAINS.values() for t in tasks]

@@ -23,7 +23,7 @@ from harnessrl.tasks.suite.families import FAMILIES
 from harnessrl.tasks.suite.paraphrase import PARAPHRASE_POOLS, PARAPHRASES
 from harnessrl.tasks.suite.pools import TEST, TRAIN
 from harnessrl.tasks.suite.templates import TRAINING, UNSEEN
-from harnessrl.tasks.validate import open_task_sandbox, run_commands, validate_task
+from harnessrl.rollout.task_sandbox import open_task_sandbox, run_commands, validate_task
 from harnessrl.tasks.verifier import run_verifier
 
 SUITE = build_suite()

@@ -10,7 +10,7 @@ import pytest
 
 from harnessrl.sandbox.base import SandboxConfig
 from harnessrl.tasks.model import Task, Verifier
-from harnessrl.tasks.validate import open_task_sandbox
+from harnessrl.rollout.task_sandbox import open_task_sandbox
 from harnessrl.tasks.verifier import VerifierOutputError, parse_output, run_verifier
 
 LOCAL = SandboxConfig(type="local")

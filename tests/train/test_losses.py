@@ -38,7 +38,7 @@ def test_shared_token_clip_equals_per_path(dual):
     # summing advantages before clipping is NOT the same (the caveat the A+/A- form fixes)
     naive = -per_path_objective(ratio, path_adv.sum(0, keepdim=True), s).sum()
     assert abs(naive.item() - ref.item()) > 1e-3
-    assert got.stats["clip_frac_w"] > 0
+    assert got.sums.clip_frac > 0
 
 
 def test_truncated_is_caps_and_scales():
@@ -59,7 +59,7 @@ def test_masked_is_drops_tokens():
     assert keep.tolist() == [True, False]
     parts = policy_loss(old.clone().requires_grad_(), old, eng, torch.ones(2), torch.zeros(2), torch.ones(2),
                         PPOSettings(is_mode="mis"))
-    assert parts.stats["is_kept_w"] == 1.0
+    assert parts.sums.is_kept == 1.0
 
 
 def test_kl_k3_nonnegative_and_zero_at_equal():
@@ -92,4 +92,4 @@ def test_mismatch_kl_estimates_kl_engine_to_trainer():
     old = torch.log(torch.tensor([0.5, 0.5, 0.5]))
     eng = torch.log(torch.tensor([0.5, 0.1, 0.4]))  # TIS ratios 1, 5, 1.25: one capped at 2
     parts = policy_loss(old.clone(), old, eng, torch.ones(3), torch.zeros(3), torch.ones(3), PPOSettings(is_cap=2.0))
-    assert parts.stats["is_capped_w"] == 1.0 and parts.stats["mismatch_kl_w"] > 0
+    assert parts.sums.is_capped == 1.0 and parts.sums.mismatch_kl > 0

@@ -12,7 +12,6 @@ import torch
 from harnessrl.engine.base import SamplingParams
 from harnessrl.train.batch import TrainBatch
 from harnessrl.train.losses import PPOSettings
-from harnessrl.run.loop import sync_weights
 from harnessrl.train.packing import forest_from_paths, pack_forest, token_logprobs
 from harnessrl.train.trainer import Trainer
 
@@ -63,7 +62,7 @@ def test_vllm_logprobs_equal_trainer_after_sync():
         params = SamplingParams(temperature=1.0, max_tokens=12)
         gens = asyncio.run(_gather(engine, prompt, params, 2))
         one_update(trainer, list(prompt), [list(g.token_ids) for g in gens], [1.0, 0.0])
-        sync_weights(trainer, engine, 1)
+        trainer.sync_weights(engine, 1)
         assert engine.policy_version == 1
         fixed = asyncio.run(engine.generate(list(prompt), SamplingParams(temperature=0.8, max_tokens=16)))
         assert fixed.policy_version == 1

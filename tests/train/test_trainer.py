@@ -56,7 +56,7 @@ def test_update_equals_per_path_training(budget):
     for name, p in pol.named_parameters():
         delta = before[name] - p.detach()  # = grad for SGD lr=1
         assert torch.allclose(delta, dict(ref.named_parameters())[name].grad, atol=1e-5, rtol=1e-4), name
-    assert m["tokens_computed"] >= m["unique_tree_tokens"] == len(forest)
-    assert m["tokens_trained"] == float(decision.sum())
+    assert m.tokens_computed >= m.unique_tree_tokens == len(forest)
+    assert m.tokens_trained == float(decision.sum())
     if budget < len(forest):
-        assert m["chunks"] > 1
+        assert m.chunks > 1

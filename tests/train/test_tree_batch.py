@@ -102,7 +102,7 @@ def test_gae_critic_values_once_per_token_and_exact_value_gradient():
     tr = Trainer(pol, torch.optim.SGD(pol.parameters(), lr=0.0), PPOSettings(), token_budget=20, grad_clip=1e9,
                  critic=critic, critic_optimizer=copt)
     m = tr.update(batch)
-    assert "value_loss" in m
+    assert m.value_loss is not None
     for name, p in critic.named_parameters():
         g = dict(ref.named_parameters())[name].grad
         assert torch.allclose(before[name] - p.detach(), g, atol=1e-5, rtol=1e-4), name

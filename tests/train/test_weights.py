@@ -56,4 +56,4 @@ def test_lora_policy_update_with_kl_to_base():
                  use_lora_reference=True)
     first = tr.update(batch)
     second = tr.update(batch)
-    assert first["kl"] < 1e-6 < second["kl"]  # adapters start at zero (= the base), then move away
+    assert first.kl < 1e-6 < second.kl  # adapters start at zero (= the base), then move away

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from harnessrl.tree import FilterConfig, build_tree, sum_stats
-from harnessrl.tree.synthetic import claude_code_group, conversation_calls, make_call, make_rollout
+from tests.support.synthetic import claude_code_group, conversation_calls, make_call, make_rollout
 
 SYSTEM = list(range(100, 120))
 WITHIN = {"retry", "parallel", "restart", "rewrite"}

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessrl.tree import FilterConfig, build_tree
-from harnessrl.tree.synthetic import make_call, make_rollout
+from tests.support.synthetic import make_call, make_rollout
 
 TOKENS = st.lists(st.integers(0, 3), min_size=0, max_size=6)
 
@@ -220,7 +220,7 @@ TURN = st.tuples(st.lists(st.integers(0, 50), min_size=1, max_size=5), st.lists(
 @given(st.lists(st.integers(0, 50), min_size=1, max_size=8), st.lists(TURN, min_size=1, max_size=6),
        st.integers(0, 3))
 def test_linear_conversations_give_one_path(system, turns, n_dups):
-    from harnessrl.tree.synthetic import conversation_calls
+    from tests.support.synthetic import conversation_calls
 
     calls = conversation_calls("a", system, turns)
     calls += [make_call("a", c.seq, c.prompt_ids, c.sampled_ids, call_id=f"dup{i}")
@@ -236,7 +236,7 @@ def test_linear_conversations_give_one_path(system, turns, n_dups):
 @settings(max_examples=100, deadline=None)
 @given(st.lists(TURN, min_size=1, max_size=5), st.data())
 def test_compaction_branches_at_the_cut(turns, data):
-    from harnessrl.tree.synthetic import conversation_calls
+    from tests.support.synthetic import conversation_calls
 
     system = [100, 101, 102]
     calls = conversation_calls("a", system, turns)

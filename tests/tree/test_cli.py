@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from harnessrl.store import RunStore
 from harnessrl.tree import build_tree, sum_stats
 from harnessrl.tree.cli import register
-from harnessrl.tree.synthetic import claude_code_group, make_call
+from tests.support.synthetic import claude_code_group, make_call
 
 
 @pytest.fixture()
@@ -142,7 +142,7 @@ def test_show_decodes_with_the_real_tokenizer(app, tmp_path):
     from transformers import AutoTokenizer
 
     from harnessrl.engine.model import smollm2_tokenizer_dir
-    from harnessrl.tree.synthetic import conversation_calls, make_rollout
+    from tests.support.synthetic import conversation_calls, make_rollout
 
     tok = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir())
     prompt = tok.encode("You are a careful agent. Fix the bug in main.py")

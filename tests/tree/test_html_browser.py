@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from harnessrl.store import RunStore
 from harnessrl.tree.cli import register
-from harnessrl.tree.synthetic import claude_code_group
+from tests.support.synthetic import claude_code_group
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (make test installs it: apt-get install chromium)")

@@ -26,7 +26,7 @@ USE = textwrap.dedent("""
     import numpy as np
     import harnessrl.tree, harnessrl.algo, harnessrl.tree.cli, harnessrl.algo.estimator, harnessrl.algo.trained
     from harnessrl.tree import build_tree
-    from harnessrl.tree.synthetic import claude_code_group
+    from tests.support.synthetic import claude_code_group
     from harnessrl.algo import grpo, tree_grpo, gae
     tree = build_tree(*claude_code_group(3, 200, 3))
     grpo(tree); tree_grpo(tree); gae(tree, np.zeros(len(tree.flat())))

@@ -18,7 +18,7 @@ import pytest
 from harnessrl.algo import decision_counts, grpo
 from harnessrl.store import RunStore
 from harnessrl.tree import build_tree
-from harnessrl.tree.synthetic import make_rollout
+from tests.support.synthetic import make_rollout
 
 WITHIN_ROLLOUT = {"retry", "parallel", "restart", "rewrite"}
 

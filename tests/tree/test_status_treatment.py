@@ -15,7 +15,7 @@ from harnessrl.rollout.metrics import rollout_passed
 from harnessrl.store.records import INFRASTRUCTURE_STATUSES, ROLLOUT_STATUSES, RolloutRecord, is_scored
 from harnessrl.tasks.model import Task, Verifier
 from harnessrl.tree import build_tree
-from harnessrl.tree.synthetic import make_call
+from tests.support.synthetic import make_call
 
 SYSTEM = list(range(100, 110))
 TASK = Task(id="task0", instruction="-", files={}, verifier=Verifier("checks", "true"))

@@ -17,22 +17,27 @@ harnesses; a shard is as durable as the local store and is merged once per group
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:
+    from harnessrl.engine.base import Engine
+    from harnessrl.store.run_store import RunStore
+
+# builds a worker's collector over its engine and shard store (the run passes RunnerCollector with
+# the run's config and model dir: nothing here reads a run config); called inside the actor
+CollectorFactory = Callable[["Engine", "RunStore"], Any]
 
 
 class RolloutWorker:
     """The actor body (wrapped with ray.remote by RayCollector)."""
 
-    def __init__(self, cfg_json: dict, engine_spec: tuple, model_dir: str, shard_dir: str):
+    def __init__(self, make_collector: CollectorFactory, engine_spec: tuple, shard_dir: str):
         from harnessrl.cluster.ray_engine import RayEngine
-        from harnessrl.run.collector import RunnerCollector
-        from harnessrl.run.config import RunConfig
         from harnessrl.store.run_store import RunStore
 
-        cfg = RunConfig.model_validate(cfg_json)
         self.store = RunStore(shard_dir)
         self.engine = RayEngine(*engine_spec)  # not the owner: the driver stops the replicas
-        self.collector = RunnerCollector(cfg, self.engine, self.store, Path(model_dir))
+        self.collector = make_collector(self.engine, self.store)
 
     def node(self) -> str:
         import ray
@@ -62,16 +67,15 @@ def split_plans(plans: Sequence[Any], n: int) -> list[list[Any]]:
 class RayCollector:
     """The loop's Collector over `workers` RolloutWorker actors (SPREAD over the cluster's nodes)."""
 
-    def __init__(self, cfg, engine, store, model_dir: Path, workers: int = 2, cpus: float = 1.0,
-                 shard_root: str | None = None):
+    def __init__(self, make_collector: CollectorFactory, engine: Any, store: Any, workers: int = 2,
+                 cpus: float = 1.0, shard_root: str | None = None):
         import ray
 
         self.store = store
         root = Path(shard_root) if shard_root else Path(store.run_dir) / "shards"
         actor = ray.remote(RolloutWorker)
         self.workers = [actor.options(num_cpus=cpus, scheduling_strategy="SPREAD", max_concurrency=2).remote(
-            cfg.model_dump(mode="json"), engine.spec(), str(model_dir), str(root / f"worker-{i}"))
-            for i in range(workers)]
+            make_collector, engine.spec(), str(root / f"worker-{i}")) for i in range(workers)]
         self.nodes = ray.get([w.node.remote() for w in self.workers])  # also waits until they are up
 
     def run(self, plans: Sequence[Any], progress=None) -> None:

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from harnessrl.cluster.ray_engine import RayEngine
+    from harnessrl.cluster.ray_trainer import RemoteTrainer
+    from harnessrl.train.trainer import Trainer
 
 
-def start_ray_parts(cfg, engine_cfg, weights_dir: Path, model_dir: Path, ckpt_dir: Path | None,
-                    seed: int) -> tuple[Any, Any, list[Callable[[], None]]]:
-    """(RemoteTrainer, RayEngine, closers) for cluster.backend=ray; the rollout workers come with
-    the collector (run.backends.default_collector)."""
+def start_ray_parts(ray_cfg: Any, engine_cfg: Any, replicas: int,
+                    make_trainer: Callable[[], Trainer]) -> tuple[RemoteTrainer, RayEngine, list[Callable[[], None]]]:
+    """(RemoteTrainer, RayEngine, closers) for cluster.backend=ray: `ray_cfg` is the run config's
+    cluster.ray section, `engine_cfg` one replica's engine config, `make_trainer` builds the trainer
+    inside its actor. The rollout workers come with the collector (run.backends.default_collector)."""
     from harnessrl.cluster.ray_cluster import connect, shutdown
     from harnessrl.cluster.ray_engine import start_engines
     from harnessrl.cluster.ray_trainer import start_trainer
 
-    r = cfg.cluster.ray
-    started = connect(r.address, r.num_cpus)
+    started = connect(ray_cfg.address, ray_cfg.num_cpus)
     closers: list[Callable[[], None]] = [shutdown] if started else []
     engine = None
     try:
         one = engine_cfg.model_copy(update={"replicas": 1})  # each actor holds one replica
-        engine = start_engines(one, cfg.engine.replicas, r.engine_cpus, r.engine_gpus)
-        trainer = start_trainer(cfg, weights_dir, model_dir, ckpt_dir, seed, r.trainer_cpus, r.trainer_gpus)
+        engine = start_engines(one, replicas, ray_cfg.engine_cpus, ray_cfg.engine_gpus)
+        trainer = start_trainer(make_trainer, ray_cfg.trainer_cpus, ray_cfg.trainer_gpus)
     except BaseException:
         for close in ([engine.close] if engine else []) + closers:
             close()

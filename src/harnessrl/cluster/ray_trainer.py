@@ -1,74 +1,80 @@
 """The trainer as a Ray actor in its own placement group (its GPUs), driven by the loop.
 
-`RemoteTrainer` offers what the loop uses of a Trainer: `update(batch)`, `push_weights(engine,
-version)` (the actor's weights go as one object-store ref straight to the engine replicas),
-`named_weights()`, `save_checkpoint(...)` (written by the actor: on a multi-node cluster,
-output.run_dir must be a filesystem the trainer's node shares with the driver).
+`TrainerActor` holds a `train.trainer.Trainer`, built inside the actor by the factory it is given
+(the run passes `run.setup.make_trainer` with the run's config, so nothing here reads a run
+config). `RemoteTrainer` is the loop's `train.protocol.TrainerBackend` over that actor: `update`,
+`tree_values`, `sync_weights` (the actor's weights go as one object-store ref straight to the engine
+replicas), `save_checkpoint` (written by the actor: on a multi-node cluster, output.run_dir must be
+a filesystem the trainer's node shares with the driver), `close`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from harnessrl.engine.base import Engine
+    from harnessrl.train.batch import TrainBatch
+    from harnessrl.train.trainer import Trainer
+    from harnessrl.train.update_stats import UpdateStats
+    from harnessrl.tree.nodes import FlatTree
 
 
 class TrainerActor:
-    """The actor body: policy + optimizer (+ LoRA / reference) built from the run config."""
+    """The actor body: the Trainer that `make_trainer()` builds in the actor's process."""
 
-    def __init__(self, cfg_json: dict, weights_dir: str, model_dir: str, ckpt_dir: str | None, seed: int):
-        from harnessrl.run.config import RunConfig
-        from harnessrl.run.setup import build_trainer, load_policy, restore_trainer, seed_everything
-        from harnessrl.train.checkpoint import load_trainer_state
-
-        cfg = RunConfig.model_validate(cfg_json)
-        seed_everything(seed)
-        self.trainer = build_trainer(cfg, load_policy(cfg, Path(weights_dir)), Path(model_dir))
-        if ckpt_dir:
-            restore_trainer(self.trainer, load_trainer_state(Path(ckpt_dir)))
+    def __init__(self, make_trainer: Callable[[], Trainer]):
+        self.trainer = make_trainer()
 
     def ready(self) -> bool:
         return True
 
-    def update(self, batch) -> dict[str, float]:
+    def update(self, batch: TrainBatch) -> UpdateStats:
         return self.trainer.update(batch)
+
+    def tree_values(self, flat: FlatTree) -> np.ndarray:
+        return self.trainer.tree_values(flat)
 
     def named_weights(self) -> list:
         return [(k, v.detach().cpu()) for k, v in self.trainer.named_weights()]
 
-    def save_checkpoint(self, run_dir: str, step: int, model_dir: str, keep: int) -> str:
-        from harnessrl.run.setup import trainer_state
-        from harnessrl.train.checkpoint import save_checkpoint
-
-        return str(save_checkpoint(Path(run_dir), step, self.trainer.policy, trainer_state(self.trainer),
-                                   Path(model_dir), keep=keep))
+    def save_checkpoint(self, run_dir: str, step: int, source_dir: str | None, keep: int) -> str:
+        return str(self.trainer.save_checkpoint(Path(run_dir), step, Path(source_dir) if source_dir else None, keep))
 
 
 class RemoteTrainer:
-    def __init__(self, handle: Any, pg: Any, token_budget: int, backend: str):
-        self.handle, self._pg = handle, pg
-        self.token_budget, self.backend, self.critic = token_budget, backend, None
+    """The TrainerBackend protocol over one TrainerActor handle."""
 
-    def update(self, batch) -> dict[str, float]:
+    def __init__(self, handle: Any, pg: Any):
+        self.handle, self._pg = handle, pg
+
+    def update(self, batch: TrainBatch) -> UpdateStats:
         import ray
 
         return ray.get(self.handle.update.remote(batch))
 
-    def named_weights(self) -> Iterator[tuple[str, Any]]:
+    def tree_values(self, flat: FlatTree) -> np.ndarray:
         import ray
 
-        return iter(ray.get(self.handle.named_weights.remote()))
+        return ray.get(self.handle.tree_values.remote(flat))
 
-    def push_weights(self, engine, version: int) -> None:
+    def sync_weights(self, engine: Engine, version: int) -> None:
         """Weights as one ref from the trainer actor to every replica (RayEngine), else via here."""
+        import ray
+
         if hasattr(engine, "spec"):
             engine.update_weights(self.handle.named_weights.remote(), version)
         else:
-            engine.update_weights(list(self.named_weights()), version)
+            engine.update_weights(list(ray.get(self.handle.named_weights.remote())), version)
 
-    def save_checkpoint(self, run_dir: Path, step: int, model_dir: Path, keep: int) -> Path:
+    def save_checkpoint(self, run_dir: Path, step: int, source_dir: Path | None, keep: int) -> Path:
         import ray
 
-        return Path(ray.get(self.handle.save_checkpoint.remote(str(run_dir), step, str(model_dir), keep)))
+        src = str(source_dir) if source_dir else None
+        return Path(ray.get(self.handle.save_checkpoint.remote(str(run_dir), step, src, keep)))
 
     def close(self) -> None:
         import ray
@@ -77,16 +83,19 @@ class RemoteTrainer:
         ray.util.remove_placement_group(self._pg)
 
 
-def start_trainer(cfg, weights_dir: Path, model_dir: Path, ckpt_dir: Path | None, seed: int,
-                  cpus: float = 1.0, gpus: float = 0.0) -> RemoteTrainer:
+def start_trainer(make_trainer: Callable[[], Trainer], cpus: float = 1.0, gpus: float = 0.0) -> RemoteTrainer:
+    """A TrainerActor (built by `make_trainer`, a picklable callable) in a placement group of its own."""
     import ray
 
     from harnessrl.cluster.ray_cluster import in_bundle, placement_group
 
     pg = placement_group([{"CPU": cpus, "GPU": gpus}], "PACK")
     handle = ray.remote(TrainerActor).options(num_cpus=cpus, num_gpus=gpus, scheduling_strategy=in_bundle(pg, 0)) \
-        .remote(cfg.model_dump(mode="json"), str(weights_dir), str(model_dir), str(ckpt_dir) if ckpt_dir else None,
-                seed)
-    ray.get(handle.ready.remote())  # a policy that cannot load fails here, with its error
-    backend = "flex" if gpus > 0 else (cfg.model.attention if cfg.model.attention != "auto" else "sdpa")
-    return RemoteTrainer(handle, pg, cfg.algorithm.token_budget, backend)
+        .remote(make_trainer)
+    try:
+        ray.get(handle.ready.remote())  # a policy that cannot load fails here, with its error
+    except BaseException:
+        ray.kill(handle)
+        ray.util.remove_placement_group(pg)
+        raise
+    return RemoteTrainer(handle, pg)

@@ -127,8 +127,12 @@ class OpenClawAdapter(CachedInstallAdapter):
             from harnessrl.harness import openclaw_warm
 
             # None once warm; a reason (kept, so it is not retried) when it cannot be warmed here
-            self.compile_cache_problem = openclaw_warm.warm(self.cache)
+            self.compile_cache_problem = openclaw_warm.warm(self.warmup_adapter())
         return problem
+
+    def warmup_adapter(self) -> OpenClawAdapter:
+        """The adapter of the compile-cache warm-up run: full profile, without a cache of its own."""
+        return OpenClawAdapter(cache=self.cache, profile="full", compile_cache=False)
 
     def _cache_env(self) -> dict[str, str]:
         from harnessrl.harness import openclaw_warm

@@ -89,11 +89,14 @@ def failed_marker(cache: Path | None = None) -> Path:
     return cache_dir(cache).parent / f".{CACHE_NAME}.failed"
 
 
-def warm(cache: Path | None = None, sandbox_cfg: Any = None, timeout_s: float = WARM_TIMEOUT_S,
+def warm(adapter: Any, sandbox_cfg: Any = None, timeout_s: float = WARM_TIMEOUT_S,
          force: bool = False) -> str | None:
-    """Fill the compile cache once (idempotent, under a file lock). Returns None when the cache is
-    warm, else why it could not be warmed (the adapter then runs without it). A failed warm-up is
-    remembered on disk and not retried unless `force` (one failure must not cost every run)."""
+    """Fill the compile cache of `adapter.cache` once (idempotent, under a file lock), with a run of
+    `adapter` (the OpenClaw adapter's `warmup_adapter()`: full profile, no cache of its own). Returns
+    None when the cache is warm, else why it could not be warmed (the adapter then runs without it).
+    A failed warm-up is remembered on disk and not retried unless `force` (one failure must not cost
+    every run)."""
+    cache = adapter.cache
     target = cache_dir(cache)
     if is_warm(cache):
         return None
@@ -105,7 +108,7 @@ def warm(cache: Path | None = None, sandbox_cfg: Any = None, timeout_s: float = 
             return None
         if failed.is_file() and not force:
             return f"an earlier warm-up failed ({failed}): {failed.read_text()[:300]}"
-        problem = _warm_locked(target, cache, sandbox_cfg, timeout_s)
+        problem = _warm_locked(target, adapter, sandbox_cfg, timeout_s)
         if problem:
             failed.write_text(problem)
         else:
@@ -113,12 +116,10 @@ def warm(cache: Path | None = None, sandbox_cfg: Any = None, timeout_s: float = 
         return problem
 
 
-def _warm_locked(target: Path, cache: Path | None, sandbox_cfg: Any, timeout_s: float) -> str | None:
+def _warm_locked(target: Path, adapter: Any, sandbox_cfg: Any, timeout_s: float) -> str | None:
     from harnessrl.harness.base import RunDirs, RunRequest, launch
-    from harnessrl.harness.openclaw import OpenClawAdapter
     from harnessrl.sandbox import SandboxConfig, make_sandbox
 
-    adapter = OpenClawAdapter(cache=cache, profile="full", compile_cache=False)
     problem = adapter.preflight()
     if problem:
         return problem

@@ -38,7 +38,7 @@ from harnessrl.rollout.plan import GroupPlan, RolloutJob, next_attempt, plan_cro
 from harnessrl.rollout.proxy_link import Replay, as_proxy_link
 from harnessrl.store.records import Lineage, RolloutRecord
 from harnessrl.tasks.model import Task
-from harnessrl.tasks.validate import open_task_sandbox
+from harnessrl.rollout.task_sandbox import open_task_sandbox
 from harnessrl.tasks.verifier import run_verifier
 
 __all__ = ["RolloutJob", "RolloutsFailed", "RunOptions", "make_adapters", "run_groups", "run_plans", "run_rollout"]

@@ -1,5 +1,6 @@
-"""Task sandboxes and `tasks validate`: a verifier must fail the untouched workspace and pass the
-reference solution (where the task has one)."""
+"""Task sandboxes: a fresh sandbox holding a task's workspace (the runner opens one per rollout),
+and `tasks validate`: a verifier must fail the untouched workspace and pass the reference solution
+(where the task has one)."""
 
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ def validate(spec: str = typer.Argument(..., help="Directory or builtin:<selecto
     from rich.progress import track
 
     from harnessrl.sandbox.base import SandboxConfig, SandboxError
-    from harnessrl.tasks.validate import validate_task
+    from harnessrl.rollout.task_sandbox import validate_task
 
     if sandbox not in ("bwrap", "local"):
         raise typer.BadParameter("--sandbox must be bwrap or local")

@@ -25,6 +25,7 @@ from typing import Any, Iterator
 import torch
 import torch.distributed as dist
 
+from harnessrl.train.update_stats import UpdateStats
 from harnessrl.train.weights import is_peft
 
 
@@ -161,7 +162,7 @@ class ShardedTrainer:
     def __getattr__(self, name: str) -> Any:  # policy, token_budget, backend, critic, optimizer ...
         return getattr(self.__dict__["trainer"], name)
 
-    def update(self, batch) -> dict[str, float]:
+    def update(self, batch) -> UpdateStats:
         self.ranks.broadcast(("update", batch))
         return self.trainer.update(batch)
 

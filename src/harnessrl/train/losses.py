@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from harnessrl.train.settings import PPOSettings
+from harnessrl.train.update_stats import TokenSums
 
 __all__ = ["PPOSettings", "clipped_objective", "importance_weights", "kl_k3", "policy_loss", "value_loss"]
 
@@ -84,7 +85,7 @@ class LossParts:
     """Sums over a chunk's tokens (divide by the batch denominator to get means)."""
 
     loss: torch.Tensor  # the differentiable numerator
-    stats: dict[str, float]
+    sums: TokenSums  # path-weighted sums of the chunk's statistics (entropy and loss: the trainer's)
 
 
 def policy_loss(
@@ -99,7 +100,7 @@ def policy_loss(
 ) -> LossParts:
     """Negative PPO objective (+ KL) summed over tokens; `weight` = summed path weights per token.
 
-    Returned stats are weighted sums (keys ending in _w) to be divided by the summed weight.
+    The returned sums are weighted by path weight, to be divided by the summed weight.
     """
     ratio = torch.exp(logp - old_logp.detach())
     obj, active = clipped_objective(ratio, adv_pos, adv_neg, s)
@@ -113,18 +114,19 @@ def policy_loss(
         if s.kl_coef:
             loss = loss + s.kl_coef * kl
     with torch.no_grad():
-        stats = {
-            "clip_frac_w": float((active.float() * weight).sum()),
-            "is_weight_w": float((isw * weight).sum()),
-            "is_kept_w": float((keepf * weight).sum()),
-            "kl_w": float(kl),
-            "abs_logp_gap_w": float(((old_logp - engine_logp).abs() * weight).sum()),
-            "mismatch_kl_w": float((mismatch_kl(old_logp.detach(), engine_logp) * weight).sum()),
-            "is_capped_w": float(((old_logp.detach() - engine_logp > math.log(s.is_cap)).float() * weight).sum()),
-            "weight": float(weight.sum()),
-            "tokens": float(logp.numel()),
-        }
-    return LossParts(loss=loss, stats=stats)
+        sums = TokenSums(
+            clip_frac=float((active.float() * weight).sum()),
+            is_weight=float((isw * weight).sum()),
+            is_kept=float((keepf * weight).sum()),
+            kl=float(kl),
+            abs_logp_gap=float(((old_logp - engine_logp).abs() * weight).sum()),
+            mismatch_kl=float((mismatch_kl(old_logp.detach(), engine_logp) * weight).sum()),
+            is_capped=float(((old_logp.detach() - engine_logp > math.log(s.is_cap)).float() * weight).sum()),
+            weight=float(weight.sum()),
+            tokens=float(logp.numel()),
+            added=1,
+        )
+    return LossParts(loss=loss, sums=sums)
 
 
 def value_loss(values: torch.Tensor, returns: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

@@ -215,6 +215,17 @@ def default_backend(device: torch.device) -> str:
     return "flex" if device.type == "cuda" else "sdpa"
 
 
+def attention_backend(setting: str, device: torch.device) -> str:
+    """The one place the trainer's attention backend is decided: `model.attention` ("auto": flex on
+    CUDA, else sdpa; or "sdpa" / "flex" as set)."""
+    return default_backend(device) if setting == "auto" else setting
+
+
+def hf_attention(backend: str) -> str:
+    """The `attn_implementation` a transformers model is loaded with for a packing backend."""
+    return "flex_attention" if backend == "flex" else "sdpa"
+
+
 def forest_from_paths(paths: list[list[int]]) -> tuple[Forest, list[np.ndarray]]:
     """Token trie of root-to-leaf sequences in DFS order, and each path's forest token indices.
 

@@ -4,19 +4,32 @@
 policy on each chunk once per epoch, sums the PPO token objective over decision tokens and divides
 by the batch's summed path weight (computed over the whole batch, so chunking changes nothing),
 then takes one optimizer step per epoch. A critic, when present, is trained on the same chunks.
+
+`Trainer` is the in-process backend of `train.protocol.TrainerBackend` (update, tree values, weight
+sync, checkpoints); the Ray backend runs one inside an actor (cluster/ray_trainer.py).
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
-from typing import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import torch
 
-from harnessrl.train.batch import TrainBatch
+from harnessrl.train.batch import TrainBatch, forest_of_flat
+from harnessrl.train.checkpoint import save_checkpoint
+from harnessrl.train.critic import forest_values
 from harnessrl.train.losses import PPOSettings, policy_loss, value_loss
 from harnessrl.train.packing import PackedChunk, pack_forest, token_logprobs
+from harnessrl.train.update_stats import TokenSums, UpdateStats
+from harnessrl.train.weights import is_peft
+
+if TYPE_CHECKING:
+    from harnessrl.engine.base import Engine
+    from harnessrl.tree.nodes import FlatTree
 
 
 @dataclass
@@ -93,15 +106,15 @@ class Trainer:
 
         return assign_chunks(chunks, targets, self.ranks.rank, self.ranks.world)
 
-    def update(self, batch: TrainBatch) -> dict[str, float]:
-        """One PPO/GRPO update on a batch; returns step metrics."""
+    def update(self, batch: TrainBatch) -> UpdateStats:
+        """One PPO/GRPO update on a batch; returns the update's statistics."""
         chunks = pack_forest(batch.forest, self.token_budget)
         targets = [chunk_targets(c, batch) for c in chunks]
         work = self._work(chunks, targets)
         old = self._old_logprobs(work)
         denom = self._denominator(work, old, batch.denom)
         world = 1 if self.ranks is None else self.ranks.world
-        totals: dict[str, float] = {}
+        sums = TokenSums()
         grad_norm = torch.zeros(())
         self.policy.train()
         for _ in range(self.epochs):
@@ -117,23 +130,23 @@ class Trainer:
                     (parts.loss * (float(world) if live else 0.0) / denom).backward()
                 if not live:
                     continue
-                parts.stats["entropy_w"] = float((ent * tg.weight).sum())
-                parts.stats["loss"] = float(parts.loss.detach()) / denom
-                _accumulate(totals, parts.stats)
+                parts.sums.entropy = float((ent * tg.weight).sum())
+                parts.sums.loss = float(parts.loss.detach()) / denom
+                sums.add(parts.sums)
             grad_norm = torch.nn.utils.clip_grad_norm_(
                 [p for p in self.policy.parameters() if p.requires_grad], self.grad_clip)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         if world > 1:
-            totals = self.ranks.sum_dicts(totals)
-        metrics = _finish(totals, self.epochs)
-        metrics["grad_norm"] = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
-        metrics["tokens_computed"] = float(sum(len(c) for c in chunks))
-        metrics["unique_tree_tokens"] = float(len(batch))
-        metrics["chunks"] = float(len(chunks))
+            sums = TokenSums.from_floats(self.ranks.sum_floats(sums.as_floats()))
+        value = None
         if self.critic is not None and batch.returns is not None:
-            metrics.update(self.update_critic(batch, chunks))
-        return metrics
+            value = self.update_critic(batch, chunks)
+        norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
+        return UpdateStats.from_sums(sums, self.epochs, grad_norm=float(norm),
+                                     tokens_computed=float(sum(len(c) for c in chunks)),
+                                     unique_tree_tokens=float(len(batch)), chunks=float(len(chunks)),
+                                     value_loss=value)
 
     def _denominator(self, work: list[tuple], old, base: float | None) -> float:
         """The batch loss denominator (algo's summed tree norms, else the summed path weight of the
@@ -155,7 +168,7 @@ class Trainer:
             total = base * total / full
         return max(total, 1e-8)
 
-    def update_critic(self, batch: TrainBatch, chunks: list[PackedChunk]) -> dict[str, float]:
+    def update_critic(self, batch: TrainBatch, chunks: list[PackedChunk]) -> float:
         """One value-regression step on GAE returns (every tree token that carries a return weight)."""
         vw_all = batch.value_weight
         denom = max(float(vw_all.sum()), 1e-8)
@@ -174,7 +187,7 @@ class Trainer:
         torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.grad_clip)
         self.critic_optimizer.step()
         self.critic_optimizer.zero_grad(set_to_none=True)
-        return {"value_loss": total}
+        return total
 
     def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The policy's weights under plain HF names (LoRA merged in), for sync and checkpoints."""
@@ -182,16 +195,44 @@ class Trainer:
 
         return hf_named_weights(self.policy)
 
+    # -- the TrainerBackend protocol (train/protocol.py), in this process --------------------------
 
-def _accumulate(totals: dict[str, float], stats: dict[str, float]) -> None:
-    for k, v in stats.items():
-        totals[k] = totals.get(k, 0.0) + v
+    def tree_values(self, flat: FlatTree) -> np.ndarray:
+        """The critic's value of every token of a flattened tree (algorithm ppo builds the critic)."""
+        if self.critic is None:
+            raise ValueError("tree values need the trainer's critic: algorithm ppo builds one (run/setup.py)")
+        return forest_values(self.critic, forest_of_flat(flat), self.token_budget, self.backend)
 
+    def sync_weights(self, engine: Engine, version: int) -> None:
+        engine.update_weights(list(self.named_weights()), version)
 
-def _finish(totals: dict[str, float], epochs: int) -> dict[str, float]:
-    """Turn weighted sums into means (per epoch)."""
-    w = max(totals.get("weight", 0.0), 1e-8)
-    out = {k[:-2]: v / w for k, v in totals.items() if k.endswith("_w")}
-    out["loss"] = totals.get("loss", 0.0) / epochs
-    out["tokens_trained"] = totals.get("tokens", 0.0) / epochs
-    return out
+    def save_checkpoint(self, run_dir: Path, step: int, source_dir: Path | None, keep: int) -> Path:
+        return save_checkpoint(run_dir, step, self.policy, self.state(), source_dir, keep=keep)
+
+    def close(self) -> None:
+        pass  # everything it holds lives in this process
+
+    # -- trainer state for --resume ----------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """Everything but the policy weights (those are in the HF dir): optimizer, adapters, critic, RNG."""
+        state = {"optimizer": self.optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
+                 "python_rng": random.getstate(), "numpy_rng": np.random.get_state()}
+        if is_peft(self.policy):
+            state["adapters"] = {k: v for k, v in self.policy.state_dict().items() if "lora_" in k}
+        if self.critic is not None:
+            state["critic"] = self.critic.state_dict()
+            state["critic_optimizer"] = self.critic_optimizer.state_dict()
+        return state
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Back to a saved `state()` (the policy's weights come from the checkpoint's HF dir)."""
+        self.optimizer.load_state_dict(state["optimizer"])
+        if "adapters" in state:
+            self.policy.load_state_dict(state["adapters"], strict=False)
+        if "critic" in state and self.critic is not None:
+            self.critic.load_state_dict(state["critic"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["python_rng"])
+        np.random.set_state(state["numpy_rng"])
