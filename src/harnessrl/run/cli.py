@@ -9,8 +9,9 @@ from rich.console import Console
 
 
 def register(app: typer.Typer) -> None:
-    """Add this stage's commands to the top-level app: `train` and `config validate`."""
+    """Add this stage's commands to the top-level app: `train`, `sft` and `config validate`."""
     app.command("train")(train)
+    app.command("sft")(sft)
     config_app = typer.Typer(help="Run configs: validate YAML files against the RunConfig schema.")
     config_app.command("validate")(validate)
     config_app.command("show")(show)
@@ -52,6 +53,39 @@ def train(
         console.print("[yellow]stopped[/yellow]; continue with --resume (the last recorded step is kept)")
         raise typer.Exit(130) from None
     console.print(f"[green]done[/green] open {result.report.with_suffix('.html')} in a browser")
+
+
+def sft(
+    runs: list[Path] = typer.Argument(..., help="run dirs whose recorded calls to train on"),
+    out: Path = typer.Option(..., "--out", "-o", help="output dir: <out>/policy (HF checkpoint) and <out>/sft.json"),
+    mode: str = typer.Option("rejection", "--mode", help="rejection: passing rollouts; distill: every served call"),
+    model: str = typer.Option(None, "--model", help="the student (HF dir or id; default: the default model)"),
+    epochs: int = typer.Option(3, "--epochs", help="passes over the data"),
+    lr: float = typer.Option(1e-5, "--lr", help="AdamW learning rate"),
+    batch_trees: int = typer.Option(0, "--batch-trees", help="trees per optimizer step (0: all, one step an epoch)"),
+    token_budget: int = typer.Option(2048, "--token-budget", help="tokens per packed chunk"),
+    min_reward: float = typer.Option(1.0, "--min-reward", help="rejection: a rollout passes at this reward"),
+    harness: str = typer.Option(None, "--harness", help="rejection: only this harness's rollouts"),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Supervised fine-tuning on recorded ids (cold start): tree-packed, writes a plain HF checkpoint."""
+    from harnessrl.engine import ModelNotFound
+    from harnessrl.run.sft import SFTOptions, run_sft
+    from harnessrl.run.sft_data import SFTDataError
+
+    console = Console()
+    opts = SFTOptions(mode=mode, model=model, epochs=epochs, lr=lr, batch_trees=batch_trees,
+                      token_budget=token_budget, min_reward=min_reward, harness=harness, seed=seed)
+    try:
+        result = run_sft(list(runs), out, opts, log=console.print)
+    except (SFTDataError, ModelNotFound) as err:
+        console.print(f"[red]sft refused:[/red] {err}")
+        raise typer.Exit(2) from None
+    for warning in result.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+    console.print(f"[green]done[/green] mean NLL {result.nll_before:.4f} -> {result.nll_after:.4f} over "
+                  f"{result.sampled_tokens} sampled tokens; checkpoint {result.policy_dir} "
+                  f"(start RL from it: harnessrl train model.path={result.policy_dir})")
 
 
 def validate(files: list[Path] = typer.Argument(..., help="config files to check")) -> None:
