@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from harnessrl.run.record import EvalResult, PolicyLag, RolloutStats, StepRecord, TreeTotals, UpdateStats
+from harnessrl.run.record import (EvalResult, PolicyLag, RolloutStats, StepRecord, TreeTotals, UpdateStats,
+                                  step_records)
 
 
 def test_a_full_training_step_writes_the_flat_keys_readers_use():
@@ -36,6 +37,31 @@ def test_parts_a_step_did_not_produce_write_no_keys():
     no_tokens = StepRecord(policy_version=2, update=UpdateStats(loss=0.0, tokens_trained=0.0)).to_json()
     assert "clip_frac" not in no_tokens and "value_loss" not in no_tokens and "eval" not in no_tokens
     assert no_tokens["loss"] == 0.0 and no_tokens["tokens_trained"] == 0.0
+
+
+def test_from_json_reads_back_what_to_json_wrote():
+    """Readers (report, display, closing eval) get the typed record back from a stored row, part by part."""
+    per_h = {"builtin": 1.0}
+    full = StepRecord(
+        policy_version=3, time={"rollout": 1.0},
+        rollouts=RolloutStats(reward=per_h, pass_rate=per_h, rollouts=per_h, failed=per_h, calls_per_rollout=per_h),
+        trees=TreeTotals(unique_tokens=10, decision_tokens=4, per_call_tokens=30, per_rollout_tokens=20, branches=2,
+                         trees=1, groups=2, groups_trained=1),
+        lag=PolicyLag(policy_lag_tokens={"0": 4.0}, policy_lag_mean=0.0, policy_lag_max=0.0, policy_lag_dropped=0.0),
+        update=UpdateStats(clip_frac=0.1, loss=-0.5, tokens_trained=4, value_loss=0.25),
+        eval=EvalResult(pass_at_1={"builtin": 0.5}, sets={"test": {"builtin": {"pass@1": 0.5}}}))
+    baseline = StepRecord(policy_version=0, time={"eval": 0.1}, eval=EvalResult(pass_at_1={}))
+    no_eval = StepRecord(policy_version=2, update=UpdateStats(loss=0.0, tokens_trained=0.0))
+    for rec in (full, baseline, no_eval):
+        assert StepRecord.from_json(rec.to_json()) == rec
+        assert StepRecord.from_json(rec.to_json()).to_json() == rec.to_json()
+    assert StepRecord.from_json(no_eval.to_json()).eval is None  # what the closing eval checks
+    assert StepRecord.from_json({"redone": True}) == StepRecord(policy_version=-1)
+
+
+def test_step_records_orders_rows_by_step():
+    rows = [{"step": 2, **StepRecord(policy_version=2).to_json()}, {"step": 0, **StepRecord(policy_version=0).to_json()}]
+    assert [(s, r.policy_version) for s, r in step_records(rows)] == [(0, 0), (2, 2)]
 
 
 def test_trained_rewards_pass_mode_is_the_tasks_pass_rule():

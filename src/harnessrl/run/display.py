@@ -18,6 +18,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColu
 from rich.table import Table
 from rich.text import Text
 
+from harnessrl.run.record import step_records
 from harnessrl.run.report import eval_table
 
 PHASES = ("rollout", "tree", "train", "sync", "eval", "checkpoint")
@@ -110,7 +111,7 @@ def summary_table(records: list[dict[str, Any]], run_dir: Path, report: Path, pl
         b, a = before.get(h), after.get(h)
         change = f"{100 * (a - b):+.1f} pts" if a is not None and b is not None else "-"
         table.add_row(f"pass@1 {h}", _pct(b), _pct(a), change)
-    totals = {k: sum(float(r.get("time", {}).get(k, 0.0)) for r in records) for k in PHASES}
+    totals = {k: sum(float(rec.time.get(k, 0.0)) for _, rec in step_records(records)) for k in PHASES}
     spent = sum(totals.values())
     table.add_section()
     table.add_row("wall time", "", _hms(spent), "")

@@ -436,17 +436,18 @@ def closing_eval(parts: RunParts, display: RunDisplay) -> None:
     engine serves that step's policy: evaluate it now and add the eval to the step's record."""
     last = parts.cfg.loop.steps
     steps = dict(parts.store.list_steps())
-    if last < 1 or parts.start_step != last + 1 or last not in steps or "eval" in steps[last]:
+    if last < 1 or parts.start_step != last + 1 or last not in steps:
+        return
+    rec = StepRecord.from_json(steps[last])
+    if rec.eval is not None:
         return
     times: dict[str, float] = {}
     with timed(times, "eval"):
-        ev = evaluate(parts, last, display)
-    if ev is None:
+        rec.eval = evaluate(parts, last, display)
+    if rec.eval is None:
         return
-    row = steps[last]
-    row.update(ev.to_json())
-    row["time"] = {**row.get("time", {}), "eval": times["eval"]}
-    parts.store.put_step(last, row)
+    rec.time["eval"] = times["eval"]
+    parts.store.put_step(last, rec.to_json())
     parts.log.rewrite(parts.store.list_steps())
 
 

@@ -9,7 +9,7 @@ names below (the eval part writes "eval" and "eval_sets"); a part that a step di
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
 from harnessrl.train.update_stats import UpdateStats
@@ -26,9 +26,11 @@ def _present(part: Any) -> dict[str, Any]:
 
 def _part(cls: type[Part], row: dict[str, Any]) -> Part | None:
     """The part `cls` read back from a flat row: None when the step wrote none of its keys (a part
-    a step did not produce); keys of other parts and unknown keys are not its business."""
-    names = [f.name for f in fields(cls)]
-    if not any(n in row for n in names):
+    a step did not produce) or not all it must have; keys of other parts are not its business."""
+    spec = fields(cls)  # type: ignore[arg-type]  # a Part is one of the dataclasses of this module
+    names = [f.name for f in spec]
+    required = [f.name for f in spec if f.default is MISSING and f.default_factory is MISSING]
+    if not any(n in row for n in names) or not all(n in row for n in required):
         return None
     return cls(**{n: row[n] for n in names if n in row})
 

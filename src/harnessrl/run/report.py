@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harnessrl.run.record import step_records
+
 PANELS = (  # (file stem, title, metric keys; "x/*" = every sub-key of x)
     ("reward", "mean reward per harness (train rollouts)", ["reward/*"]),
     ("pass_rate", "pass rate per harness (train rollouts)", ["pass_rate/*"]),
@@ -81,17 +83,15 @@ def write_plots(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
 
 def eval_table(records: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
     """(first, last) held-out pass@1 per harness."""
-    evals = [(r["step"], r["eval"]) for r in records if isinstance(r.get("eval"), dict) and r["eval"]]
+    evals = [rec.eval.pass_at_1 for _, rec in step_records(records) if rec.eval and rec.eval.pass_at_1]
     if not evals:
         return {}, {}
-    evals.sort(key=lambda x: x[0])
-    return evals[0][1], evals[-1][1]
+    return evals[0], evals[-1]
 
 
 def eval_sets_lines(records: list[dict[str, Any]]) -> list[str]:
     """Markdown: per eval set and harness, pass@1 before and after with n and the 95% interval."""
-    evals = sorted(((r["step"], r["eval_sets"]) for r in records if isinstance(r.get("eval_sets"), dict)
-                    and r["eval_sets"]), key=lambda x: x[0])
+    evals = [(step, rec.eval.sets) for step, rec in step_records(records) if rec.eval and rec.eval.sets]
     if not evals:
         return []
     (s0, first), (s1, last) = evals[0], evals[-1]
@@ -122,7 +122,8 @@ def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path]
     """report.md (before/after held-out pass@1 per harness, totals, plots, config) and the same as a
     self-contained report.html (plots inlined, tree view linked) to open in a browser; returns the .md."""
     before, after = eval_table(records)
-    train_steps = [r for r in records if r["step"] > 0]
+    steps = step_records(records)
+    train_steps = [rec for step, rec in steps if step > 0]
     lines = [f"# {title}", ""]
     rows: list[list[str]] = []
     if before:
@@ -136,11 +137,11 @@ def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path]
     lines += sets
     facts: list[str] = []
     if train_steps:
-        tot = {k: sum(float(r.get("time", {}).get(k, 0.0)) for r in records)
+        tot = {k: sum(float(rec.time.get(k, 0.0)) for _, rec in steps)
                for k in ("rollout", "tree", "train", "sync", "eval", "checkpoint")}
-        unique = sum(r.get("unique_tree_tokens", 0) for r in train_steps)
-        per_call = sum(r.get("per_call_tokens", 0) for r in train_steps)
-        gaps = [r["mismatch_kl"] for r in train_steps if isinstance(r.get("mismatch_kl"), (int, float))]
+        unique = sum(rec.update.unique_tree_tokens for rec in train_steps if rec.update)
+        per_call = sum(rec.trees.per_call_tokens for rec in train_steps if rec.trees)
+        gaps = [rec.update.mismatch_kl for rec in train_steps if rec.update and rec.update.mismatch_kl is not None]
         facts = [f"steps: {len(train_steps)}", "time (s): " + ", ".join(f"{k} {v:.0f}" for k, v in tot.items()),
                  f"unique tree tokens {unique:.0f} vs per-call tokens {per_call:.0f}"
                  + (f" ({per_call / unique:.1f}x)" if unique else "")]
