@@ -15,7 +15,7 @@ from harnessrl.rollout.plan import Branch, GroupPlan
 from harnessrl.store import RunStore
 from harnessrl.store.records import Lineage
 from harnessrl.tree import build_tree
-from harnessrl.tree.synthetic import conversation_calls, make_call, make_rollout
+from tests.support.synthetic import conversation_calls, make_call, make_rollout
 
 S = [10, 11]
 
@@ -106,3 +106,18 @@ def test_branch_points_pick_the_least_certain_calls_deterministically():
     assert [j.branch for j in wave.jobs()][:3] == [Branch("a", 2)] * 3
     assert [j.rollout_id for j in wave.jobs()][0] == "g0:3"
     assert branch_points(rollouts, calls, BranchingConfig()) == []  # off by default
+
+
+def test_tree_views_show_branch_points_and_lineage():
+    from rich.console import Console
+
+    from harnessrl.tree.view_html import tree_html
+    from harnessrl.tree.view_text import render_tree
+
+    tree = build_tree(*branched_group())
+    console = Console(record=True, width=200)
+    console.print(render_tree(tree, decode=lambda ids: " ".join(map(str, ids))))
+    text = console.export_text()
+    assert "⑂ branch" in text and "a @ call 1" in text
+    page = tree_html(tree, decode=lambda ids: " ".join(map(str, ids)))
+    assert 'class="reason branchpoint"' in page and "a @ call 1" in page

@@ -29,7 +29,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.rollout.branching import branch_lineage
@@ -40,6 +40,13 @@ from harnessrl.store.records import Lineage, RolloutRecord
 from harnessrl.tasks.model import Task
 from harnessrl.rollout.task_sandbox import open_task_sandbox
 from harnessrl.tasks.verifier import run_verifier
+
+if TYPE_CHECKING:
+    from harnessrl.harness.base import HarnessAdapter, HarnessResult
+    from harnessrl.proxy.server import ProxyServer
+    from harnessrl.rollout.proxy_link import ProxyLink
+    from harnessrl.sandbox.base import Sandbox, SandboxConfig
+    from harnessrl.store.run_store import RunStore
 
 __all__ = ["RolloutJob", "RolloutsFailed", "RunOptions", "make_adapters", "run_groups", "run_plans", "run_rollout"]
 
@@ -52,7 +59,7 @@ OnDone = Callable[[RolloutRecord], None]  # called once per finished rollout
 class RunOptions:
     """Per-rollout limits and identity shared by the rollouts of one run (`step` is the plan's)."""
 
-    sandbox_cfg: Any = None  # harnessrl.sandbox.SandboxConfig; None = the default (bwrap)
+    sandbox_cfg: SandboxConfig | None = None  # None = the default (bwrap)
     model: str = ""  # model name the harness sends ("" = the proxy's served name)
     max_turns: int = 8
     harness_timeout_s: float = 600.0
@@ -66,8 +73,8 @@ class RunOptions:
     preflight: bool = True  # run_plans first checks that the host can run a sandbox (sandbox/health.py)
 
 
-def run_groups(tasks: list[Task], harness_specs: list[str], n: int, *, proxy: Any, store: Any,
-               sandbox_cfg: Any = None, concurrency: int = 4, step: int = 0, model: str = "",
+def run_groups(tasks: list[Task], harness_specs: list[str], n: int, *, proxy: ProxyServer | ProxyLink, store: RunStore,
+               sandbox_cfg: SandboxConfig | None = None, concurrency: int = 4, step: int = 0, model: str = "",
                max_turns: int = 8, harness_timeout_s: float = 600.0, start_retries: int = 2,
                harness_options: dict[str, dict[str, Any]] | None = None, split: str = "rollout",
                progress: bool = True) -> list[RolloutRecord]:
@@ -85,8 +92,8 @@ def run_groups(tasks: list[Task], harness_specs: list[str], n: int, *, proxy: An
         return run_plans(plans, proxy=proxy, store=store, opts=opts, concurrency=concurrency, on_done=on_done)
 
 
-def run_plans(plans: Sequence[GroupPlan], *, proxy: Any, store: Any, opts: RunOptions,
-              adapters: dict[str, Any] | None = None, concurrency: int = 4,
+def run_plans(plans: Sequence[GroupPlan], *, proxy: ProxyServer | ProxyLink, store: RunStore, opts: RunOptions,
+              adapters: dict[str, HarnessAdapter] | None = None, concurrency: int = 4,
               on_done: OnDone | None = None) -> list[RolloutRecord]:
     """Every rollout of the plans (plan order, then sample order); each rollout is stored with its
     plan's step. `adapters` (spec -> harness adapter) are made from `opts.harness_options` if absent."""
@@ -153,17 +160,17 @@ class LiveSandboxes:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._open: set[Any] = set()
+        self._open: set[Sandbox] = set()
         self.cancelled = False
 
-    def enter(self, sandbox: Any) -> bool:
+    def enter(self, sandbox: Sandbox) -> bool:
         """Track `sandbox`; False (and nothing tracked) once the run is cancelled."""
         with self._lock:
             if not self.cancelled:
                 self._open.add(sandbox)
             return not self.cancelled
 
-    def leave(self, sandbox: Any) -> None:
+    def leave(self, sandbox: Sandbox) -> None:
         with self._lock:
             self._open.discard(sandbox)
 
@@ -177,14 +184,15 @@ class LiveSandboxes:
                 pass
 
 
-def make_adapters(specs: set[str], options: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def make_adapters(specs: set[str], options: dict[str, dict[str, Any]]) -> dict[str, HarnessAdapter]:
     """One harness adapter per spec (`options`: spec -> make_harness kwargs)."""
     from harnessrl.harness import make_harness
 
     return {spec: make_harness(spec, **options.get(spec, {})) for spec in specs}
 
 
-def run_rollout(job: RolloutJob, adapter: Any, link: Any, store: Any, opts: RunOptions) -> RolloutRecord:
+def run_rollout(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, store: RunStore,
+                opts: RunOptions) -> RolloutRecord:
     """One rollout, start to record; never raises (every failure becomes a status)."""
     t0 = time.monotonic()
     profile = getattr(adapter, "profile", None)
@@ -196,7 +204,7 @@ def run_rollout(job: RolloutJob, adapter: Any, link: Any, store: Any, opts: RunO
     if job.branch is not None:
         base = replace(base, lineage=Lineage(job.branch.parent, job.branch.calls))
     try:
-        budget = None if getattr(adapter, "enforces_max_turns", True) else opts.max_turns
+        budget = call_budget(adapter, turns_for(job.task, opts))
         replay = None if job.branch is None else Replay(job.branch.parent, job.branch.calls)
         key = link.register(job.rollout_id, max_calls=budget, **({"replay": replay} if replay else {}))
     except Exception as e:  # noqa: BLE001 - recorded, the run goes on
@@ -214,7 +222,19 @@ def run_rollout(job: RolloutJob, adapter: Any, link: Any, store: Any, opts: RunO
     return _finish(store, record, t0)
 
 
-def _finish(store: Any, record: RolloutRecord, t0: float) -> RolloutRecord:
+SELF_LIMITED_SLACK = 2  # calls per turn for a harness with a turn limit of its own (a backstop)
+
+
+def call_budget(adapter: HarnessAdapter, max_turns: int) -> int:
+    """The model calls a rollout key may make: `max_turns` for a harness with no turn limit of its
+    own (Codex, OpenClaw, `command:`); for one that enforces it (Claude Code's --max-turns), a
+    backstop of SELF_LIMITED_SLACK x max_turns that its side calls and retries stay within."""
+    if getattr(adapter, "enforces_max_turns", True):
+        return SELF_LIMITED_SLACK * max_turns
+    return max_turns
+
+
+def _finish(store: RunStore, record: RolloutRecord, t0: float) -> RolloutRecord:
     calls = store.count_calls(record.rollout_id) if hasattr(store, "count_calls") else record.call_count
     record = replace(record, call_count=calls, durations={**record.durations, "total_s": time.monotonic() - t0})
     if record.lineage is not None:
@@ -223,7 +243,7 @@ def _finish(store: Any, record: RolloutRecord, t0: float) -> RolloutRecord:
     return record
 
 
-def _attempts(job: RolloutJob, adapter: Any, link: Any, key: str, store: Any, opts: RunOptions,
+def _attempts(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, key: str, store: RunStore, opts: RunOptions,
               base: RolloutRecord) -> RolloutRecord:
     cfg = sandbox_config_for(opts.sandbox_cfg, adapter)
     record = base
@@ -235,14 +255,14 @@ def _attempts(job: RolloutJob, adapter: Any, link: Any, key: str, store: Any, op
     return record
 
 
-def _start_failure(record: RolloutRecord, store: Any) -> bool:
+def _start_failure(record: RolloutRecord, store: RunStore) -> bool:
     if record.status == "sandbox_error":
         return True
     return record.status == "harness_error" and store.count_calls(record.rollout_id) == 0
 
 
-def _one_attempt(job: RolloutJob, adapter: Any, link: Any, key: str, store: Any, opts: RunOptions,
-                 cfg: Any, base: RolloutRecord) -> RolloutRecord:
+def _one_attempt(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, key: str, store: RunStore,
+                 opts: RunOptions, cfg: SandboxConfig, base: RolloutRecord) -> RolloutRecord:
     from harnessrl.sandbox.base import ProxyEndpoint
 
     t0 = time.monotonic()
@@ -261,8 +281,8 @@ def _one_attempt(job: RolloutJob, adapter: Any, link: Any, key: str, store: Any,
             opts.live.leave(sandbox)
 
 
-def _run_in(sandbox: Any, job: RolloutJob, adapter: Any, key: str, store: Any, opts: RunOptions,
-            base: RolloutRecord, durations: dict[str, float], link: Any) -> RolloutRecord:
+def _run_in(sandbox: Sandbox, job: RolloutJob, adapter: HarnessAdapter, key: str, store: RunStore, opts: RunOptions,
+            base: RolloutRecord, durations: dict[str, float], link: ProxyLink) -> RolloutRecord:
     """The harness in an open sandbox, then the verifier (the sandbox is destroyed on the way out).
 
     However the harness ended (exit 0, a crash, its own process tree killed, a timeout, a context
@@ -307,14 +327,15 @@ def _run_in(sandbox: Any, job: RolloutJob, adapter: Any, key: str, store: Any, o
                    durations=durations, meta=meta)
 
 
-def _harness_run(adapter: Any, sandbox: Any, job: RolloutJob, key: str, opts: RunOptions, link: Any) -> Any:
+def _harness_run(adapter: HarnessAdapter, sandbox: Sandbox, job: RolloutJob, key: str, opts: RunOptions,
+                 link: ProxyLink) -> HarnessResult:
     """adapter.run; an adapter that raised (e.g. on output the harness left) is a harness_error."""
     from harnessrl.harness.base import HarnessResult
 
     try:
         return adapter.run(sandbox, instruction=job.task.instruction, proxy_base=f"{sandbox.proxy_base}/r/{key}",
                            api_key=key, model=opts.model or link.served_model, timeout_s=opts.harness_timeout_s,
-                           max_turns=opts.max_turns)
+                           max_turns=turns_for(job.task, opts))
     except Exception as e:  # noqa: BLE001 - what the harness left is the policy's doing
         return HarnessResult("harness_error", None, "", 0.0, error=f"the adapter failed on the harness's "
                              f"output: {type(e).__name__}: {str(e)[:300]}")
@@ -330,7 +351,14 @@ class CallSummary(NamedTuple):
     too_long: str = ""  # the first such refusal's message
 
 
-def call_summary(store: Any, rollout_id: str) -> CallSummary:
+def turns_for(task: Task, opts: RunOptions) -> int:
+    """The model calls a rollout of `task` may make: the task's own `metadata.max_turns` when it has
+    one (a chained task of k steps allows 2 + 2k), else the run's `max_turns`."""
+    own = (task.metadata or {}).get("max_turns")
+    return int(own) if isinstance(own, int) and not isinstance(own, bool) and own > 0 else opts.max_turns
+
+
+def call_summary(store: RunStore, rollout_id: str) -> CallSummary:
     """The rollout's calls summed up for its status (one read of the store)."""
     try:
         calls = store.list_calls([rollout_id])
@@ -353,14 +381,14 @@ def refusal_text(kind: str, message: str) -> str:
     return f"context exceeded: {message or 'prompt too long'}" if kind == "too_long" else ""
 
 
-def context_refusal(store: Any, rollout_id: str) -> str:
+def context_refusal(store: RunStore, rollout_id: str) -> str:
     """The proxy's "prompt too long" message when the rollout's LAST call was refused for not fitting
     the model's context, else "". (A harness that compacted and went on has a later, ok call.)"""
     summary = call_summary(store, rollout_id)
     return refusal_text(summary.kind, summary.message)
 
 
-def _transcript(store: Any, rollout_id: str) -> list[dict[str, Any]]:
+def _transcript(store: RunStore, rollout_id: str) -> list[dict[str, Any]]:
     """The rollout's last request messages plus the reply (what ClawGym's payload calls transcript)."""
     try:
         calls = store.list_calls([rollout_id], include_raw=True)
@@ -376,7 +404,7 @@ def _transcript(store: Any, rollout_id: str) -> list[dict[str, Any]]:
     return messages
 
 
-def sandbox_config_for(cfg: Any, adapter: Any) -> Any:
+def sandbox_config_for(cfg: SandboxConfig | None, adapter: HarnessAdapter) -> SandboxConfig:
     """The run's sandbox config plus the harness's read-only paths (install dirs, runtimes)."""
     from harnessrl.sandbox.base import SandboxConfig
 

@@ -10,6 +10,7 @@ from itertools import pairwise
 import numpy as np
 
 from harnessrl.tree.nodes import PrefixTree
+from harnessrl.tree.view_text import branch_of
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -18,7 +19,7 @@ body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
 h2{margin-top:2em} table{border-collapse:collapse;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px} tr.filtered{color:#999}
 details{margin-left:1.2em;border-left:1px solid #ddd;padding-left:.5em}
-summary{cursor:pointer;font-size:13px} .meta{color:#555} .reason{color:#a0a}
+summary{cursor:pointer;font-size:13px} .meta{color:#555} .reason{color:#a0a} .branchpoint{color:#b60;font-weight:bold}
 .span{font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap;margin:.2em 0 .4em 1.2em}
 .ctx{color:#777;background:#f4f4f4} .ctxs{color:#557;background:#e6ecf8} .tok{border-radius:2px} .legend span{padding:0 6px;margin-right:6px}
 """
@@ -77,7 +78,8 @@ def _node_summary(tree: PrefixTree, node_id: int, node_value: np.ndarray | None)
     if n_dec:
         bits.append(f"{n_dec} sampled")
     if node.branch_reason:
-        bits.append(f'<span class="reason">⑂ {html.escape(node.branch_reason)}</span>')
+        cls = "reason branchpoint" if node.branch_reason == "branch" else "reason"
+        bits.append(f'<span class="{cls}">⑂ {html.escape(node.branch_reason)}</span>')
     if node_value is not None and not np.isnan(node_value[node_id]):
         bits.append(f"V={node_value[node_id]:.3f}")
     bits.append(f'<span class="meta">rollouts: {html.escape(", ".join(node.rollouts))}</span>')
@@ -133,7 +135,7 @@ def _stats_html(tree: PrefixTree) -> str:
 
 def _rollouts_html(tree: PrefixTree, adv=None) -> str:
     header = "".join(f"<th>{h}</th>" for h in ("rollout", "harness", "status", "reward", "trains", "calls",
-                                                 "paths", "advantage"))
+                                                 "paths", "advantage", "branch of"))
     rows = [f"<table><tr>{header}</tr>"]
     for info in tree.rollouts.values():
         a = ""
@@ -144,7 +146,8 @@ def _rollouts_html(tree: PrefixTree, adv=None) -> str:
         cls = "" if info.kept else ' class="filtered"'
         rows.append(f"<tr{cls}><td>{html.escape(info.rollout_id)}</td><td>{html.escape(info.harness)}</td>"
                     f"<td>{html.escape(info.status)}</td><td>{reward}</td><td>{trains}</td>"
-                    f"<td>{info.n_calls}</td><td>{len(info.paths)}</td><td>{a}</td></tr>")
+                    f"<td>{info.n_calls}</td><td>{len(info.paths)}</td><td>{a}</td>"
+                    f"<td>{html.escape(branch_of(info))}</td></tr>")
     rows.append("</table>")
     return "".join(rows)
 

@@ -45,7 +45,7 @@ def node_label(tree: PrefixTree, node_id: int, decode: Decode, width: int, adv_m
     if n_dec:
         label.append(f" ({n_dec} sampled)", style="green")
     if node.branch_reason:
-        label.append(f" ⑂ {node.branch_reason}", style="magenta")
+        label.append(f" ⑂ {node.branch_reason}", style="bold yellow" if node.branch_reason == "branch" else "magenta")
     if node_value is not None and not np.isnan(node_value[node_id]):
         label.append(f"  V={node_value[node_id]:.3f}", style="yellow")
     if adv_mean is not None and n_dec:
@@ -97,9 +97,14 @@ def render_tree(tree: PrefixTree, decode: Decode = ids_decode, adv=None, width: 
     return RichGroup(root, rollout_table(tree, adv))
 
 
+def branch_of(info) -> str:
+    """`parent @ call j` for a replayed branch (rollout/branching.py), else ""."""
+    return f"{info.parent} @ call {info.branch_call}" if info.parent else ""
+
+
 def rollout_table(tree: PrefixTree, adv=None) -> Table:
     table = Table(title="rollouts", show_lines=False)
-    for col in ("rollout", "harness", "status", "reward", "trains", "calls", "paths", "advantage"):
+    for col in ("rollout", "harness", "status", "reward", "trains", "calls", "paths", "advantage", "branch of"):
         table.add_column(col)
     for info in tree.rollouts.values():
         reward = "-" if info.reward is None else f"{info.reward:.3f}"
@@ -108,5 +113,5 @@ def rollout_table(tree: PrefixTree, adv=None) -> Table:
         if adv is not None and adv.rollout_adv and info.rollout_id in adv.rollout_adv:
             a = f"{adv.rollout_adv[info.rollout_id]:+.3f}"
         table.add_row(info.rollout_id, info.harness, info.status, reward, trains, str(info.n_calls),
-                      str(len(info.paths)), a, style=None if info.kept else "dim")
+                      str(len(info.paths)), a, branch_of(info), style=None if info.kept else "dim")
     return table
