@@ -49,6 +49,14 @@ def test_unset_flags_take_the_run_config_defaults():
     assert cfg.engine.type == RunConfig().engine.type == "auto" and cfg.render.tool_format is None
 
 
+def test_serve_takes_the_same_defaults():
+    from harnessrl.proxy.cli import _run_defaults
+
+    run = RunConfig()
+    assert _run_defaults(None, None, None) == (run.engine.type, run.loop.max_tokens, run.serve.default_temperature)
+    assert _run_defaults("hf", 99, 0.5) == ("hf", 99, 0.5)
+
+
 def test_flags_override_the_stored_config(tmp_path):
     run = _train_run_dir(tmp_path / "train")
     cfg = serving_config(None, run, {"max_turns": 6, "default_temperature": None, "engine": "scripted"})

@@ -14,7 +14,9 @@ from typing import Any, List, Optional
 
 import typer
 
-ENGINES = ("hf", "vllm", "scripted")
+from harnessrl.rollout.cli import TOOL_FORMAT_HELP
+
+ENGINES = ("auto", "hf", "vllm", "scripted")
 SMOLLM2_WINDOW = 8192  # the default model's context (its tokenizer-only cache has no config.json)
 
 
@@ -42,23 +44,23 @@ def serve(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="smollm2-135m-instruct (default) or an HF dir/id."),
     port: int = typer.Option(8000, "--port", "-p", help="TCP port on --host (0 = any free port)."),
     run_dir: Path = typer.Option(Path("runs/serve"), "--run-dir", "-d", help="Run directory for the call store."),
-    engine: str = typer.Option("hf", "--engine", "-e", help="Inference backend: hf | vllm | scripted."),
+    engine: Optional[str] = typer.Option(None, "--engine", "-e", show_default="engine.type",
+                                         help="Inference backend: auto (vllm when importable, else hf) | hf | "
+                                              "vllm | scripted (one fixed reply, no weights)."),
     history: str = typer.Option("exact", "--history", help="exact (reuse sampled ids) | rerender (plain template)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Listen address (keep it on loopback)."),
     uds: Optional[Path] = typer.Option(None, "--uds", help="Also listen on this Unix socket path."),
     max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="Context limit (default: the model's own window, 8192 for SmolLM2)."),
-    max_tokens: int = typer.Option(2048, "--max-tokens", help="Completion limit when a request sets none."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, show_default="loop.max_tokens",
+                                             help="Completion limit when a request sets none."),
     max_tokens_cap: Optional[int] = typer.Option(None, "--max-tokens-cap", min=1,
                                                  help="Completion limit whatever a request asks (a training run's "
                                                       "loop.max_tokens)."),
-    default_temperature: float = typer.Option(1.0, "--default-temperature", min=0.01, max=2.0,
-                                              help="Temperature of requests that send none (a training run's "
-                                                   "serve.default_temperature)."),
-    tool_format: Optional[str] = typer.Option(
-        None, "--tool-format",
-        help="How the model writes tool calls: hermes | smollm2 | bash (one fenced ```bash block runs the "
-             "harness's shell tool; for small models). Default: the chat template's own. Use the run's "
-             "render.tool_format so serve = train."),
+    default_temperature: Optional[float] = typer.Option(None, "--default-temperature", min=0.01, max=2.0,
+                                                        show_default="serve.default_temperature",
+                                                        help="Temperature of requests that send none."),
+    tool_format: Optional[str] = typer.Option(None, "--tool-format", show_default="render.tool_format",
+                                              help=TOOL_FORMAT_HELP),
     max_body_mb: float = typer.Option(8.0, "--max-body-mb", help="Request body limit on every route (413 above)."),
     rollout_quota_mb: float = typer.Option(256.0, "--rollout-quota-mb",
                                            help="Store quota per rollout key: request + response bytes (413 when spent)."),
@@ -76,6 +78,7 @@ def serve(
     from rich.console import Console
 
     console = Console()
+    engine, max_tokens, default_temperature = _run_defaults(engine, max_tokens, default_temperature)
     if engine not in ENGINES:
         raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}")
     if store_sync not in ("normal", "full"):
@@ -128,6 +131,18 @@ def serve(
         eng.close()
         store.close()
         console.print("stopped")
+
+
+def _run_defaults(engine: Optional[str], max_tokens: Optional[int],
+                  default_temperature: Optional[float]) -> tuple[str, int, float]:
+    """The flags not given take the training run's defaults (RunConfig): engine.type, loop.max_tokens,
+    serve.default_temperature."""
+    from harnessrl.run.config import RunConfig
+
+    run = RunConfig()
+    return (engine if engine is not None else run.engine.type,
+            max_tokens if max_tokens is not None else run.loop.max_tokens,
+            default_temperature if default_temperature is not None else run.serve.default_temperature)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
