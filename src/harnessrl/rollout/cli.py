@@ -121,7 +121,7 @@ def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_di
     import functools
 
     from harnessrl.engine.model import ModelNotFound
-    from harnessrl.harness import HarnessConfigError
+    from harnessrl.harness import HarnessConfigError, check_harnesses
     from harnessrl.proxy.server import ProxyStartError
     from harnessrl.rollout.proxy_link import ProxyLinkError
     from harnessrl.rollout.jobs import RolloutsFailed, run_groups
@@ -138,6 +138,7 @@ def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_di
     try:
         task_list = load_tasks(tasks) if isinstance(tasks, str) else tasks
         preflight(sandbox_cfg)  # a damaged host is named before the engine loads
+        check_harnesses(specs, harness_options)  # so is a missing harness binary or path
         with proxy_session(run_dir, local=local, proxy_url=flags.proxy, admin_token=flags.admin_token) as (link, store):
             records = run_groups(task_list, specs, n, proxy=link, store=store, sandbox_cfg=sandbox_cfg,
                                  concurrency=cfg.loop.concurrency, step=step, max_turns=cfg.loop.max_turns,

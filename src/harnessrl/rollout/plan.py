@@ -119,20 +119,26 @@ def harness_tag(spec: str) -> str:
     """The harness's name in ids: the spec itself for named harnesses (`codex:small`); for
     `command:<template>`, `cmd-<program>-<hash>`: the program the template runs (its first word
     after env assignments, `env` and a path) and 6 hex of the template, so two templates of one
-    program get distinct ids and a template's quoting or JSON never lands in an id."""
-    if not spec.startswith("command:"):
+    program get distinct ids and a template's quoting or JSON never lands in an id. A
+    `command[name=<name>,...]:<template>` spec is `<name>` (harness/command.py)."""
+    if not spec.startswith(("command:", "command[")):
         return ID_SAFE.sub("_", spec)
     import hashlib
     import shlex
 
-    template = spec[len("command:"):]
+    from harnessrl.harness.command import split_command_spec
+
+    options, template = split_command_spec(spec)
+    if options.get("name"):
+        return ID_SAFE.sub("_", str(options["name"]))
+    hashed = template if spec.startswith("command:") else spec  # options (ro, rw, ...) count too
     try:
         words = shlex.split(template)
     except ValueError:  # unbalanced quotes: the template fails later, with its own message
         words = template.split()
     program = next((w for w in words if w != "env" and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)), "sh")
     name = ID_SAFE.sub("_", program.rsplit("/", 1)[-1])[:24] or "sh"
-    return f"cmd-{name}-{hashlib.blake2b(template.encode(), digest_size=3).hexdigest()}"
+    return f"cmd-{name}-{hashlib.blake2b(hashed.encode(), digest_size=3).hexdigest()}"
 
 
 def plan_eval(step: int, attempt: int, tasks: Sequence[Any], harnesses: Sequence[str], size: int,

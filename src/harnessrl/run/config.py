@@ -118,6 +118,13 @@ class HarnessEntry(_Strict):
     weight: float = Field(1.0, gt=0)
     options: dict[str, Any] = {}
 
+    @model_validator(mode="after")
+    def _known_options(self) -> "HarnessEntry":
+        from harnessrl.harness import check_options  # a misspelled key (`rox:`) names the valid ones
+
+        check_options(self.name, self.options)
+        return self
+
 
 class TasksSection(_Strict):
     """What is trained on and what is evaluated. `eval_sets` names the held-out sets evaluated before,
