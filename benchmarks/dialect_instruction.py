@@ -32,7 +32,7 @@ def main() -> None:
     from harnessrl.render import shell_dialect
     from harnessrl.render.messages import Message, ToolSpec
     from harnessrl.render.renderer import Renderer
-    from harnessrl.rollout.metrics import wilson_interval
+    from harnessrl.rollout.pass_at_k import wilson_interval
     from harnessrl.sandbox.base import SandboxConfig
     from harnessrl.tasks.loader import interleave_families, load_tasks
     from harnessrl.tasks.validate import open_task_sandbox, run_commands

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from harnessrl.rollout.metrics import CI_METHOD, summarize
+from harnessrl.rollout.pass_at_k import CI_METHOD, summarize
 from harnessrl.store import RunStore
 from harnessrl.tasks import load_tasks
 

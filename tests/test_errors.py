@@ -67,7 +67,7 @@ def test_errors_keep_their_standard_bases_and_names():
     from harnessrl.run.errors import TrainError
     from harnessrl.sandbox.base import SandboxError, SandboxUnavailable
     from harnessrl.tasks.model import TaskError
-    from harnessrl.tree.groups import RunNotFound
+    from harnessrl.tree.run_trees import RunNotFound
 
     assert issubclass(ConfigError, ValueError) and issubclass(TaskError, ValueError)
     assert issubclass(TrainError, RuntimeError) and issubclass(SandboxUnavailable, SandboxError)

@@ -35,7 +35,7 @@ Errors are defined next to the code that raises them; this module only holds the
     ├── RolloutsFailed         rollout/jobs.py       every rollout of a batch failed before calling the model
     ├── StoreError             store/run_store.py    the run store is unusable (schema, corruption)
     ├── ExportError            store/export.py       an export format or path is invalid
-    ├── RunNotFound            tree/groups.py        the directory holds no run store
+    ├── RunNotFound            tree/run_trees.py     the directory holds no run store
     ├── ForestOrderError       train/packing.py      a packed forest is not in DFS order
     └── RayUnavailable         cluster/ray_cluster.py cluster.backend=ray without a usable Ray
 

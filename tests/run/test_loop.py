@@ -136,7 +136,7 @@ def test_resume_after_sigkill_no_step_repeated_or_lost(tiny_dir, tmp_path):
 
 
 def test_unknown_harness_and_model_are_clear_errors(tmp_path, tiny_dir):
-    from harnessrl.run.collector import RunnerCollector
+    from harnessrl.run.runner_collector import RunnerCollector
 
     cfg = load_config(None, overrides(tiny_dir, tmp_path / "run") + ["harnesses=[{name: nosuch}]"])
 

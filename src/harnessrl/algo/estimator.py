@@ -25,7 +25,7 @@ import numpy as np
 
 from harnessrl.algo.advantages import gae, grpo, tree_grpo
 from harnessrl.algo.contributions import TokenAdvantages, whiten
-from harnessrl.rollout.metrics import rollout_passed
+from harnessrl.rollout.pass_at_k import rollout_passed
 from harnessrl.store.records import RolloutRecord, is_scored
 from harnessrl.tree.build import build_tree
 from harnessrl.tree.filters import FilterConfig

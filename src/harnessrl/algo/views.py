@@ -15,7 +15,7 @@ from harnessrl.algo.estimator import EstimatorOnly, estimate
 from harnessrl.algo.trained import load_trained, trained_steps, tree_fingerprint
 from harnessrl.tree.decode import Decoder
 from harnessrl.tree.filters import FilterConfig
-from harnessrl.tree.groups import iter_group_trees, rebuild_trees
+from harnessrl.tree.run_trees import iter_group_trees, rebuild_trees
 from harnessrl.tree.nodes import PrefixTree
 
 ESTIMATOR_CHOICES = ("trained", "grpo", "tree_grpo", "none")

@@ -14,7 +14,7 @@ def start_ray_parts(ray_cfg: Any, engine_cfg: Any, replicas: int,
                     make_trainer: Callable[[], Trainer]) -> tuple[RemoteTrainer, RayEngine, list[Callable[[], None]]]:
     """(RemoteTrainer, RayEngine, closers) for cluster.backend=ray: `ray_cfg` is the run config's
     cluster.ray section, `engine_cfg` one replica's engine config, `make_trainer` builds the trainer
-    inside its actor. The rollout workers come with the collector (run.backends.default_collector)."""
+    inside its actor. The rollout workers come with the collector (run.runner_collector.default_collector)."""
     from harnessrl.cluster.ray_cluster import connect, shutdown
     from harnessrl.cluster.ray_engine import start_engines
     from harnessrl.cluster.ray_trainer import start_trainer

@@ -218,8 +218,8 @@ def evaluate(
 ) -> None:
     """pass@1 (with a 95% bootstrap interval over tasks) and unbiased pass@k per task, category, family
     and harness; with several --tasks, one summary per set and a harness x set table."""
-    from harnessrl.rollout.metrics import summarize, summarize_sets
-    from harnessrl.rollout.report import print_sets, print_summary
+    from harnessrl.rollout.pass_at_k import summarize, summarize_sets
+    from harnessrl.rollout.eval_tables import print_sets, print_summary
 
     flags = ServeFlags(config, from_run, harness, concurrency, model, engine, sandbox, proxy, admin_token,
                        max_turns, timeout, tool_format, max_tokens, default_temperature)

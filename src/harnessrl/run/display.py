@@ -21,7 +21,7 @@ from rich.text import Text
 from harnessrl.run.record import step_records
 from harnessrl.run.report import eval_table
 
-PHASES = ("rollout", "tree", "train", "sync", "eval", "checkpoint")
+PHASES = ("rollout", "branch", "tree", "train", "sync", "eval", "checkpoint")
 
 
 class _Bars(ProgressColumn):

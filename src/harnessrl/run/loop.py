@@ -38,16 +38,16 @@ from harnessrl.engine import Engine, ModelNotFound, make_engine, resolve_model
 from harnessrl.engine.factory import resolve_engine_type, resolved_dtype
 from harnessrl.rollout.branching import branch_plans, branching_summary
 from harnessrl.rollout.groups import PlannedGroup, read_groups
-from harnessrl.rollout.metrics import harness_summary, pass_at_1, summarize
+from harnessrl.rollout.pass_at_k import harness_summary, pass_at_1, summarize
 from harnessrl.rollout.plan import GroupPlan, next_attempt, plan_eval, plan_step
-from harnessrl.run.backends import default_collector
-from harnessrl.run.collect import Collector, RolloutsAhead
-from harnessrl.run.collector import default_tasks
+from harnessrl.run.runner_collector import default_collector
+from harnessrl.run.collector import Collector, RolloutsAhead
+from harnessrl.run.task_sets import default_tasks
 from harnessrl.run.config import RunConfig
 from harnessrl.run.display import RunDisplay, summary_table
 from harnessrl.run.errors import TrainError
 from harnessrl.run.logs import library_logs
-from harnessrl.run.metrics import MetricsLog, read_jsonl
+from harnessrl.run.metrics_log import MetricsLog, read_jsonl
 from harnessrl.run.record import (REDONE, EvalResult, PolicyLag, RolloutStats, StepRecord, TreeTotals,
                                   UpdateStats)
 from harnessrl.run.report import write_plots, write_report

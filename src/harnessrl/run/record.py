@@ -37,7 +37,7 @@ def _part(cls: type[Part], row: dict[str, Any]) -> Part | None:
 
 @dataclass
 class RolloutStats:
-    """The step's training rollouts, per harness (`rollout.metrics.harness_summary`)."""
+    """The step's training rollouts, per harness (`rollout.pass_at_k.harness_summary`)."""
 
     reward: dict[str, float]  # mean reward of the ok rollouts
     pass_rate: dict[str, float]  # share of rollouts that passed (`rollout_passed`)

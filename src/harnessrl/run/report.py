@@ -103,7 +103,7 @@ def eval_sets_lines(records: list[dict[str, Any]]) -> list[str]:
         for h in sorted(set(first.get(name, {})) | set(last.get(name, {}))):
             b, a = first.get(name, {}).get(h), last.get(name, {}).get(h)
             delta = (f"{100 * (a['pass@1'] - b['pass@1']):+.1f} pts" if a and b else "-")
-            n = a or b
+            n = a or b or {}
             lines.append(f"| {name} | {h} | {_agg(b)} | {_agg(a)} | {delta} | "
                          f"{n.get('n_tasks', '-')} tasks, {n.get('n_rollouts', '-')} rollouts |")
     return lines + [""]
@@ -138,7 +138,9 @@ def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path]
     facts: list[str] = []
     if train_steps:
         tot = {k: sum(float(rec.time.get(k, 0.0)) for _, rec in steps)
-               for k in ("rollout", "tree", "train", "sync", "eval", "checkpoint")}
+               for k in ("rollout", "branch", "tree", "train", "sync", "eval", "checkpoint")}
+        if not tot["branch"]:
+            del tot["branch"]  # a run without loop.branching
         unique = sum(rec.update.unique_tree_tokens for rec in train_steps if rec.update)
         per_call = sum(rec.trees.per_call_tokens for rec in train_steps if rec.trees)
         gaps = [rec.update.mismatch_kl for rec in train_steps if rec.update and rec.update.mismatch_kl is not None]

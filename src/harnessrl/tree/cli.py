@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _open(run_dir: Path, console: Console):
-    from harnessrl.tree.groups import RunNotFound, open_store
+    from harnessrl.tree.run_trees import RunNotFound, open_store
 
     try:
         return open_store(run_dir)
@@ -55,7 +55,7 @@ def show(
     """Show the prefix tree(s) of a task: spans, rollouts, rewards, values and advantages.
 
     With --html and no --task, the page holds every task's trees (of --step, when given)."""
-    from harnessrl.tree.groups import group_rollouts, run_rollouts
+    from harnessrl.tree.run_trees import group_rollouts, run_rollouts
     from harnessrl.tree.view_text import render_tree
 
     console = Console()
@@ -111,7 +111,7 @@ def stats(
     from rich.progress import track
     from rich.table import Table
 
-    from harnessrl.tree.groups import group_rollouts, iter_group_trees, run_rollouts
+    from harnessrl.tree.run_trees import group_rollouts, iter_group_trees, run_rollouts
     from harnessrl.tree.stats import TreeStats
 
     console = Console(stderr=as_json)

@@ -1,4 +1,4 @@
-"""Rich tables for an eval summary (rollout.metrics.summarize / summarize_sets)."""
+"""Rich tables for an eval summary (rollout.pass_at_k.summarize / summarize_sets)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from math import comb
 
 import pytest
 
-from harnessrl.rollout.metrics import bootstrap_interval, pass_at_k, summarize, summarize_sets, wilson_interval
+from harnessrl.rollout.pass_at_k import bootstrap_interval, pass_at_k, summarize, summarize_sets, wilson_interval
 from harnessrl.store.records import RolloutRecord
 from harnessrl.tasks.suite import build_suite
 

@@ -1,0 +1,85 @@
+"""The real rollout side of the loop: the job runner behind the proxy, and which collector a run uses.
+
+`RunnerCollector` starts one in-process ProxyServer over the run's engine and store, and runs the
+loop's group plans with `harnessrl.rollout.jobs.run_plans` (fresh sandbox, the harness as a black
+box, the verifier; the same runner as `harnessrl rollout` / `harnessrl eval`). `default_collector`
+picks it, or (cluster.backend=ray) rollout workers as Ray actors, each running a RunnerCollector of
+the run's config over its own proxy and store shard (cluster/ reads no run config and imports
+nothing from run/; the local backend imports nothing from cluster/).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any, Sequence
+
+from harnessrl.engine import resolve_model
+from harnessrl.harness import HarnessConfigError
+from harnessrl.render.renderer import Renderer
+from harnessrl.rollout.jobs import RunOptions, make_adapters, run_plans
+from harnessrl.rollout.plan import GroupPlan
+from harnessrl.rollout.proxy_link import LocalProxy
+from harnessrl.run.runner_collector import Collector, Progress
+from harnessrl.run.errors import TrainError
+from harnessrl.run.serve_config import start_proxy
+from harnessrl.sandbox.base import SandboxConfig
+
+
+class RunnerCollector:
+    """Rollouts through the real runner: proxy (in-process) -> sandbox -> harness -> verifier."""
+
+    def __init__(self, cfg, engine: Any, store: Any, model_dir: Path):
+        self.cfg, self.store = cfg, store
+        renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format)
+        self.proxy = start_proxy(cfg, engine, store, renderer)  # the way `harnessrl eval --from-run` serves
+        self.sandbox_cfg = SandboxConfig(type=cfg.sandbox.type, host_uid=cfg.sandbox.host_uid)
+        self._adapters: dict[str, Any] = {}
+        try:
+            for h in cfg.harnesses:
+                self._check(h.name)
+        except Exception:
+            self.proxy.stop()
+            raise
+
+    def _check(self, name: str) -> None:
+        """Fail at start, with the fix, when a harness is unknown or not installed."""
+        try:
+            adapter = self._adapter(name)
+        except (HarnessConfigError, TypeError) as err:
+            raise TrainError(f"harness {name!r}: {err}") from err
+        problem = adapter.preflight() if hasattr(adapter, "preflight") else None
+        if problem:
+            raise TrainError(f"harness {name!r} cannot run: {problem} (try `harnessrl harness install {name}`)")
+
+    def _adapter(self, name: str) -> Any:
+        if name not in self._adapters:
+            opts = next((dict(h.options) for h in self.cfg.harnesses if h.name == name), {})
+            self._adapters.update(make_adapters({name}, {name: opts}))
+        return self._adapters[name]
+
+    def run(self, plans: Sequence[GroupPlan], progress: Progress | None = None) -> None:
+        loop = self.cfg.loop
+        for name in {p.harness for p in plans}:
+            self._adapter(name)
+        opts = RunOptions(sandbox_cfg=self.sandbox_cfg, max_turns=loop.max_turns,
+                          harness_timeout_s=loop.rollout_timeout_s,
+                          memory_reserve_gib=loop.memory_reserve_gib)
+        run_plans(plans, proxy=LocalProxy(self.proxy), store=self.store, opts=opts, adapters=self._adapters,
+                  concurrency=loop.concurrency, on_done=(lambda rec: progress(1, rec.harness)) if progress else None)
+
+    def close(self) -> None:
+        self.proxy.stop()
+
+
+def default_collector(cfg: Any, engine: Any, store: Any, run_dir: Path) -> Collector:
+    """RunnerCollector in this process, or (cluster.backend=ray) rollout workers as Ray actors,
+    each running a RunnerCollector of the run's config over its own proxy and store shard."""
+    model_dir = Path(resolve_model(cfg.model.path))
+    if cfg.cluster.backend == "ray":
+        from harnessrl.cluster.ray_rollout import RayCollector
+
+        r = cfg.cluster.ray
+        return RayCollector(partial(RunnerCollector, cfg, model_dir=model_dir), engine, store,
+                            workers=r.rollout_workers, cpus=r.worker_cpus, shard_root=r.shard_dir)
+    return RunnerCollector(cfg, engine, store, model_dir)

@@ -1,0 +1,39 @@
+"""The task sets of a run: the train split and the held-out eval sets its config names."""
+
+from __future__ import annotations
+
+from harnessrl.run.errors import TrainError
+from harnessrl.tasks.loader import interleave_families, load_tasks
+from harnessrl.tasks.model import TaskError
+
+
+def default_tasks(cfg) -> tuple[list, dict[str, list]]:
+    """(train tasks, {eval set name: tasks}): `tasks.suite` is "builtin" or a task directory;
+    `tasks.families` filters the train split and every eval set but `unseen` (see TasksSection)."""
+    t = cfg.tasks
+    keep = set(t.families or ())
+
+    def kept(tasks: list, name: str) -> list:
+        if not keep or name in ("unseen", "builtin:unseen"):
+            return tasks
+        return [x for x in tasks if x.family in keep or x.category in keep]
+
+    try:
+        if t.suite == "builtin":
+            def load(name: str) -> list:
+                return load_tasks(name if name.startswith("builtin:") else f"builtin:{name}")
+        else:
+            everything = load_tasks(t.suite)
+
+            def load(name: str) -> list:
+                return [x for x in everything if x.split == name]
+        train = kept(load(t.train_split), t.train_split)
+        evals = {name: interleave_families(kept(load(name), name)) for name in t.eval_set_names()}
+    except TaskError as err:
+        raise TrainError(f"tasks: {err}") from err
+    if not train:
+        raise TrainError(f"no training tasks for tasks={t.model_dump()}; check tasks.families / tasks.suite")
+    overlap = {x.id for x in train} & {x.id for ts in evals.values() for x in ts}
+    if overlap:
+        raise TrainError(f"eval sets share tasks with the train split: {sorted(overlap)[:5]}")
+    return train, evals
