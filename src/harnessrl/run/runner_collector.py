@@ -20,7 +20,7 @@ from harnessrl.render.renderer import Renderer
 from harnessrl.rollout.jobs import RunOptions, make_adapters, run_plans
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.rollout.proxy_link import LocalProxy
-from harnessrl.run.runner_collector import Collector, Progress
+from harnessrl.run.collector import Collector, Progress
 from harnessrl.run.errors import TrainError
 from harnessrl.run.serve_config import start_proxy
 from harnessrl.sandbox.base import SandboxConfig
