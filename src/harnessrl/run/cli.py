@@ -9,9 +9,10 @@ from rich.console import Console
 
 
 def register(app: typer.Typer) -> None:
-    """Add this stage's commands to the top-level app: `train`, `sft` and `config validate`."""
+    """Add this stage's commands to the top-level app: `train`, `sft`, `transfer` and `config validate`."""
     app.command("train")(train)
     app.command("sft")(sft)
+    app.command("transfer")(transfer)
     config_app = typer.Typer(help="Run configs: validate YAML files against the RunConfig schema.")
     config_app.command("validate")(validate)
     config_app.command("show")(show)
@@ -86,6 +87,23 @@ def sft(
     console.print(f"[green]done[/green] mean NLL {result.nll_before:.4f} -> {result.nll_after:.4f} over "
                   f"{result.sampled_tokens} sampled tokens; checkpoint {result.policy_dir} "
                   f"(start RL from it: harnessrl train model.path={result.policy_dir})")
+
+
+def transfer(
+    runs: list[Path] = typer.Argument(..., help="training run dirs (one row each)"),
+    out: Path = typer.Option(..., "--out", "-o", help="output dir: transfer.md, transfer.json, transfer.png"),
+) -> None:
+    """The transfer matrix: each run's held-out pass@1 change through every harness and eval set."""
+    from harnessrl.run.transfer import TransferError, matrix_markdown, write_transfer
+
+    console = Console()
+    try:
+        rows = write_transfer(list(runs), out)
+    except TransferError as err:
+        console.print(f"[red]transfer refused:[/red] {err}")
+        raise typer.Exit(2) from None
+    console.print(matrix_markdown(rows), markup=False, highlight=False)
+    console.print(f"[green]wrote[/green] {out / 'transfer.md'}, {out / 'transfer.png'}")
 
 
 def validate(files: list[Path] = typer.Argument(..., help="config files to check")) -> None:

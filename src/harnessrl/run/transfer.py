@@ -1,0 +1,161 @@
+"""The transfer matrix: every training run (row) evaluated through every harness and eval set
+(column), from the eval rollouts the runs stored before (step 0) and after (their last eval step).
+
+    harnessrl transfer runs/cc runs/codex runs/openclaw runs/mixed runs/whitebox --out runs/transfer
+
+A cell is the change of held-out pass@1, after - before, with a paired 95% bootstrap interval over
+the tasks evaluated at both steps (each task's pass rate before and after; the pass rule of
+rollout/pass_at_k.py). A run's row is labelled by the harnesses it trained through (its stored
+config). Writes transfer.md (the table), transfer.json and transfer.png (a heatmap of the changes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from harnessrl.errors import HarnessRLError
+from harnessrl.rollout.groups import drop_abandoned_attempts
+from harnessrl.rollout.pass_at_k import bootstrap_interval, rollout_passed
+from harnessrl.store.records import RolloutRecord
+
+_EVAL_GROUP = re.compile(r"^eval-(?:(.+?)-)?s\d+-a\d+-")
+
+
+class TransferError(HarnessRLError, ValueError):
+    """A run holds no before/after eval to compare (the message names it and the fix)."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    before: float
+    after: float
+    change: float
+    ci95: tuple[float, float]
+    tasks: int
+    rollouts_before: int
+    rollouts_after: int
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    run_dir: str
+    before_step: int
+    after_step: int
+    cells: dict[str, Cell]  # "<harness> · <set>" -> cell
+
+
+def headline_set(config: dict[str, Any] | None) -> str:
+    """The run's first eval set (its group ids carry no set label)."""
+    tasks = (config or {}).get("tasks") or {}
+    return str((tasks.get("eval_sets") or [tasks.get("eval_split") or "test"])[0])
+
+
+def trained_label(config: dict[str, Any] | None, fallback: str) -> str:
+    names = [h.get("name", "?") for h in ((config or {}).get("harnesses") or [])]
+    return " + ".join(names) if names else fallback
+
+
+def eval_outcomes(rollouts: list[RolloutRecord], headline: str) -> dict[tuple[str, str], dict[int, dict[str, list[bool]]]]:
+    """(harness, set) -> step -> task id -> pass of each eval rollout."""
+    out: dict[tuple[str, str], dict[int, dict[str, list[bool]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for r in drop_abandoned_attempts(rollouts):
+        m = _EVAL_GROUP.match(r.group_id)
+        if m is None:
+            continue
+        out[(r.harness, m[1] or headline)][r.step][r.task_id].append(rollout_passed(r, None))
+    return out
+
+
+def cell(before: dict[str, list[bool]], after: dict[str, list[bool]]) -> Cell | None:
+    """Paired over the tasks evaluated at both steps; None when there are none."""
+    tasks = sorted(set(before) & set(after))
+    if not tasks:
+        return None
+    b = [sum(before[t]) / len(before[t]) for t in tasks]
+    a = [sum(after[t]) / len(after[t]) for t in tasks]
+    deltas = [y - x for x, y in zip(b, a)]
+    return Cell(before=sum(b) / len(b), after=sum(a) / len(a), change=sum(deltas) / len(deltas),
+                ci95=bootstrap_interval(deltas), tasks=len(tasks),
+                rollouts_before=sum(len(before[t]) for t in tasks), rollouts_after=sum(len(after[t]) for t in tasks))
+
+
+def run_row(store: Any, run_dir: Path) -> Row:
+    config = store.get_meta("config")
+    outcomes = eval_outcomes(store.list_rollouts(), headline_set(config))
+    steps = sorted({s for per_step in outcomes.values() for s in per_step})
+    if 0 not in steps or len(steps) < 2:
+        raise TransferError(f"{run_dir} has no eval before and after training (eval steps: {steps or 'none'}). "
+                            "Fix: train with loop.eval_size > 0, or evaluate its checkpoint with `harnessrl eval`")
+    last = steps[-1]
+    cells = {}
+    for (harness, name), per_step in sorted(outcomes.items()):
+        c = cell(per_step.get(0, {}), per_step.get(last, {}))
+        if c is not None:
+            cells[f"{harness} · {name}"] = c
+    return Row(trained_label(config, run_dir.name), str(run_dir), 0, last, cells)
+
+
+def matrix_markdown(rows: list[Row]) -> str:
+    columns = list(dict.fromkeys(k for r in rows for k in r.cells))
+    lines = ["| trained through | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    for r in rows:
+        parts = []
+        for k in columns:
+            c = r.cells.get(k)
+            parts.append("-" if c is None else
+                         f"{100 * c.before:.0f} -> {100 * c.after:.0f} ({100 * c.change:+.1f} "
+                         f"[{100 * c.ci95[0]:+.1f}, {100 * c.ci95[1]:+.1f}], {c.tasks} tasks)")
+        lines.append(f"| {r.label} | " + " | ".join(parts) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_heatmap(rows: list[Row], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    columns = list(dict.fromkeys(k for r in rows for k in r.cells))
+    grid = np.array([[100 * r.cells[k].change if k in r.cells else np.nan for k in columns] for r in rows])
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(columns), 1.2 + 0.6 * len(rows)))
+    bound = max(float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0, 1.0)
+    im = ax.imshow(grid, cmap="RdBu", vmin=-bound, vmax=bound, aspect="auto")
+    ax.set_xticks(range(len(columns)), [c.replace(" · ", "\n") for c in columns], fontsize=8)
+    ax.set_yticks(range(len(rows)), [r.label for r in rows], fontsize=8)
+    for i in range(len(rows)):
+        for j in range(len(columns)):
+            if np.isfinite(grid[i, j]):
+                ax.text(j, i, f"{grid[i, j]:+.0f}", ha="center", va="center", fontsize=8)
+    ax.set_title("held-out pass@1 change (points), trained through (rows) x evaluated through (columns)", fontsize=9)
+    fig.colorbar(im, ax=ax, label="points")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_transfer(run_dirs: list[Path], out_dir: Path) -> list[Row]:
+    """Read every run, write transfer.md / .json / .png into `out_dir`; returns the rows."""
+    from harnessrl.store.run_store import RunStore
+    from harnessrl.store.schema import DB_NAME
+
+    rows = []
+    for run_dir in run_dirs:
+        if not (Path(run_dir) / DB_NAME).is_file():
+            raise TransferError(f"{run_dir} holds no run (no {DB_NAME})")
+        store = RunStore(run_dir)
+        try:
+            rows.append(run_row(store, Path(run_dir)))
+        finally:
+            store.close()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "transfer.md").write_text(matrix_markdown(rows))
+    (out_dir / "transfer.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
+    write_heatmap(rows, out_dir / "transfer.png")
+    return rows
