@@ -22,7 +22,7 @@ def test_eval_json_attached_to_a_proxy(renderer, store, tmp_path):
     try:
         out = subprocess.run(CLI + ["eval", "--tasks", "builtin:write_word:test", "-n", "2", "--sandbox", "local",
                                     "--proxy", f"http://127.0.0.1:{server.port}", "--admin-token", server.admin_token,
-                                    "--run-dir", str(tmp_path / "eval"), "--max-turns", "3", "--json"],
+                                    "--max-turns", "3", "--json"],  # stored in the proxy's run dir
                              capture_output=True, text=True, timeout=600)
     finally:
         server.stop()
@@ -48,8 +48,7 @@ def test_eval_several_sets_with_limit(renderer, store, tmp_path):
     try:
         out = subprocess.run(CLI + ["eval", *[a for s in sets for a in ("--tasks", s)], "--limit", "2", "-n", "1",
                                     "--sandbox", "local", "--proxy", f"http://127.0.0.1:{server.port}",
-                                    "--admin-token", server.admin_token, "--run-dir", str(tmp_path / "eval"),
-                                    "--max-turns", "3", "--json"], capture_output=True, text=True, timeout=600)
+                                    "--admin-token", server.admin_token, "--max-turns", "3", "--json"], capture_output=True, text=True, timeout=600)
     finally:
         server.stop()
     assert out.returncode == 0, out.stderr[-2000:]

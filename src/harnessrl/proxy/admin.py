@@ -5,6 +5,7 @@ under one Mount whose `AdminAuth` middleware checks `Authorization: Bearer <admi
                                                -> {"key", "rollout_id", "base_urls"}
     GET    /admin/rollouts                     -> {"rollouts": [{"key", "rollout_id"}, ...]}
     DELETE /admin/rollouts/{key}               -> {"closed": true}
+    GET    /admin/info                         -> {"run_dir", "served_model", "tool_format", "serving"}
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def bearer_token(header: str) -> str:
 def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s: float,
                  base_urls: Callable[[str | None], dict[str, str]], drain_bytes: int,
                  flush: Callable[[], None] = lambda: None,
-                 load_replay: Callable[[str, int], Any] | None = None) -> list[Route]:
+                 load_replay: Callable[[str, int], Any] | None = None,
+                 info: Callable[[], dict[str, Any]] = dict) -> list[Route]:
     """`flush`: commits queued delivery marks (a closed key's calls read final once DELETE answers);
     `load_replay(parent, calls)`: the ReplayScript of a branch (proxy/replay.py)."""
     def no_replay(parent: str, calls: int) -> Any:
@@ -88,7 +90,11 @@ def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s:
         await asyncio.to_thread(flush)
         return json_response(200, {"closed": True})
 
-    return [Route("/rollouts", rollouts, methods=["GET", "POST"]), Route("/rollouts/{key}", close, methods=["DELETE"])]
+    async def describe(request: Request) -> Response:
+        return json_response(200, info())
+
+    return [Route("/rollouts", rollouts, methods=["GET", "POST"]), Route("/rollouts/{key}", close, methods=["DELETE"]),
+            Route("/info", describe, methods=["GET"])]
 
 
 def _replay_shape(value: Any) -> bool:

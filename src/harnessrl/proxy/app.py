@@ -65,6 +65,7 @@ class AppConfig:
     max_large_inflight_per_key: int = 2  # concurrent large requests of one rollout key (more: 429)
     max_large_inflight: int = 4  # concurrent large requests of the whole proxy (more: 529 / 503)
     drain_bytes: int = DRAIN_LIMIT_BYTES  # a body over max_body_bytes is read and dropped up to this
+    info: Callable[[], dict[str, Any]] = dict  # GET /admin/info: where the proxy records, how it serves
 
 
 def _wants_stream(body: bytes) -> bool:
@@ -311,7 +312,8 @@ def build_app(handler: CallHandler, registry: RolloutRegistry, cfg: AppConfig) -
     routes: list[Any] = _Endpoints(handler, registry, cfg).routes()
     routes.append(Mount("/admin", routes=admin_routes(registry, cfg.max_body_bytes, cfg.body_timeout_s, cfg.base_urls,
                                                       cfg.drain_bytes, handler.writer.flush,
-                                                      lambda parent, n: load_script(handler.writer.store, parent, n)),
+                                                      lambda parent, n: load_script(handler.writer.store, parent, n),
+                                                      cfg.info),
                         middleware=[Middleware(AdminAuth, token=cfg.admin_token)]))
     return Starlette(routes=routes, exception_handlers={ProxyError: _on_proxy_error, HTTPException: _on_http_error,
                                                         ClientGone: _on_crash, ClientDisconnect: _on_crash,

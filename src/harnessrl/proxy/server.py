@@ -118,10 +118,12 @@ class ProxyServer:
                               default_top_p=self._default_top_p, force=self._force)
         cfg = AppConfig(self.served_model, self.admin_token, self._max_body_bytes, self.base_urls, self._keepalive_s,
                         body_timeout_s=self._body_timeout_s, max_inflight_per_key=self._max_inflight_per_key,
-                        connection_stats=self.guard.stats, **self._large)
+                        connection_stats=self.guard.stats, info=self.info, **self._large)
         app = build_app(handler, self.registry, cfg)
+        # uvicorn hints these two as int; its event loop timers take fractional seconds
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
-                                timeout_keep_alive=self.keep_alive_s, backlog=2048, http=guarded_protocol(self.guard),
+                                timeout_keep_alive=self.keep_alive_s,  # type: ignore[arg-type]
+                                backlog=2048, http=guarded_protocol(self.guard),
                                 timeout_graceful_shutdown=self.drain_s)  # type: ignore[arg-type]
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": socks},
@@ -183,6 +185,15 @@ class ProxyServer:
         self.stop()
 
     # -- rollouts ------------------------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """Where this proxy records its calls and how it serves (GET /admin/info): a runner in another
+        process writes its rollouts into the same run directory and refuses options it cannot honour."""
+        return {"run_dir": str(Path(self.store.run_dir).resolve()), "served_model": self.served_model,
+                "tool_format": getattr(getattr(self.renderer, "info", None), "tool_format", None), "history": self.history_mode,
+                "serving": {"default_temperature": self._default_temperature, "default_top_p": self._default_top_p,
+                            "default_max_tokens": self._default_max_tokens, "max_tokens_cap": self._max_tokens_cap,
+                            "force": list(self._force)}}
 
     def register_rollout(self, rollout_id: str, max_calls: int | None = None, replay_from: str | None = None,
                          replay_calls: int = 0) -> str:

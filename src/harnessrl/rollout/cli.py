@@ -57,6 +57,16 @@ MAX_TOKENS = typer.Option(None, "--max-tokens", min=1, show_default="loop.max_to
 DEFAULT_TEMPERATURE = typer.Option(None, "--default-temperature", min=0.01, max=2.0,
                                    show_default="serve.default_temperature",
                                    help="Sampling temperature of requests that send none (in-process proxy).")
+DEFAULT_TOP_P = typer.Option(None, "--default-top-p", min=0.01, max=1.0, show_default="serve.default_top_p",
+                             help="top_p of requests that send none (in-process proxy).")
+MODE_HELP = ("default: a value the harness sends is used | force: the serving value ({}) replaces it; the call "
+             "records both (in-process proxy).")
+TEMPERATURE_MODE = typer.Option(None, "--temperature-mode", show_default="serve.temperature_mode",
+                                help=MODE_HELP.format("--default-temperature"))
+TOP_P_MODE = typer.Option(None, "--top-p-mode", show_default="serve.top_p_mode", help=MODE_HELP.format("--default-top-p"))
+MAX_TOKENS_MODE = typer.Option(None, "--max-tokens-mode", show_default="serve.max_tokens_mode",
+                               help=MODE_HELP.format("--max-tokens"))
+RUN_DIR_DEFAULT = "runs/{split}; with --proxy, the proxy's own"
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,25 @@ class ServeFlags:
     tool_format: Optional[str]
     max_tokens: Optional[int]
     default_temperature: Optional[float]
+    default_top_p: Optional[float] = None
+    temperature_mode: Optional[str] = None
+    top_p_mode: Optional[str] = None
+    max_tokens_mode: Optional[str] = None
+
+
+# flags that set how the in-process proxy serves: a running --proxy serves its own way
+PROXY_OWN = ("model", "engine", "tool_format", "max_tokens", "default_temperature", "default_top_p",
+             "temperature_mode", "top_p_mode", "max_tokens_mode")
+
+
+def _refuse_with_proxy(flags: ServeFlags) -> None:
+    """--proxy with a serving flag it cannot honour: exit 2 naming them (never ignored)."""
+    given = [f"--{name.replace('_', '-')}" for name in PROXY_OWN if getattr(flags, name) is not None]
+    if flags.proxy and given:
+        typer.echo(f"error: {', '.join(given)} cannot apply with --proxy: the running proxy serves with its own "
+                   "engine, tool format and sampling. Drop them, or restart `harnessrl serve` with them "
+                   "(serve has the same options)", err=True)
+        raise typer.Exit(code=2)
 
 
 def _serving_config(flags: ServeFlags) -> Any:
@@ -87,6 +116,7 @@ def _serving_config(flags: ServeFlags) -> Any:
 
     if flags.engine is not None and flags.engine not in ENGINES:
         raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}")
+    _refuse_with_proxy(flags)
     try:
         return serving_config(flags.config, flags.from_run, vars(flags))
     except ConfigError as err:
@@ -115,9 +145,11 @@ def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
         os.close(saved)
 
 
-def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_dir: Path, step: int, split: str,
-             progress: bool = True) -> tuple[list[Any], list[Any]]:
-    """Run every task x harness x n through the proxy `cfg` serves with (or the running --proxy)."""
+def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_dir: Path | None, step: int,
+             split: str, progress: bool = True) -> tuple[list[Any], list[Any], Path]:
+    """Run every task x harness x n through the proxy `cfg` serves with (or the running --proxy);
+    returns (tasks, records, the run directory they were stored in). `run_dir` None: runs/<split>,
+    or with --proxy the proxy's own (rollout/session.py)."""
     import functools
 
     from harnessrl.engine.model import ModelNotFound
@@ -139,7 +171,10 @@ def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_di
         task_list = load_tasks(tasks) if isinstance(tasks, str) else tasks
         preflight(sandbox_cfg)  # a damaged host is named before the engine loads
         check_harnesses(specs, harness_options)  # so is a missing harness binary or path
+        if run_dir is None and not flags.proxy:
+            run_dir = Path(f"runs/{split}")
         with proxy_session(run_dir, local=local, proxy_url=flags.proxy, admin_token=flags.admin_token) as (link, store):
+            run_dir = Path(store.run_dir)
             records = run_groups(task_list, specs, n, proxy=link, store=store, sandbox_cfg=sandbox_cfg,
                                  concurrency=cfg.loop.concurrency, step=step, max_turns=cfg.loop.max_turns,
                                  harness_timeout_s=cfg.loop.rollout_timeout_s, harness_options=harness_options,
@@ -150,7 +185,7 @@ def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_di
     except (RolloutsFailed, SandboxUnavailable) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(code=1) from None
-    return task_list, records
+    return task_list, records, run_dir
 
 
 def load_sets(specs: list[str], limit: Optional[int]) -> tuple[dict[str, list[Any]], list[Any]]:
@@ -175,22 +210,26 @@ def rollout(
     tasks: str = typer.Option("builtin:train", "--tasks", "-t", help=TASKS_HELP),
     n: Optional[int] = typer.Option(None, "-n", "--samples", min=1, show_default="loop.n_per_group",
                                     help="Rollouts per (task, harness) group."),
-    run_dir: Path = typer.Option(Path("runs/rollout"), "--run-dir", "-d", help="Run directory (store)."),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", "-d", show_default=RUN_DIR_DEFAULT.format(split="rollout"),
+                                           help="Run directory (store)."),
     step: int = typer.Option(0, "--step", help="Step number stored with the rollouts."),
     config: Optional[Path] = CONFIG, from_run: Optional[Path] = FROM_RUN, harness: Optional[List[str]] = HARNESS,
     concurrency: Optional[int] = CONCURRENCY, model: Optional[str] = MODEL, engine: Optional[str] = ENGINE,
     sandbox: Optional[str] = SANDBOX, proxy: Optional[str] = PROXY, admin_token: Optional[str] = ADMIN_TOKEN,
     max_turns: Optional[int] = MAX_TURNS, timeout: Optional[float] = TIMEOUT, tool_format: Optional[str] = TOOL_FORMAT,
     max_tokens: Optional[int] = MAX_TOKENS, default_temperature: Optional[float] = DEFAULT_TEMPERATURE,
+    default_top_p: Optional[float] = DEFAULT_TOP_P, temperature_mode: Optional[str] = TEMPERATURE_MODE,
+    top_p_mode: Optional[str] = TOP_P_MODE, max_tokens_mode: Optional[str] = MAX_TOKENS_MODE,
 ) -> None:
     """Run groups of rollouts (task x harness x n) in sandboxes through the proxy; store them."""
     from rich.console import Console
 
     flags = ServeFlags(config, from_run, harness, concurrency, model, engine, sandbox, proxy, admin_token,
-                       max_turns, timeout, tool_format, max_tokens, default_temperature)
+                       max_turns, timeout, tool_format, max_tokens, default_temperature, default_top_p,
+                       temperature_mode, top_p_mode, max_tokens_mode)
     cfg = _serving_config(flags)
     n = n if n is not None else cfg.loop.n_per_group
-    _, records = _execute(tasks, cfg, flags, n, run_dir, step, split="rollout")
+    _, records, run_dir = _execute(tasks, cfg, flags, n, run_dir, step, split="rollout")
     counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -205,7 +244,8 @@ def evaluate(
     n: Optional[int] = typer.Option(None, "-n", "--samples", min=1, show_default="loop.eval_samples",
                                     help="Rollouts per (task, harness)."),
     k: List[int] = typer.Option([], "--k", help="Report pass@k for these k (default 1 and n)."),
-    run_dir: Path = typer.Option(Path("runs/eval"), "--run-dir", "-d", help="Run directory (store)."),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", "-d", show_default=RUN_DIR_DEFAULT.format(split="eval"),
+                                           help="Run directory (store)."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1,
                                         help="At most this many tasks per --tasks set, one family at a time "
                                              "(the training run's loop.eval_size)."),
@@ -215,6 +255,8 @@ def evaluate(
     sandbox: Optional[str] = SANDBOX, proxy: Optional[str] = PROXY, admin_token: Optional[str] = ADMIN_TOKEN,
     max_turns: Optional[int] = MAX_TURNS, timeout: Optional[float] = TIMEOUT, tool_format: Optional[str] = TOOL_FORMAT,
     max_tokens: Optional[int] = MAX_TOKENS, default_temperature: Optional[float] = DEFAULT_TEMPERATURE,
+    default_top_p: Optional[float] = DEFAULT_TOP_P, temperature_mode: Optional[str] = TEMPERATURE_MODE,
+    top_p_mode: Optional[str] = TOP_P_MODE, max_tokens_mode: Optional[str] = MAX_TOKENS_MODE,
 ) -> None:
     """pass@1 (with a 95% bootstrap interval over tasks) and unbiased pass@k per task, category, family
     and harness; with several --tasks, one summary per set and a harness x set table."""
@@ -222,7 +264,8 @@ def evaluate(
     from harnessrl.rollout.eval_tables import print_sets, print_summary
 
     flags = ServeFlags(config, from_run, harness, concurrency, model, engine, sandbox, proxy, admin_token,
-                       max_turns, timeout, tool_format, max_tokens, default_temperature)
+                       max_turns, timeout, tool_format, max_tokens, default_temperature, default_top_p,
+                       temperature_mode, top_p_mode, max_tokens_mode)
     cfg = _serving_config(flags)
     n = n if n is not None else cfg.loop.eval_samples
     ks = sorted(set(k) | {1, n}) if not k else sorted(set(k) | {1})
@@ -230,7 +273,7 @@ def evaluate(
         raise typer.BadParameter(f"every --k must be between 1 and -n ({n})")
     sets, union = load_sets(tasks, limit)
     with _stdout_to_stderr(json_out):
-        task_list, records = _execute(union, cfg, flags, n, run_dir, step=0, split="eval")
+        task_list, records, _ = _execute(union, cfg, flags, n, run_dir, step=0, split="eval")
         if len(sets) == 1:
             summary = summarize(records, {t.id: t for t in task_list}, ks)
             print_summary(summary, stderr=json_out)

@@ -18,8 +18,13 @@ class ProxyLinkError(HarnessRLError, RuntimeError):
 
 
 class ProxyLink(Protocol):
-    port: int
-    served_model: str
+    """How the runner reaches a proxy: its port, the model name it serves, per-rollout keys."""
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def served_model(self) -> str: ...
 
     def register(self, rollout_id: str, max_calls: int | None = None, replay: "Replay | None" = None) -> str: ...
 
@@ -84,6 +89,22 @@ class RemoteProxy:
             raise ProxyLinkError(f"no harnessrl proxy answers at {self.url} ({e}); start one with `harnessrl serve`") from e
         _ = self.port  # validates the address (loopback, explicit port)
         return self
+
+    def info(self) -> dict[str, Any]:
+        """The proxy's GET /admin/info: its run directory (where its calls are recorded) and how it
+        serves; ProxyLinkError when it cannot tell (a wrong admin token, an older proxy)."""
+        import httpx
+
+        try:
+            r = httpx.get(f"{self.url.rstrip('/')}/admin/info", headers=self._headers(), timeout=30)
+        except httpx.HTTPError as e:
+            raise ProxyLinkError(f"cannot reach the proxy at {self.url}: {e}") from e
+        if r.status_code != 200:
+            raise ProxyLinkError(f"the proxy at {self.url} did not describe itself ({r.status_code}): {r.text[:300]} "
+                                 "(check --admin-token)")
+        info = r.json()
+        self.served_model = str(info.get("served_model") or self.served_model)
+        return info
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.admin_token}"}

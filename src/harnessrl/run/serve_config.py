@@ -36,6 +36,10 @@ FLAG_KEYS = {
     "tool_format": "render.tool_format",
     "max_tokens": "loop.max_tokens",
     "default_temperature": "serve.default_temperature",
+    "default_top_p": "serve.default_top_p",
+    "temperature_mode": "serve.temperature_mode",
+    "top_p_mode": "serve.top_p_mode",
+    "max_tokens_mode": "serve.max_tokens_mode",
 }
 SCRIPTED = "scripted"  # `--engine scripted`: a fixed reply, no weights (a smoke test; never in a run config)
 
@@ -80,11 +84,13 @@ def harness_specs(cfg: RunConfig, given: list[str] | None) -> tuple[list[str], d
 
 def start_proxy(cfg: RunConfig, engine: Engine, store: RunStore, renderer: Renderer) -> ProxyServer:
     """The started proxy that serves `cfg`'s way: loop.max_tokens as every call's default and cap,
-    serve.default_temperature, the renderer of render.tool_format. Training and eval both come here."""
+    serve.default_temperature / default_top_p and the knobs serve forces (serve.*_mode), the renderer
+    of render.tool_format. Training and eval both come here."""
     return ProxyServer(engine, store, renderer,
                        default_max_tokens=cfg.loop.max_tokens,
                        max_tokens_cap=cfg.loop.max_tokens,
-                       default_temperature=cfg.serve.default_temperature).start()
+                       default_temperature=cfg.serve.default_temperature,
+                       default_top_p=cfg.serve.default_top_p, force=cfg.serve.forced()).start()
 
 
 def engine_config(cfg: RunConfig, model_dir: Path, renderer: Renderer, scripted: bool) -> EngineConfig:
@@ -107,6 +113,7 @@ def local_proxy(cfg: RunConfig, store: RunStore, scripted: bool = False) -> Iter
     engine = make_engine(engine_config(cfg, Path(model_dir), renderer, scripted))
     store.set_meta("render", {"tool_format": renderer.info.tool_format, "history": "exact"})
     store.set_meta("serve", {"default_temperature": cfg.serve.default_temperature,
+                             "default_top_p": cfg.serve.default_top_p, "force": list(cfg.serve.forced()),
                              "max_tokens_cap": cfg.loop.max_tokens})
     server = None
     try:
