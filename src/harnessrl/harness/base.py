@@ -37,11 +37,22 @@ class HarnessResult:
 
 
 class ProcessResultLike(Protocol):
-    returncode: int | None
-    stdout: str | bytes
-    stderr: str | bytes
-    timed_out: bool
-    duration_s: float
+    """What adapters read of a finished process (harnessrl.sandbox.ProcessResult; read-only)."""
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    @property
+    def stdout(self) -> str | bytes: ...
+
+    @property
+    def stderr(self) -> str | bytes: ...
+
+    @property
+    def timed_out(self) -> bool: ...
+
+    @property
+    def duration_s(self) -> float: ...
 
 
 class SandboxLike(Protocol):

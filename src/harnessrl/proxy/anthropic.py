@@ -254,6 +254,7 @@ def stream_events(result: CallResult) -> list[bytes]:
     events = [event("message_start", {"type": "message_start", "message": _message(result, [], None, 1)})]
     for i, block in enumerate(content_blocks(result)):
         kind = block["type"]
+        start: dict[str, Any]
         if kind == "thinking":
             start = {"type": "thinking", "thinking": "", "signature": ""}
             deltas = [{"type": "thinking_delta", "thinking": block["thinking"]},

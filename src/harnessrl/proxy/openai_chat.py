@@ -10,7 +10,7 @@ other part types are a 400.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -19,7 +19,7 @@ from harnessrl.proxy.errors import bad_request, validation_message
 from harnessrl.proxy.jsonutil import DecodeError, TooDeep, dumps_str, loads_bounded
 from harnessrl.proxy.sse import DONE, data
 from harnessrl.proxy.wire import Dropped, OpenAIWire, object_schema, type_of, unknown_block
-from harnessrl.render.messages import Message, ToolCall, ToolSpec
+from harnessrl.render.messages import Message, Role, ToolCall, ToolSpec
 
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text", "refusal"})
 _PLACEHOLDER_PARTS = frozenset({"image_url", "input_image", "input_audio", "file", "input_file"})
@@ -115,7 +115,7 @@ def parse_arguments(raw: Any) -> Any:
 
 
 def _convert_message(m: _Message, i: int, dropped: Dropped) -> Message:
-    role = {"developer": "system", "function": "tool"}.get(m.role, m.role)
+    role = cast(Role, {"developer": "system", "function": "tool"}.get(m.role, m.role))  # _Message checked it
     msg = Message(role=role, content=_text_of(m.content, f"messages.{i}.content", dropped),
                   name=m.name if role == "tool" else None)
     if role == "tool":
@@ -139,8 +139,9 @@ def _convert_tool_call(tc: dict[str, Any], where: str) -> ToolCall:
 
 
 def _convert_tool(tool: dict[str, Any], i: int) -> ToolSpec:
-    kind = type_of(tool, f"tools.{i}", "function")
-    spec = tool.get(kind) if isinstance(tool.get(kind), dict) else tool
+    kind = type_of(tool, f"tools.{i}", "function") or "function"
+    inner = tool.get(kind)
+    spec: dict[str, Any] = inner if isinstance(inner, dict) else tool
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise bad_request(f"invalid request: tools.{i}.{kind}.name is required", f"tools.{i}.{kind}.name")

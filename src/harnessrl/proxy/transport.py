@@ -97,7 +97,7 @@ def guarded_protocol(guard: ConnectionGuard) -> type:
     class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         _guard = guard
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             self._guard.loop = self._guard.loop or asyncio.get_running_loop()
             peer = transport.get_extra_info("peername")

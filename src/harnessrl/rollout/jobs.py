@@ -195,7 +195,7 @@ def run_rollout(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, store
                 opts: RunOptions) -> RolloutRecord:
     """One rollout, start to record; never raises (every failure becomes a status)."""
     t0 = time.monotonic()
-    profile = getattr(adapter, "profile", None)
+    profile: Any = getattr(adapter, "profile", None)  # harness.profiles.Profile where the adapter has profiles
     base = RolloutRecord(rollout_id=job.rollout_id, task_id=job.task.id, harness=job.harness_spec,
                          group_id=job.group_id, status="sandbox_error", reward=None, step=opts.step,
                          sample_idx=job.sample_idx, category=job.task.category, split=job.task.split,
@@ -298,7 +298,8 @@ def _run_in(sandbox: Sandbox, job: RolloutJob, adapter: HarnessAdapter, key: str
         if opts.live is not None and opts.live.cancelled:
             return replace(base, status="cancelled", error="the run was interrupted; the harness was ended",
                            durations=durations, meta=meta)
-        status, error = result.status, ""
+        status: str = result.status  # a harness status, or the rollout status it becomes
+        error = ""
         summary = call_summary(store, job.rollout_id)  # one read of the rollout's calls
         kind, served = summary.kind, summary.served
         too_long = refusal_text("too_long", summary.too_long) if summary.refusals else ""

@@ -247,7 +247,8 @@ def forest_from_paths(paths: list[list[int]]) -> tuple[Forest, list[np.ndarray]]
             node = nxt
         path_nodes.append(nodes)
     order = -np.ones(len(tok), dtype=np.int64)
-    ids, parent = [], []
+    ids: list[int] = []
+    parent: list[int] = []
     stack = [(c, -1) for c in reversed(list(children[0].values()))]
     while stack:
         node, par = stack.pop()

@@ -140,8 +140,8 @@ class Trainer:
         if world > 1:
             sums = TokenSums.from_floats(self.ranks.sum_floats(sums.as_floats()))
         value = None
-        if self.critic is not None and batch.returns is not None:
-            value = self.update_critic(batch, chunks)
+        if self.critic is not None and batch.returns is not None and batch.value_weight is not None:
+            value = self.update_critic(chunks, batch.returns, batch.value_weight)
         norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
         return UpdateStats.from_sums(sums, self.epochs, grad_norm=float(norm),
                                      tokens_computed=float(sum(len(c) for c in chunks)),
@@ -168,9 +168,9 @@ class Trainer:
             total = base * total / full
         return max(total, 1e-8)
 
-    def update_critic(self, batch: TrainBatch, chunks: list[PackedChunk]) -> float:
-        """One value-regression step on GAE returns (every tree token that carries a return weight)."""
-        vw_all = batch.value_weight
+    def update_critic(self, chunks: list[PackedChunk], returns: np.ndarray, vw_all: np.ndarray) -> float:
+        """One value-regression step on GAE returns (every tree token that carries a return weight,
+        `vw_all`, over the batch's tokens)."""
         denom = max(float(vw_all.sum()), 1e-8)
         total = 0.0
         self.critic.train()
@@ -181,7 +181,7 @@ class Trainer:
                 continue
             g = chunk.index[local]  # the value of token q's state is read at its parent position
             values = self.critic.chunk_values(chunk, self.backend)[chunk.pred_pos[torch.as_tensor(local)]]
-            loss = value_loss(values, torch.as_tensor(batch.returns[g]), torch.as_tensor(vw_all[g])) / denom
+            loss = value_loss(values, torch.as_tensor(returns[g]), torch.as_tensor(vw_all[g])) / denom
             loss.backward()
             total += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.grad_clip)

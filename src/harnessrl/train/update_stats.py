@@ -39,8 +39,9 @@ class TokenSums:
 
     @classmethod
     def from_floats(cls, values: list[float]) -> TokenSums:
-        out = cls(*values)
-        out.added = int(round(out.added))
+        out = cls()
+        for f, v in zip(fields(cls), values):
+            setattr(out, f.name, int(round(v)) if f.name == "added" else float(v))
         return out
 
 
