@@ -81,3 +81,14 @@ def test_tokenising_a_big_text_lets_other_threads_run(smol):
     worker.join()
     assert ticks[0] >= 5  # a tokenizer holding the GIL lets the main thread run once or twice
     assert smol.encode(text) == smol._backend.encode(text, add_special_tokens=False).ids  # the same ids
+
+
+def test_mask_volatile_hides_ids_and_clocks_but_not_content():
+    from harnessrl.render.normalize import mask_volatile
+
+    a = "session 3f2a9c1e-1234-4abc-9def-0123456789ab at 2026-12-02T01:34:55Z\n-rw-r--r-- 1 u u 12 Dec  2 01:34 a.log"
+    b = "session 0b2a9c1e-9999-4abc-9def-0123456789ab at 2026-12-03T11:04:05Z\n-rw-r--r-- 1 u u 12 Dec  3 11:04 a.log"
+    assert mask_volatile(a) == mask_volatile(b)
+    assert mask_volatile("the count is 42") != mask_volatile("the count is 43")  # content still counts
+    assert mask_volatile("call_abc123def456ghi789jk done") == mask_volatile("call_zzz999def456ghi789kk done")
+    assert mask_volatile("rm -rf a.log") != mask_volatile("rm -rf b.log")

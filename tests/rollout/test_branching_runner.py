@@ -29,3 +29,16 @@ def test_a_branch_replays_its_parent_and_is_scored_on_the_rebuilt_workspace(prox
         assert first.meta["replay"]["of"] == store.list_calls([parent.rollout_id])[0].call_id
         assert "replay" not in second.meta
     assert store.get_rollout(branches[0].rollout_id).lineage == branches[0].lineage
+
+
+def test_a_chained_tasks_own_turn_budget_wins_over_the_runs():
+    from dataclasses import replace
+
+    from harnessrl.rollout.jobs import turns_for
+    from harnessrl.tasks import load_tasks
+
+    chain = next(t for t in load_tasks("builtin:chain:long") if t.metadata["k"] == 6)
+    assert turns_for(chain, RunOptions(max_turns=3)) == 14  # 2 + 2k
+    plain = replace(chain, metadata={})
+    assert turns_for(plain, RunOptions(max_turns=3)) == 3
+    assert turns_for(replace(chain, metadata={"max_turns": True}), RunOptions(max_turns=3)) == 3
