@@ -4,6 +4,8 @@ writable dirs, the call budget every harness gets, and short ids."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from harnessrl.harness import HarnessConfigError, check_harnesses, check_options, make_harness
@@ -126,3 +128,29 @@ def test_short_names_in_ids():
     tag = harness_tag("command[ro=/opt/qwen]:/opt/qwen/bin/qwen -p {task}")
     assert tag.startswith("cmd-qwen-") and "/" not in tag and "{" not in tag
     assert tag != harness_tag("command:/opt/qwen/bin/qwen -p {task}")  # the options are part of the hash
+
+
+CLIENT = ("command[name=probe]:python -c \"import json,os,urllib.request as u; "
+          "r=u.Request(os.environ['OPENAI_BASE_URL']+'/chat/completions', data=json.dumps({'model':'m',"
+          "'messages':[{'role':'user','content':'hi'}],'tools':[{'type':'function','function':{'name':'bash',"
+          "'parameters':{'type':'object','properties':{'command':{'type':'string'}},'required':['command']}}}]})"
+          ".encode(), headers={'content-type':'application/json'}); "
+          "print(json.load(u.urlopen(r))['choices'][0]['message']['content'])\"")
+
+
+def test_harness_check_shows_what_the_harness_sent(tmp_path):
+    from typer.testing import CliRunner
+
+    from harnessrl.cli import app
+
+    res = CliRunner().invoke(app, ["harness", "check", CLIENT, "--sandbox", "local", "--json",
+                                   "--run-dir", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    assert report["status"] == "ok" and report["exit_code"] == 0 and report["rollout_id"].startswith("check-")
+    [call] = report["calls"]
+    assert call["protocol"] == "openai.chat" and call["tools"] == ["bash"] and call["shell_tool"] == "bash"
+    assert call["prompt_tokens"] > 20 and call["status"] == "ok"
+    assert report["final_message"] == "Hello from the scripted engine."
+    missing = CliRunner().invoke(app, ["harness", "check", "command:/opt/nope/agent {task}", "--sandbox", "local"])
+    assert missing.exit_code == 2 and "/opt/nope/agent does not exist" in missing.output

@@ -2,11 +2,14 @@
 
   harnessrl harness install NAME... [--force]   pinned versions into $HARNESSRL_CACHE/harnesses/<name>
   harnessrl harness list [--json]               installed? version, path, size
+  harnessrl harness check SPEC [--sandbox local] [--json]   one scripted rollout: what the harness sent
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any, Optional
 
 import typer
 
@@ -74,4 +77,55 @@ def register(app: typer.Typer) -> None:
             table.add_row(i.name, mark, i.version or "-", pinned, size, str(i.path or "-"))
         Console().print(table)
 
+    @harness_app.command("check")
+    def check_cmd(
+        spec: str = typer.Argument(..., help="a harness spec, e.g. 'command[ro=/opt/qwen]:/opt/qwen/bin/qwen -p {task}'"),
+        sandbox: str = typer.Option("bwrap", "--sandbox", help="bwrap (as rollouts run) or local"),
+        timeout: float = typer.Option(300.0, "--timeout", min=1, help="Seconds for the harness run."),
+        max_turns: int = typer.Option(4, "--max-turns", min=1, help="The rollout's call budget."),
+        run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Keep the check's run here (default: a temp dir)."),
+        as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
+    ) -> None:
+        """Run SPEC once against a scripted engine (no model weights) and print what it sent: each
+        call's protocol, tools, detected shell tool and prompt tokens, then its exit code and status."""
+        import tempfile
+
+        from harnessrl.harness import HarnessConfigError
+        from harnessrl.run.harness_check import check_harness
+
+        if sandbox not in ("bwrap", "local"):
+            typer.echo("error: --sandbox must be bwrap or local", err=True)
+            raise typer.Exit(2)
+        with tempfile.TemporaryDirectory(prefix="harnessrl-check-") as tmp:
+            try:
+                report = check_harness(spec, run_dir or Path(tmp) / "run", sandbox=sandbox, timeout_s=timeout,
+                                       max_turns=max_turns)
+            except HarnessConfigError as e:
+                typer.echo(f"error: {e}", err=True)
+                raise typer.Exit(2) from None
+        if as_json:
+            typer.echo(json.dumps(report.as_dict()))
+        else:
+            typer.echo(format_report(report))
+        if not report.calls:
+            raise typer.Exit(1)
+
     app.add_typer(harness_app, name="harness")
+
+
+def format_report(report: Any) -> str:
+    """The check report as a few plain lines."""
+    lines = [f"harness   {report.spec}", f"rollout   {report.rollout_id}",
+             f"status    {report.status} (exit code {report.exit_code})"]
+    if report.error:
+        lines.append(f"error     {report.error[:400]}")
+    lines.append(f"calls     {len(report.calls)}")
+    for c in report.calls:
+        tools = ", ".join(c.tools) if c.tools else "none"
+        lines.append(f"  #{c.seq} {c.protocol} {c.status}: prompt {c.prompt_tokens} tokens, reply {c.completion_tokens}; "
+                     f"shell tool {c.shell_tool or 'none found'}; {len(c.tools)} tools: {tools[:300]}"
+                     + (f"; {c.error}" if c.error else ""))
+    if not report.calls:
+        lines.append("  the harness made no model call: check its base URL / key variables (docs/harnesses.md)")
+    lines.append(f"final     {report.final_message[:200]!r}")
+    return "\n".join(lines)
