@@ -142,3 +142,15 @@ def test_nothing_imports_a_command_module():
     graph = import_graph()
     found = {mod: sorted(d for d in deps if is_cli(d)) for mod, deps in graph.items() if not is_cli(mod)}
     assert {m: d for m, d in found.items() if d} == {}
+
+
+def test_the_local_backend_imports_nothing_from_cluster():
+    """cluster/ is for cluster.backend=ray only: the run's modules load without it (and without ray)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, harnessrl.run.loop, harnessrl.run.runner_collector, harnessrl.run.setup; "
+            "print(sorted(m for m in sys.modules if m.startswith('harnessrl.cluster') or m.split('.')[0] == 'ray'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
