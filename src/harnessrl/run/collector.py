@@ -3,7 +3,7 @@
 A `Collector` runs planned groups (task x harness x n) so that their calls land in the store
 (through the proxy) and one RolloutRecord per rollout is put there, with `group_id` from the plan.
 The loop then reads groups back from the store only (`rollout.groups.read_groups`), so what is
-trained is exactly what was recorded. `RunnerCollector` (collector.py) drives the real job runner;
+trained is exactly what was recorded. `RunnerCollector` (runner_collector.py) drives the real job runner;
 tests pass in-process fakes. `RolloutsAhead` runs a collector in the background for the steps
 ahead of the one that trains.
 """
