@@ -9,6 +9,7 @@ import dataclasses
 import inspect
 import json
 import random
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -18,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harnessrl.tasks import load_tasks
-from harnessrl.tasks.clawgym import CHECKS_REWARD_SH, clawgym_form, export_clawgym
+from harnessrl.tasks.clawgym import checks_reward_sh, clawgym_form, export_clawgym
 from harnessrl.tasks.cli import tasks_app
 from harnessrl.tasks.model import TaskError
 from harnessrl.tasks.suite import calc, office, office_words
@@ -165,7 +166,7 @@ def test_clawgym_export_round_trip(tmp_path):
     for d in dirs:
         assert {p.name for p in d.iterdir()} == {"data_entry.json", "input_files", "reward"}
         assert {"reward.sh", "check.py", "checks.json"} <= {p.name for p in (d / "reward").iterdir()}
-        assert (d / "reward" / "reward.sh").read_text() == CHECKS_REWARD_SH
+        assert (d / "reward" / "reward.sh").read_text() == checks_reward_sh(1.0, ">=")
     loaded = {t.id: t for t in load_tasks(tmp_path / "out")}
     assert sorted(loaded) == sorted(t.id for t in tasks)
     for t in tasks:
@@ -186,3 +187,28 @@ def test_cli_export(tmp_path):
     assert result.exit_code == 0, result.output
     assert "wrote 8 ClawGym task directories" in result.output
     assert len(load_tasks(tmp_path / "x")) == 8
+
+
+def test_exported_reward_passes_clawgym_exactly_when_every_check_passes(tmp_path):
+    """A chain of 3 with 2 checks right scores 2/3 built in (not a pass); exported, ClawGym's rule
+    (reward > 0.5) must not pass it either, and the reference solution must still pass."""
+    import subprocess
+
+    chain = next(t for t in load_tasks("builtin:chain:train") if t.metadata["k"] == 3)
+    [d] = export_clawgym([chain], tmp_path / "out")
+    ws = tmp_path / "ws"
+    shutil.copytree(d / "input_files", ws)
+    shutil.copytree(d / "reward", ws / "reward")
+
+    def reward() -> float:
+        out = subprocess.run(["bash", "reward/reward.sh"], cwd=ws, capture_output=True, text=True, check=True)
+        return float(out.stdout.strip().splitlines()[-1])
+
+    untouched = reward()
+    steps = list(chain.reference_solution)
+    for step in steps[:-1]:
+        subprocess.run(step, shell=True, cwd=ws, check=True)
+    partial = reward()
+    subprocess.run(steps[-1], shell=True, cwd=ws, check=True)
+    full = reward()
+    assert untouched < partial <= 0.5 < full, (untouched, partial, full)

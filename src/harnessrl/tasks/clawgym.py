@@ -99,6 +99,8 @@ def write_clawgym(task: Task, path: Path) -> Path:
 # working directory; `python3 -I` keeps a planted json.py in the workspace off the import path.
 CHECKS_REWARD_SH = """#!/usr/bin/env bash
 # Exported by harnessrl: score the workspace with check.py; the last stdout line is the reward.
+# ClawGym passes a rollout at reward > 0.5; this task passes at a score @RULE@ @THRESHOLD@, so the
+# score s is written as 0.5 + s/2 when it passes and as s/2 when it does not (same order).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 checks=$(python3 reward/check.py) || exit 1
@@ -107,9 +109,21 @@ import json, sys
 checks = json.loads(sys.argv[1])
 reward = checks.pop("reward", None)
 print(json.dumps(checks))
-print(float(reward) if reward is not None else sum(checks.values()) / len(checks))
+s = float(reward) if reward is not None else sum(checks.values()) / len(checks)
+passed = s @RULE@ @THRESHOLD@ - 1e-9 if "@RULE@" == ">=" else s @RULE@ @THRESHOLD@
+print(max(0.5 + s / 2, 0.500001) if passed else min(s / 2, 0.5))
 ' "$checks"
 """
+
+
+def checks_reward_sh(threshold: float, rule: str) -> str:
+    """reward.sh of an exported "checks" task: its score, mapped so that ClawGym's pass rule
+    (reward > 0.5) passes exactly the rollouts the task's own rule passes."""
+    if rule not in (">", ">="):
+        raise TaskError(f"pass rule must be > or >=, got {rule!r}")
+    return CHECKS_REWARD_SH.replace("@RULE@", rule).replace("@THRESHOLD@", repr(float(threshold)))
+
+
 _CHECKS_COMMAND = re.compile(r"python3 (?P<dest>[\w./-]+)/(?P<script>[\w.-]+\.py)")
 
 
@@ -131,7 +145,7 @@ def clawgym_form(task: Task) -> Task:
         raise TaskError(f"task {task.id}: no ClawGym form for the verifier command {v.command!r} (exported: "
                         "`python3 <dest>/<script>.py` run from the workspace)")
     files = {("check.py" if name == m["script"] else name): body for name, body in v.files.items()}
-    files["reward.sh"] = CHECKS_REWARD_SH.encode()
+    files["reward.sh"] = checks_reward_sh(task.pass_threshold, task.pass_rule).encode()
     verifier = Verifier(kind="reward_line", command="bash reward.sh", files=files, dest="reward",
                         workdir="reward", timeout_s=REWARD_TIMEOUT_S)
     return _as_clawgym(task, verifier, meta)
