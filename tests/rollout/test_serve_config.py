@@ -90,7 +90,8 @@ def test_eval_from_run_serves_as_the_run_trained(tmp_path):
     assert r.exit_code == 0, r.output
     with RunStore(out) as store:
         assert store.get_meta("render")["tool_format"] == "bash"
-        assert store.get_meta("serve") == {"default_temperature": 0.9, "max_tokens_cap": 64}
+        served = store.get_meta("serve")
+        assert (served["default_temperature"], served["max_tokens_cap"]) == (0.9, 64)
         calls = store.list_calls()
     assert calls and all(c.meta["sampling"]["max_tokens"] == 64 for c in calls)  # the builtin agent asks 256
 
