@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from harnessrl.algo import gae, gae_1d, grpo, tree_grpo
 from harnessrl.tree import build_tree
+from harnessrl.tree.filters import FilterConfig
 from tests.support.synthetic import make_call, make_rollout
 
 CLIP_LOW, CLIP_HIGH = 0.2, 0.28
@@ -31,7 +32,8 @@ def random_group(seed: int):
             prev = prompt + sampled
         status = "ok" if rng.random() < 0.8 else "timeout"
         rollouts.append(make_rollout(rid, float(rng.integers(0, 3)), status))
-    tree = build_tree(calls, rollouts)
+    # random prompts read as side calls; the reference below has no side-call rule (test_call_classes.py)
+    tree = build_tree(calls, rollouts, FilterConfig(side_calls="train"))
     tree.source_calls = calls  # for the independent reference below
     return tree
 

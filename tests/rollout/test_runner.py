@@ -225,3 +225,4 @@ def test_a_context_refusal_anywhere_is_context_exceeded_never_ok(renderer, store
     assert [c.status for c in calls] == ["error", "ok"]  # the refused call was not the last one
     assert rec.status == "context_exceeded" and rec.reward is not None  # scored, under its own status
     assert rec.meta["context_refusals"] == 1 and "256" in rec.error
+    assert rec.meta["call_classes"] == {"1": "main"}  # the class of each served call, by seq

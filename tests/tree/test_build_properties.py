@@ -122,7 +122,7 @@ def check_structure(tree):
 @given(call_sets())
 def test_every_call_token_on_exactly_one_path(data):
     calls, rollouts = data
-    cfg = FilterConfig(prune=False)
+    cfg = FilterConfig(prune=False, side_calls="train")
     tree = build_tree(calls, rollouts, cfg)
     check_structure(tree)
     expected, inserted, merged, owners = reference(calls, rollouts, cfg)
@@ -158,9 +158,9 @@ def test_every_call_token_on_exactly_one_path(data):
 @given(call_sets())
 def test_pruned_tree_keeps_every_decision_and_only_kept_rollouts_decide(data):
     calls, rollouts = data
-    tree = build_tree(calls, rollouts)
+    tree = build_tree(calls, rollouts, FilterConfig(side_calls="train"))  # (side calls: test_call_classes.py)
     check_structure(tree)
-    expected, _, _, _ = reference(calls, rollouts, FilterConfig())
+    expected, _, _, _ = reference(calls, rollouts, FilterConfig(side_calls="train"))
     got, _ = tree_prefixes(tree)
     decisions = {p for p, (d, _) in expected.items() if d}
     assert decisions == {p for p, (d, _) in got.items() if d}
@@ -181,7 +181,7 @@ def test_pruned_tree_keeps_every_decision_and_only_kept_rollouts_decide(data):
 @given(call_sets())
 def test_flat_packing_indices_match_ancestry(data):
     calls, rollouts = data
-    tree = build_tree(calls, rollouts, FilterConfig(prune=False))
+    tree = build_tree(calls, rollouts, FilterConfig(prune=False, side_calls="train"))
     flat = tree.flat()
     n = len(flat)
     ancestors = []
@@ -201,7 +201,7 @@ def test_flat_packing_indices_match_ancestry(data):
 @given(call_sets())
 def test_paths_cover_each_rollout(data):
     calls, rollouts = data
-    tree = build_tree(calls, rollouts, FilterConfig(prune=False))
+    tree = build_tree(calls, rollouts, FilterConfig(prune=False, side_calls="train"))
     for rid, info in tree.rollouts.items():
         for p in tree.paths_of(rid):
             assert p.rollout_id == rid
@@ -244,7 +244,7 @@ def test_compaction_branches_at_the_cut(turns, data):
     cut = data.draw(st.integers(1, len(history) - 1))
     summary = [999] + data.draw(st.lists(st.integers(0, 50), max_size=4))  # 999 never occurs in history
     calls.append(make_call("a", len(calls), history[:cut] + summary, [7]))
-    tree = build_tree(calls, [make_rollout("a", 1.0)], FilterConfig(prune=False))
+    tree = build_tree(calls, [make_rollout("a", 1.0)], FilterConfig(prune=False, side_calls="train"))
     branch = [n for n in tree.nodes if n.branch_reason]
     assert len(branch) == 1 and branch[0].start_pos == cut
     assert branch[0].branch_reason in ("restart", "rewrite")

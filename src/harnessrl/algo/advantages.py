@@ -97,7 +97,10 @@ def _per_rollout_rows(tree: PrefixTree, node_adv: list[np.ndarray | dict[str, fl
         toks.append(np.repeat(q, len(kept)))
         rols.append(np.tile([index[r] for r in kept], len(q)))
         advs.append(np.tile(per_r, len(q)))
-        wts.append(np.tile([w[r] for r in kept], len(q)))
+        wt = np.tile([w[r] for r in kept], len(q))
+        if node.loss_weight is not None:  # a side call's decisions (filters.side_calls = weight)
+            wt = wt * np.repeat(node.loss_weight[np.flatnonzero(node.decision)], len(kept))
+        wts.append(wt)
     if not toks:
         empty = np.zeros(0)
         return empty.astype(np.int64), empty.astype(np.int32), empty, empty
@@ -169,6 +172,7 @@ def gae(tree: PrefixTree, values: np.ndarray, *, gamma: float = 1.0, lam: float 
     ids = tuple(tree.kept_rollouts())
     index = {r: i for i, r in enumerate(ids)}
     paths_through = _paths_through_nodes(tree, set(w))
+    token_w = _token_weights(tree)
     toks, rols, pths, advs, wts, rets = [], [], [], [], [], []
     for path in tree.paths:
         if path.rollout_id not in w:
@@ -184,12 +188,18 @@ def gae(tree: PrefixTree, values: np.ndarray, *, gamma: float = 1.0, lam: float 
         rols.append(np.full(len(q), index[path.rollout_id]))
         pths.append(np.full(len(q), path.index))
         advs.append(adv)
-        wts.append(w[path.rollout_id] / m)
+        wts.append(w[path.rollout_id] / m * token_w[q])
         rets.append(adv + values[q])
     cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
     rows = (cat(toks, np.int64), cat(rols, np.int32), cat(advs, np.float64), cat(wts, np.float64))
     return _finish("gae", tree, ids, rows, cat(pths, np.int32), cat(rets, np.float64), norm,
                    None, None)
+
+
+def _token_weights(tree: PrefixTree) -> np.ndarray:
+    """float64 [tree tokens]: each token's loss weight (Node.loss_weight; 1 where a node has none)."""
+    return np.concatenate([np.ones(len(n)) if n.loss_weight is None else n.loss_weight.astype(np.float64)
+                           for n in tree.nodes]) if tree.nodes else np.zeros(0)
 
 
 def gae_1d(values: np.ndarray, token_rewards: np.ndarray, final_reward: float, gamma: float,

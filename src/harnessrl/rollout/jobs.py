@@ -36,6 +36,7 @@ from harnessrl.rollout.branching import branch_lineage
 from harnessrl.rollout.memory_gate import MemoryGate
 from harnessrl.rollout.plan import GroupPlan, RolloutJob, next_attempt, plan_cross
 from harnessrl.rollout.proxy_link import Replay, as_proxy_link
+from harnessrl.store.call_classes import classify_calls
 from harnessrl.store.records import Lineage, RolloutRecord
 from harnessrl.tasks.model import Task
 from harnessrl.rollout.task_sandbox import open_task_sandbox
@@ -302,6 +303,8 @@ def _run_in(sandbox: Sandbox, job: RolloutJob, adapter: HarnessAdapter, key: str
         error = ""
         summary = call_summary(store, job.rollout_id)  # one read of the rollout's calls
         kind, served = summary.kind, summary.served
+        if summary.classes:
+            meta["call_classes"] = summary.classes  # seq -> main | side | retry | compaction
         too_long = refusal_text("too_long", summary.too_long) if summary.refusals else ""
         if too_long:  # whatever the harness's exit and whatever it did after: a request got no reply
             status = "context_exceeded"
@@ -350,6 +353,7 @@ class CallSummary(NamedTuple):
     served: int  # calls the engine answered (the policy sampled tokens in them)
     refusals: int = 0  # calls refused as too long for the model's context, anywhere in the rollout
     too_long: str = ""  # the first such refusal's message
+    classes: dict[str, str] | None = None  # seq -> class of each served call (store/call_classes.py)
 
 
 def turns_for(task: Task, opts: RunOptions) -> int:
@@ -370,11 +374,14 @@ def call_summary(store: RunStore, rollout_id: str) -> CallSummary:
     served = sum(c.status == "ok" for c in calls)
     refused = [c for c in sorted(calls, key=lambda c: c.seq) if (c.meta or {}).get("error_kind") == "too_long"]
     first = str((refused[0].meta or {}).get("error") or "prompt too long") if refused else ""
+    by_id = {c.call_id: c.seq for c in calls}
+    classes = {str(by_id[cid]): cls for cid, cls in classify_calls(calls).items()}
     last = max(calls, key=lambda c: c.seq)
     if last.status != "error":
-        return CallSummary("", "", served, len(refused), first)
+        return CallSummary("", "", served, len(refused), first, classes)
     meta = last.meta or {}
-    return CallSummary(str(meta.get("error_kind") or ""), str(meta.get("error") or ""), served, len(refused), first)
+    return CallSummary(str(meta.get("error_kind") or ""), str(meta.get("error") or ""), served, len(refused), first,
+                       classes)
 
 
 def refusal_text(kind: str, message: str) -> str:

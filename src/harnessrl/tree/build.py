@@ -32,6 +32,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from harnessrl.store.call_classes import class_counts
 from harnessrl.store.records import CallRecord, RolloutRecord
 from harnessrl.tree.filters import FilterConfig, plan_filters
 from harnessrl.tree.nodes import Node, Path, PrefixTree, RolloutInfo
@@ -41,9 +42,10 @@ from harnessrl.tree.stats import TreeStats
 class _CallArrays:
     """One call's sequence; per-token arrays are made only for the spans that need them."""
 
-    __slots__ = ("_prov", "first_decision", "logprobs", "n_prompt", "seq", "temperature", "version")
+    __slots__ = ("_prov", "first_decision", "logprobs", "n_prompt", "seq", "temperature", "version", "weight")
 
-    def __init__(self, call: CallRecord, prompt: np.ndarray, sampled: np.ndarray, trainable: bool):
+    def __init__(self, call: CallRecord, prompt: np.ndarray, sampled: np.ndarray, trainable: bool,
+                 weight: float = 1.0):
         n_p, n = len(prompt), len(prompt) + len(sampled)
         self.n_prompt = n_p
         self.seq = np.concatenate([prompt, sampled])
@@ -55,6 +57,7 @@ class _CallArrays:
                              "(corrupt record)")
         self.logprobs = logprobs
         self.temperature = float(call.temperature)
+        self.weight = float(weight)  # loss weight of its decisions (a side call's filters.side_call_weight)
         self.version = int(call.policy_version)
         self._prov = call.prompt_provenance if len(call.prompt_provenance) == n_p else None
 
@@ -65,6 +68,7 @@ class _CallArrays:
         lp = np.full(n, np.nan, dtype=np.float32)
         temp = np.ones(n, dtype=np.float32)
         ver = np.full(n, -1, dtype=np.int32)
+        wt = np.ones(n, dtype=np.float32)
         d0 = max(self.first_decision, lo)
         if d0 < hi:  # only a trainable call has decisions, and so logprobs
             assert self.logprobs is not None
@@ -72,8 +76,9 @@ class _CallArrays:
             dec[k:] = True
             lp[k:] = self.logprobs[d0 - self.n_prompt:hi - self.n_prompt]
             temp[k:] = self.temperature
+            wt[k:] = self.weight
             ver[k:] = self.version
-        return {"decision": dec, "logprobs": lp, "temperature": temp, "version": ver}
+        return {"decision": dec, "logprobs": lp, "temperature": temp, "version": ver, "weight": wt}
 
     def provenance_from(self, pos: int) -> np.ndarray:
         """Recorded provenance of seq[pos:] (converted lazily: only branch tails need it)."""
@@ -90,7 +95,8 @@ class _Trie:
         empty_i = np.zeros(0, dtype=np.int32)
         self.arr: list[dict[str, np.ndarray]] = [{
             "tokens": empty_i, "decision": np.zeros(0, bool), "logprobs": np.zeros(0, np.float32),
-            "temperature": np.zeros(0, np.float32), "version": empty_i, "provenance": empty_i}]
+            "temperature": np.zeros(0, np.float32), "version": empty_i, "provenance": empty_i,
+            "weight": np.zeros(0, np.float32)}]
         self.parent: list[int] = [-1]
         self.children: list[dict[int, int]] = [{}]
         self.start: list[int] = [0]
@@ -148,7 +154,7 @@ class _Trie:
         if not unset.any():
             return
         src = ca.span(lo, hi)
-        for key in ("decision", "logprobs", "temperature", "version"):
+        for key in ("decision", "logprobs", "temperature", "version", "weight"):
             a[key][sl][unset] = src[key][unset]
 
     def insert(self, ca: _CallArrays, call: CallRecord, parallel: bool,
@@ -246,7 +252,7 @@ def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
             merged += 1
         else:
             n_calls[rid] += 1
-        ca = _CallArrays(call, *plan.ids[call.call_id], trainable)
+        ca = _CallArrays(call, *plan.ids[call.call_id], trainable, plan.weights.get(call.call_id, 1.0))
         parallel = call.t_end > 0 and call.t_start < last_end.get(rid, 0.0)  # no times recorded: not parallel
         trie.insert(ca, call, parallel, ancestors.get(rid, frozenset()))
         last_end[rid] = max(last_end.get(rid, 0.0), call.t_end)
@@ -259,7 +265,9 @@ def build_tree(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
             rollout_id=r.rollout_id, harness=r.harness, status=r.status, reward=r.reward,
             kept=not plan.rollout_reason[r.rollout_id], filter_reason=plan.rollout_reason[r.rollout_id],
             n_calls=n_calls[r.rollout_id], paths=tuple(path_ids.get(r.rollout_id, ())),
-            parent=r.lineage.parent if r.lineage else "", branch_call=r.lineage.branch_call if r.lineage else 0)
+            parent=r.lineage.parent if r.lineage else "", branch_call=r.lineage.branch_call if r.lineage else 0,
+            call_classes=class_counts({c.call_id: plan.classes[c.call_id] for c in plan.calls
+                                       if c.rollout_id == r.rollout_id and c.call_id in plan.classes}))
         for r in rollouts}
     kept = {rid for rid, info in infos.items() if info.kept}
     branch_reasons = trie.reasons  # every branch event, including those pruned away afterwards
@@ -310,6 +318,7 @@ def _freeze(trie: _Trie, prune: bool) -> list[Node]:
         nodes.append(Node(
             id=nid, parent=parent, tokens=a["tokens"], decision=a["decision"],
             engine_logprobs=a["logprobs"], temperature=a["temperature"], policy_version=a["version"],
+            loss_weight=a["weight"],
             provenance=a["provenance"], start_pos=trie.start[old], depth=depth,
             rollouts=tuple(sorted(trie.rollouts[old])), decision_rollouts=tuple(sorted(trie.owners[old])),
             call_ends=tuple(trie.call_ends[old]),

@@ -24,6 +24,9 @@ Call filters (the call's prompt stays in the tree as context; its completion is 
   that completion, so the rollout's reward says nothing about it.
 - ``replayed_calls``: a branch's replayed calls (proxy/replay.py): the parent sampled those ids
   and trains them once; in the branch they are context.
+- ``side_calls``: with ``side_calls="drop"`` (default), a side call (store/call_classes.py: a
+  title, summary or memory call that continues no turn and is not continued); ``"weight"`` trains
+  it with ``side_call_weight`` times its loss weight, ``"train"`` like the main line.
 - ``error_calls``: calls with status != ok (no completion) are skipped entirely.
 - ``orphan_calls``: calls whose rollout is not in the group are skipped.
 """
@@ -39,6 +42,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from harnessrl.store.call_classes import classify_calls
 from harnessrl.store.records import INFRASTRUCTURE_STATUSES, CallRecord, RolloutRecord
 
 ABNORMAL_STATUSES = INFRASTRUCTURE_STATUSES  # the default exclude_statuses
@@ -56,6 +60,11 @@ class FilterConfig(BaseModel):
     # drop nodes with no decision token in their subtree (trailing context, filtered-only branches);
     # views set False to show everything
     prune: bool = True
+    # side calls (store/call_classes.py: a title, summary or memory call that continues no turn and
+    # is not continued): drop = context only (default; the rollout's reward says nothing about a
+    # title), train = like the main line, weight = trained with side_call_weight times the loss weight
+    side_calls: Literal["train", "drop", "weight"] = "drop"
+    side_call_weight: float = Field(0.25, ge=0, le=1)
 
 
 @dataclass
@@ -68,6 +77,8 @@ class FilterPlan:
     trainable: dict[str, bool]  # call_id -> completion tokens are decisions
     rollout_reason: dict[str, str]  # rollout_id -> filter reason ("" = kept)
     counts: Counter = field(default_factory=Counter)
+    classes: dict[str, str] = field(default_factory=dict)  # call_id -> store/call_classes.py class
+    weights: dict[str, float] = field(default_factory=dict)  # call_id -> loss weight when not 1
 
 
 def as_ids(values) -> np.ndarray:
@@ -114,6 +125,8 @@ def plan_filters(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
     ids: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     prompt_keys: dict[str, bytes] = {}
     trainable: dict[str, bool] = {}
+    classes: dict[str, str] = {}
+    weights: dict[str, float] = {}
     ordered: list[CallRecord] = []
     for r in rollouts:
         rcalls = sorted(by_rollout[r.rollout_id], key=lambda c: (c.seq, c.t_start))
@@ -125,8 +138,11 @@ def plan_filters(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
             ids[c.call_id] = (as_ids(c.prompt_ids), as_ids(c.sampled_ids))
             prompt_keys[c.call_id] = digest(ids[c.call_id][0])
         retried = _retried_calls(rcalls, ids, prompt_keys) if cfg.duplicate_branches else set()
+        rclasses = classify_calls(rcalls)
+        classes.update(rclasses)
         for c in rcalls:
             ok = not reason
+            side = rclasses.get(c.call_id) == "side"
             if ok and "of" in (c.meta.get("replay") or {}):
                 ok = False
                 counts["replayed_calls"] += 1
@@ -139,11 +155,16 @@ def plan_filters(calls: Sequence[CallRecord], rollouts: Sequence[RolloutRecord],
             elif ok and cfg.truncated == "call" and c.finish_reason == "length":
                 ok = False
                 counts["truncated_calls"] += 1
+            elif ok and side and cfg.side_calls == "drop":
+                ok = False
+                counts["side_calls"] += 1
+            if ok and side and cfg.side_calls == "weight":
+                weights[c.call_id] = cfg.side_call_weight
             trainable[c.call_id] = ok
         ordered.extend(rcalls)
     keys = {cid: digest(np.frombuffer(prompt_keys[cid], np.uint8), q) for cid, (_, q) in ids.items()}
     return FilterPlan(calls=ordered, ids=ids, keys=keys, trainable=trainable, rollout_reason=reasons,
-                      counts=counts)
+                      counts=counts, classes=classes, weights=weights)
 
 
 def _retried_calls(rcalls: Sequence[CallRecord], ids: dict[str, tuple[np.ndarray, np.ndarray]],

@@ -48,6 +48,9 @@ class Node:
     decision_rollouts: tuple[str, ...] = ()
     call_ends: tuple[str, ...] = ()  # call ids whose sequence ends at the end of this span
     branch_reason: str = ""  # why this node starts a branch ("" for the root or a continuation)
+    # float32 [n]: loss weight of each decision token (1; filters.side_call_weight on the decisions of
+    # side calls with filters.side_calls = weight); None: all 1
+    loss_weight: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
@@ -81,6 +84,8 @@ class RolloutInfo:
     paths: tuple[int, ...] = ()  # indices into PrefixTree.paths
     parent: str = ""  # a branch: the rollout whose first `branch_call` calls it replayed
     branch_call: int = 0
+    # served calls per class (store/call_classes.py: main, side, retry, compaction)
+    call_classes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

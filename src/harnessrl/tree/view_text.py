@@ -102,9 +102,15 @@ def branch_of(info) -> str:
     return f"{info.parent} @ call {info.branch_call}" if info.parent else ""
 
 
+def call_classes(info) -> str:
+    """`main 4, side 2, ...`: the rollout's served calls per class (store/call_classes.py)."""
+    return ", ".join(f"{k} {n}" for k, n in info.call_classes.items())
+
+
 def rollout_table(tree: PrefixTree, adv=None) -> Table:
     table = Table(title="rollouts", show_lines=False)
-    for col in ("rollout", "harness", "status", "reward", "trains", "calls", "paths", "advantage", "branch of"):
+    for col in ("rollout", "harness", "status", "reward", "trains", "calls", "call classes", "paths", "advantage",
+                "branch of"):
         table.add_column(col)
     for info in tree.rollouts.values():
         reward = "-" if info.reward is None else f"{info.reward:.3f}"
@@ -113,5 +119,6 @@ def rollout_table(tree: PrefixTree, adv=None) -> Table:
         if adv is not None and adv.rollout_adv and info.rollout_id in adv.rollout_adv:
             a = f"{adv.rollout_adv[info.rollout_id]:+.3f}"
         table.add_row(info.rollout_id, info.harness, info.status, reward, trains, str(info.n_calls),
-                      str(len(info.paths)), a, branch_of(info), style=None if info.kept else "dim")
+                      call_classes(info), str(len(info.paths)), a, branch_of(info),
+                      style=None if info.kept else "dim")
     return table
