@@ -36,6 +36,7 @@ from harnessrl.rollout.branching import branch_lineage
 from harnessrl.rollout.memory_gate import MemoryGate
 from harnessrl.rollout.plan import GroupPlan, RolloutJob, next_attempt, plan_cross
 from harnessrl.rollout.proxy_link import Replay, as_proxy_link
+from harnessrl.rollout.sample_check import SampleCheck
 from harnessrl.store.call_classes import classify_calls
 from harnessrl.store.records import Lineage, RolloutRecord
 from harnessrl.tasks.model import Task
@@ -90,7 +91,13 @@ def run_groups(tasks: list[Task], harness_specs: list[str], n: int, *, proxy: Pr
                       harness_options=harness_options or {})
     plans = plan_cross(tasks, harness_specs, n, step=step, attempt=next_attempt(store), split=split)
     with _progress(sum(p.n for p in plans), progress) as on_done:
-        return run_plans(plans, proxy=proxy, store=store, opts=opts, concurrency=concurrency, on_done=on_done)
+        records = run_plans(plans, proxy=proxy, store=store, opts=opts, concurrency=concurrency, on_done=on_done)
+    SampleCheck(_warn).check(store, [(p.group_id, [j.rollout_id for j in p.jobs()]) for p in plans])
+    return records
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def run_plans(plans: Sequence[GroupPlan], *, proxy: ProxyServer | ProxyLink, store: RunStore, opts: RunOptions,

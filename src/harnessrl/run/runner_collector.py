@@ -20,6 +20,7 @@ from harnessrl.render.renderer import Renderer
 from harnessrl.rollout.jobs import RunOptions, make_adapters, run_plans
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.rollout.proxy_link import LocalProxy
+from harnessrl.rollout.sample_check import SampleCheck
 from harnessrl.run.collector import Collector, Progress
 from harnessrl.run.errors import TrainError
 from harnessrl.run.serve_config import start_proxy
@@ -34,6 +35,7 @@ class RunnerCollector:
         renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format)
         self.proxy = start_proxy(cfg, engine, store, renderer)  # the way `harnessrl eval --from-run` serves
         self.sandbox_cfg = SandboxConfig(type=cfg.sandbox.type, host_uid=cfg.sandbox.host_uid)
+        self.samples = SampleCheck(_warn)  # token-identical GRPO groups: warned once per run
         self._adapters: dict[str, Any] = {}
         try:
             for h in cfg.harnesses:
@@ -67,9 +69,16 @@ class RunnerCollector:
                           memory_reserve_gib=loop.memory_reserve_gib)
         run_plans(plans, proxy=LocalProxy(self.proxy), store=self.store, opts=opts, adapters=self._adapters,
                   concurrency=loop.concurrency, on_done=(lambda rec: progress(1, rec.harness)) if progress else None)
+        self.samples.check(self.store, [(p.group_id, [j.rollout_id for j in p.jobs()]) for p in plans])
 
     def close(self) -> None:
         self.proxy.stop()
+
+
+def _warn(message: str) -> None:
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[yellow]warning:[/yellow] {message}")
 
 
 def default_collector(cfg: Any, engine: Any, store: Any, run_dir: Path) -> Collector:
