@@ -39,12 +39,12 @@ def test_office_specs_counts_and_categories():
     counts = Counter((t.family, t.split) for t in OFFICE)
     trained = ("region_report", "error_codes", "json_table")
     assert counts == {**{(f, s): n for f in trained for s, n in (("train", 16), ("test", 8), ("paraphrase", 8))},
-                      ("ini_key", "unseen"): 8, ("fix_calc", "unseen"): 8}
-    assert {t.category for t in OFFICE} == {"analysis", "systems", "content", "product", "software"}
-    for split, n in (("train", 48), ("test", 24), ("paraphrase", 24), ("unseen", 16)):
+                      ("ini_key", "unseen"): 8, ("fix_calc", "unseen"): 8, ("plan_order", "unseen"): 8}
+    assert {t.category for t in OFFICE} == {"analysis", "systems", "content", "product", "software", "planning"}
+    for split, n in (("train", 48), ("test", 24), ("paraphrase", 24), ("unseen", 24)):
         assert len(load_tasks(f"builtin:office:{split}")) == n
     assert len(load_tasks("builtin:region_report:test")) == 8
-    assert len({t.id for t in OFFICE}) == len(OFFICE) == 112
+    assert len({t.id for t in OFFICE}) == len(OFFICE) == 120
     assert not {t.id for t in OFFICE} & {t.id for t in load_tasks("builtin:all")}
     with pytest.raises(TaskError, match="has the splits unseen"):
         load_tasks("builtin:fix_calc:train")
@@ -92,7 +92,7 @@ def test_no_office_check_pays_for_existence(tmp_path, monkeypatch):
 
 
 def test_office_sample_validates_with_the_real_verifier_in_a_local_sandbox():
-    assert len(SAMPLE) == 11
+    assert len(SAMPLE) == 12
     assert validate_local(SAMPLE) == []
 
 
@@ -212,3 +212,19 @@ def test_exported_reward_passes_clawgym_exactly_when_every_check_passes(tmp_path
     subprocess.run(steps[-1], shell=True, cwd=ws, check=True)
     full = reward()
     assert untouched < partial <= 0.5 < full, (untouched, partial, full)
+
+
+def test_a_plan_is_scored_by_its_constraints_not_by_one_order(tmp_path, monkeypatch):
+    """Any order that respects every dependency passes; the CSV's own order never does (copying its
+    task column is not a plan); the right tasks in a wrong order earn only the set check."""
+    for task in [t for t in OFFICE if t.family == "plan_order"]:
+        m = task.metadata
+        src = next(iter(task.files))
+        listed = [line.split(",")[0] for line in task.files[src].decode().splitlines()[1:]]
+        out = checks_of(task)[0]["path"]
+        root = workspace(task, tmp_path / task.id)
+        (root / out).write_text("\n".join(m["answer"]) + "\n")
+        assert all(v == 1.0 for v in score_in(task, root, monkeypatch).values())
+        (root / out).write_text("\n".join(listed) + "\n")
+        scores = score_in(task, root, monkeypatch)
+        assert scores["every task once"] == 1.0 and scores["each task after the one it needs"] == 0.0

@@ -8,6 +8,7 @@ workspace job with named content checks read by step_checker.py.
 | json_table    | content  | a JSON list of records as a CSV table, columns in a given order | yes     |
 | ini_key       | product  | change one key of one INI section, every other line byte-equal  | no      |
 | fix_calc      | software | fix calc.py so that `python3 test_calc.py` passes               | no      |
+| plan_order    | planning | order the tasks of a CSV so that each comes after what it needs | no      |
 
 Each generator takes (rng, pools, split) and returns a families.Job; every name and value comes
 from the seeded rng and the split's pools (error codes from the split's own number range).
@@ -134,10 +135,39 @@ def ini_key(rng: random.Random, p: Pools, _split: str) -> Job:
                {"answer": new, "sha256": hashlib.sha256(text.encode()).hexdigest()})
 
 
+def plan_order(rng: random.Random, p: Pools, _split: str) -> Job:
+    """tasks.csv lists tasks with the task each one needs first (or -); the plan lists every task
+    once, each after the one it needs. Several orders are right: the check reads the constraints."""
+    src, out = p.files(rng, 2, ("csv", "txt"))
+    names = p.sample(rng, rng.randint(5, 7))
+    order = names[:]
+    rng.shuffle(order)  # a hidden valid order: each task may need one that comes before it here
+    needs: dict[str, str] = {}
+    while sum(v != "-" for v in needs.values()) < 2:
+        needs = {t: (rng.choice(order[:i]) if i and rng.random() < 0.8 else "-") for i, t in enumerate(order)}
+    listed = names[:]
+    # the CSV's own order breaks a constraint: copying its task column is never a plan
+    while all(listed.index(needs[t]) < listed.index(t) for t in listed if needs[t] != "-"):
+        rng.shuffle(listed)
+    csv_text = "task,needs\n" + "".join(f"{t},{needs[t]}\n" for t in listed)
+    pairs = [[needs[t], t] for t in listed if needs[t] != "-"]
+    checks: list[dict[str, Any]] = [
+        {"name": "every task once", "kind": "line_set", "path": out, "lines": names},
+        {"name": "each task after the one it needs", "kind": "order_respects", "path": out, "items": names,
+         "pairs": pairs}]
+    code = ("import csv; rows = list(csv.DictReader(open('%s'))); done = []; "
+            "left = [r for r in rows]\nwhile left:\n    r = next(r for r in left if r['needs'] in ('-', *done)); "
+            "done.append(r['task']); left.remove(r)\nopen('%s', 'w').write(''.join(t + chr(10) for t in done))"
+            % (src, out))
+    return Job({"src": src, "out": out}, {src: csv_text}, checks, (f"python3 -c \"{code}\"",),
+               {"answer": order, "pairs": pairs})
+
+
 OFFICE_FAMILIES = (
     OfficeFamily("region_report", "analysis", region_report, trained=True, steps=3),
     OfficeFamily("error_codes", "systems", error_codes, trained=True, steps=3),
     OfficeFamily("json_table", "content", json_table, trained=True, steps=3),
     OfficeFamily("ini_key", "product", ini_key, trained=False, steps=2),
     OfficeFamily("fix_calc", "software", calc_job, trained=False, steps=3),
+    OfficeFamily("plan_order", "planning", plan_order, trained=False, steps=2),
 )

@@ -80,4 +80,12 @@ OFFICE_UNSEEN: dict[str, tuple[str, ...]] = {
         "it is), so that `python3 {test}` succeeds.",
         "Make `python3 {test}` pass by repairing {module}. The test file itself must not be edited.",
     ),
+    "plan_order": (
+        "{src} lists tasks (column task) and the task each one needs done first (column needs; - for "
+        "none). Write a plan to {out}: every task once, one per line, each after the task it needs.",
+        "Plan the work in {src}: write the tasks to {out}, one per line, in an order where every task comes "
+        "after the task named in its needs column (- means it needs nothing).",
+        "Using the dependencies in {src} (task, needs), put all tasks into {out} one per line so that no "
+        "task appears before the one it needs.",
+    ),
 }

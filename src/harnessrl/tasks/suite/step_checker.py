@@ -116,6 +116,12 @@ def score(check, top=True):
     if kind == "line_set":
         lines = [x for x in (_lines(text) or []) if x]
         return bool(lines) and len(lines) == len(set(lines)) and set(lines) == set(check["lines"])
+    if kind == "order_respects":  # every item exactly once, each pair [a, b] with a on an earlier line
+        lines = [x for x in (_lines(text) or []) if x]
+        if len(lines) != len(set(lines)) or set(lines) != set(check["items"]):
+            return False
+        at = {x: i for i, x in enumerate(lines)}
+        return all(at[a] < at[b] for a, b in check["pairs"])
     if kind == "md_row":  # a table row whose first cell is key and whose second cell is the number
         rows = [r for r in _table_rows(text) if r and r[0].lower() == check["key"].lower()]
         return len(rows) == 1 and len(rows[0]) > 1 and _number(rows[0][1]) == float(check["value"])
