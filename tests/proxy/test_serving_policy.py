@@ -100,3 +100,28 @@ def test_stop_cut_finds_the_first_completing_token():
     assert stop_cut([0, 1, 2, 3, 4], ["c<", "</code>"], decode) == 2
     assert stop_cut([0, 1, 2, 3, 4], ["zzz"], decode) is None
     assert stop_cut([], ["x"], decode) is None
+
+
+
+def test_serve_forces_what_its_modes_say(tmp_path):
+    """`harnessrl serve --temperature-mode force`: a harness's temperature 0 is overridden and recorded."""
+    import subprocess
+    import sys
+
+    from harnessrl.store import RunStore
+
+    from .test_cli import start_serve
+
+    proc, urls = start_serve(tmp_path, "--default-temperature", "0.8", "--temperature-mode", "force")
+    try:
+        chat(f"{urls['openai']}/chat/completions", temperature=0.0)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    with RunStore(tmp_path) as store:
+        (call,) = store.list_calls()
+        assert call.temperature == 0.8 and call.meta["sampling"]["forced"] == ["temperature"]
+        assert store.get_meta("serve")["force"] == ["temperature"]
+    bad = subprocess.run([sys.executable, "-m", "harnessrl.cli", "serve", "--engine", "scripted",
+                          "--top-p-mode", "always"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--top-p-mode always" in bad.stderr

@@ -59,6 +59,15 @@ def serve(
     default_temperature: Optional[float] = typer.Option(None, "--default-temperature", min=0.01, max=2.0,
                                                         show_default="serve.default_temperature",
                                                         help="Temperature of requests that send none."),
+    default_top_p: float = typer.Option(1.0, "--default-top-p", min=0.01, max=1.0, show_default="serve.default_top_p",
+                                        help="top_p of requests that send none."),
+    temperature_mode: str = typer.Option("default", "--temperature-mode", show_default="serve.temperature_mode",
+                                         help="default: a temperature the harness sends is used | force: "
+                                              "--default-temperature replaces it (both are recorded)."),
+    top_p_mode: str = typer.Option("default", "--top-p-mode", show_default="serve.top_p_mode",
+                                   help="default | force: --default-top-p replaces the harness's top_p."),
+    max_tokens_mode: str = typer.Option("default", "--max-tokens-mode", show_default="serve.max_tokens_mode",
+                                        help="default | force: --max-tokens replaces the harness's max_tokens."),
     tool_format: Optional[str] = typer.Option(None, "--tool-format", show_default="render.tool_format",
                                               help=TOOL_FORMAT_HELP),
     max_body_mb: float = typer.Option(8.0, "--max-body-mb", help="Request body limit on every route (413 above)."),
@@ -89,6 +98,11 @@ def serve(
 
     if tool_format is not None and tool_format not in TOOL_FORMATS:
         raise typer.BadParameter(f"--tool-format must be one of {', '.join(TOOL_FORMATS)}")
+    modes = {"temperature": temperature_mode, "top_p": top_p_mode, "max_tokens": max_tokens_mode}
+    bad = [f"--{k.replace('_', '-')}-mode {v}" for k, v in modes.items() if v not in ("default", "force")]
+    if bad:
+        raise typer.BadParameter(f"{', '.join(bad)}: a mode is default or force")
+    force = tuple(k for k, v in modes.items() if v == "force")
     from harnessrl.engine.model import ModelNotFound, resolve_model, smollm2_tokenizer_dir
     from harnessrl.proxy.server import ProxyServer, ProxyStartError
     from harnessrl.store import RunStore
@@ -106,11 +120,12 @@ def serve(
         raise typer.Exit(code=2) from None
     store = RunStore(run_dir, synchronous=store_sync)
     store.set_meta("render", {"tool_format": renderer.info.tool_format, "history": history})
-    store.set_meta("serve", {"default_temperature": default_temperature, "max_tokens_cap": max_tokens_cap})
+    store.set_meta("serve", {"default_temperature": default_temperature, "default_top_p": default_top_p,
+                             "force": list(force), "max_tokens_cap": max_tokens_cap})
     server = ProxyServer(eng, store, renderer, host=host, port=port, history_mode=history, uds=uds,
                          default_max_tokens=max_tokens, served_model=Path(model_dir).name,
                          max_tokens_cap=max_tokens_cap, default_temperature=default_temperature,
-                         max_body_bytes=int(max_body_mb * 1024 * 1024),
+                         default_top_p=default_top_p, force=force, max_body_bytes=int(max_body_mb * 1024 * 1024),
                          rollout_quota=int(rollout_quota_mb * 1024 * 1024), drain_s=drain_s,
                          keep_alive_s=keep_alive_s, header_timeout_s=header_timeout_s)
     try:
