@@ -6,6 +6,7 @@ generationConfig."""
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 import pytest
@@ -167,3 +168,60 @@ def test_prompt_too_long_is_typed_and_recorded(proxy, engine, store):
     assert "exceeds the maximum number of tokens allowed (32)" in r.json()["error"]["message"]
     [rec] = store.list_calls(["rollout-t"], include_raw=True)
     assert rec.status == "error" and rec.meta["error_kind"] == "too_long"
+
+
+_EVENT = re.compile(r"^\s*data: (.*)(?:\n\n|\r\r|\r\n\r\n)")  # the parser of the genai versions gemini-cli bundles
+
+
+def _bundled_sdk_events(raw: bytes) -> list[dict]:
+    """What that parser yields from a stream body: each match from the buffer's start; a leftover
+    that is not whitespace is its "Incomplete JSON segment" error; a bare JSON error object raises."""
+    text = raw.decode()
+    try:
+        whole = json.loads(text)
+    except ValueError:
+        whole = None
+    if isinstance(whole, dict) and "error" in whole:
+        raise RuntimeError(f"ApiError {whole['error']['code']}: {whole['error']['status']}")
+    out = []
+    while (m := _EVENT.match(text)):
+        out.append(json.loads(m.group(1)))
+        text = text[m.end():]
+    assert not text.strip(), f"Incomplete JSON segment at the end: {text[:80]!r}"
+    return out
+
+
+@pytest.fixture
+def slow_proxy(engine, store, renderer):
+    """A proxy whose engine takes longer than the keepalive interval: streams open with keepalives."""
+    import asyncio
+
+    from harnessrl.proxy.server import ProxyServer
+
+    plain = engine.generate
+
+    async def slow(ids, params):
+        await asyncio.sleep(0.5)
+        return await plain(ids, params)
+
+    engine.generate = slow
+    server = ProxyServer(engine, store, renderer, stream_keepalive_s=0.05).start()
+    yield server
+    server.stop()
+
+
+def test_keepalive_stream_parses_with_the_bundled_sdk_rule(slow_proxy, engine, store):
+    key = slow_proxy.register_rollout("rollout-k")
+    engine.replies.append("slow hello")
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    with httpx.Client(timeout=30) as http:
+        r = http.post(_url(slow_proxy, key, "streamGenerateContent", sse=True), json=body)
+        engine.overloaded = True
+        failed = http.post(_url(slow_proxy, key, "streamGenerateContent", sse=True), json=body)
+    assert r.status_code == 200 and r.content.startswith(b"\n")  # keepalives went out first
+    events = _bundled_sdk_events(r.content)
+    assert events[-1]["candidates"][0]["content"]["parts"] == [{"text": "slow hello"}]
+    assert failed.status_code == 200  # the status line went out with the first keepalive
+    with pytest.raises(RuntimeError, match="ApiError 503: UNAVAILABLE"):
+        _bundled_sdk_events(failed.content.strip())
+    assert failed.content.startswith(b"\n")

@@ -65,7 +65,9 @@ class GeminiGenerateContent(WireProtocol):
     request_model = _Request  # the request body's schema (openapi.py)
     routes = (ROUTE_PREFIX + "{model}:generateContent", ROUTE_PREFIX + "{model}:streamGenerateContent")
     count_tokens_route: ClassVar[str] = ROUTE_PREFIX + "{model}:countTokens"
-    keepalive = b": keepalive\n\n"  # an SSE comment: the genai SDK reads only `data:` events
+    # whitespace, not an SSE comment: the @google/genai versions gemini-cli bundles match each event
+    # with /^\s*data: .../ from the buffer's start, so a comment line would stall the whole stream
+    keepalive = b"\n"
 
     def __init__(self, method: Method = "generateContent", model: str = "", sse: bool = True):
         self.method, self.model, self.sse = method, model, sse
