@@ -2,7 +2,8 @@
 
 `make_harness(spec)` builds one adapter from a spec string `<harness>[:<profile>]`:
   builtin | mini-swe-agent[:text|:tool] | claude-code[:full|:small|:tiny] | codex[:full|:small]
-  | openclaw[:full|:small|:lean|:gateway|:gateway-small] | whitebox | command[<options>]:<template>
+  | openclaw[:full|:small|:lean|:gateway|:gateway-small] | qwen-code[:full|:small] | opencode[:full|:small]
+  | whitebox | command[<options>]:<template>
 (`whitebox` is builtin's agent loop run in the run process, harness/whitebox.py)
 A profile picks the harness's tool set and prompt (flags and config files only: black box);
 see profiles.py and each adapter's PROFILES.
@@ -20,7 +21,8 @@ __all__ = ["HARNESS_SPECS", "HarnessAdapter", "HarnessConfigError", "HarnessResu
            "check_options", "is_command", "make_harness", "harness_profiles", "spec_profile"]
 
 HARNESS_SPECS = ("builtin", "mini-swe-agent[:profile]", "claude-code[:profile]", "codex[:profile]",
-                 "openclaw[:profile]", "whitebox", "command[<options>]:<template>")
+                 "openclaw[:profile]", "qwen-code[:profile]", "opencode[:profile]", "whitebox",
+                 "command[<options>]:<template>")
 
 
 def _adapter_class(name: str) -> Any:
@@ -44,6 +46,14 @@ def _adapter_class(name: str) -> Any:
         from harnessrl.harness.openclaw import OpenClawAdapter
 
         return OpenClawAdapter
+    if name == "qwen-code":
+        from harnessrl.harness.qwen_code import QwenCodeAdapter
+
+        return QwenCodeAdapter
+    if name == "opencode":
+        from harnessrl.harness.opencode import OpencodeAdapter
+
+        return OpencodeAdapter
     if name == "whitebox":
         from harnessrl.harness.whitebox import WhiteboxAdapter
 
@@ -74,7 +84,7 @@ def make_harness(spec: str, cache: Path | None = None, **options: Any) -> Harnes
         raise HarnessConfigError(f"unknown harness {spec!r}; use one of: {', '.join(HARNESS_SPECS)}")
     if arg:
         options["profile"] = arg
-    if name in ("claude-code", "codex", "openclaw"):
+    if name in ("claude-code", "codex", "openclaw", "qwen-code", "opencode"):
         options["cache"] = cache
     return cls(**options)
 

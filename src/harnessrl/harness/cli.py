@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
     @harness_app.command("install")
     def install_cmd(
         names: list[str] = typer.Argument(
-            ..., help="builtin mini-swe-agent claude-code codex openclaw (or 'all')"),
+            ..., help="builtin mini-swe-agent claude-code codex openclaw qwen-code opencode (or 'all')"),
         force: bool = typer.Option(False, "--force", help="reinstall even if the pinned version is present"),
     ) -> None:
         """Install harnesses at their pinned versions (idempotent)."""

@@ -49,6 +49,8 @@ PACKAGES: tuple[HarnessPackage, ...] = (
     HarnessPackage("claude-code", "npm", "@anthropic-ai/claude-code", "2.1.328", "claude", approx_mb=380),
     HarnessPackage("codex", "npm", "@openai/codex", "0.169.0", "codex", approx_mb=200),
     HarnessPackage("openclaw", "npm", "openclaw", "2026.9.6", "openclaw", needs_node24=True, approx_mb=650),
+    HarnessPackage("qwen-code", "npm", "@qwen-code/qwen-code", "0.24.4", "qwen", approx_mb=150),
+    HarnessPackage("opencode", "npm", "opencode-ai", "1.18.33", "opencode", approx_mb=320),
 )
 HARNESS_NAMES = tuple(p.name for p in PACKAGES)
 

@@ -1,0 +1,68 @@
+"""Qwen Code (npm `@qwen-code/qwen-code`), headless: `qwen --auth-type openai ... -o text <task>`.
+
+Points it at the proxy's Chat Completions route with `--openai-base-url` / `--openai-api-key` and
+`-m <served model>`; `--yolo` approves every tool; `--max-session-turns N` is its own turn limit,
+and it exits 53 when it hits it: that is the policy's end (status ok, `end_reason = "max_turns"`),
+scored by the verifier like Claude Code's max-turns stop. The final message is its stdout.
+
+Profiles (flags only): `full` = as shipped (its default tools and system prompt); `small` =
+`--bare` (no startup auto-discovery: QWEN.md, extensions, memory), one tool
+(`--core-tools run_shell_command`) and a one-line `--system-prompt`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harnessrl.harness import install
+from harnessrl.harness.base import (
+    CachedInstallAdapter,
+    HarnessResult,
+    LaunchOutcome,
+    LaunchSpec,
+    RunRequest,
+    openai_base,
+    quiet_env,
+    result_from,
+)
+from harnessrl.harness.profiles import Profile, profile_table, resolve
+
+TURN_LIMIT_EXIT = 53  # qwen's exit code at --max-session-turns
+SMALL_SYSTEM_PROMPT = ("You are a coding agent working in the current directory of a Linux machine: "
+                       "run shell commands with the run_shell_command tool, then reply with a short summary.")
+QUIET = {"QWEN_TELEMETRY_ENABLED": "false", "QWEN_CODE_DISABLE_UPDATE_CHECK": "1", "GEMINI_TELEMETRY_ENABLED": "false"}
+
+PROFILES = profile_table(
+    Profile("full", "Qwen Code as shipped: its default tools and system prompt", {"args": []}),
+    Profile("small", "--bare, only run_shell_command, a one-line system prompt",
+            {"args": ["--bare", "--core-tools", "run_shell_command", "--system-prompt", SMALL_SYSTEM_PROMPT]}),
+)
+
+
+class QwenCodeAdapter(CachedInstallAdapter):
+    name = "qwen-code"
+    profiles = PROFILES
+    default_profile = "full"
+
+    def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = (), profile: str | None = None) -> None:
+        self.cache = cache
+        self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
+        self.extra_args = tuple(extra_args)
+
+    def build(self, req: RunRequest) -> LaunchSpec:
+        exe = install.bin_path(self.name, self.cache)
+        env = quiet_env(req.dirs) | QUIET | {"OPENAI_BASE_URL": openai_base(req.proxy_base),
+                                             "OPENAI_API_KEY": req.api_key, "OPENAI_MODEL": req.model}
+        argv = [str(exe), "--auth-type", "openai", "--openai-base-url", openai_base(req.proxy_base),
+                "--openai-api-key", req.api_key, "-m", req.model, "--yolo",
+                "--max-session-turns", str(req.max_turns), "-o", "text",
+                *self.profile.settings["args"], *self.extra_args, req.instruction]
+        return LaunchSpec(argv=argv, env=env, cwd=req.workdir, run_id=req.dirs.run_id,
+                          dirs=[*req.dirs.all(), f"{req.dirs.home}/.qwen"])
+
+    def parse(self, req: RunRequest, outcome: LaunchOutcome) -> HarnessResult:
+        message = outcome.stdout.strip()
+        if outcome.status == "harness_error" and outcome.exit_code == TURN_LIMIT_EXIT:
+            return result_from(outcome, message, meta={"end_reason": "max_turns"}, status="ok",
+                               error=f"policy ended the episode (qwen's --max-session-turns {req.max_turns})")
+        return result_from(outcome, final_message=message)
