@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import check_two_sdk_turns
+from .helpers import check_stop_string, check_two_sdk_turns
 
 pytestmark = pytest.mark.vllm
 
@@ -21,3 +21,7 @@ def vllm_engine():
 
 def test_smollm2_through_the_proxy(vllm_engine, store):
     check_two_sdk_turns(vllm_engine, store, "vllm-1")
+
+
+def test_multi_token_stop_string_with_vllm(vllm_engine, store, renderer):
+    check_stop_string(vllm_engine, store, renderer)  # the same rule as the hf engine's

@@ -125,3 +125,13 @@ def test_serve_forces_what_its_modes_say(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "harnessrl.cli", "serve", "--engine", "scripted",
                           "--top-p-mode", "always"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--top-p-mode always" in bad.stderr
+
+
+def test_scripted_serve_engine_has_the_window_serve_help_names(renderer):
+    """`serve --engine scripted` without --max-model-len: the model's window, 8192 for SmolLM2 (as
+    `serve --help` says), not 4096."""
+    from harnessrl.engine.model import smollm2_tokenizer_dir
+    from harnessrl.proxy.cli import build_engine
+
+    assert build_engine("scripted", smollm2_tokenizer_dir(), None, renderer).max_model_len == 8192
+    assert build_engine("scripted", smollm2_tokenizer_dir(), 1024, renderer).max_model_len == 1024
