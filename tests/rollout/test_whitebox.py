@@ -46,8 +46,7 @@ def test_whitebox_records_equal_builtin_through_the_proxy(renderer, store, tasks
         assert len(calls_a) == len(calls_b) == 2
         for a, b in zip(calls_a, calls_b):
             assert {k: getattr(a, k) for k in SAME} == {k: getattr(b, k) for k in SAME}
-            keys = ("temperature", "top_p", "max_tokens", "stop_token_ids")  # the cap (200) on the agent's 256
-            assert [a.meta["sampling"][k] for k in keys] == [b.meta["sampling"][k] for k in keys]
+            assert a.meta["sampling"] == b.meta["sampling"]  # the cap (200) on the agent's 256
             assert b.meta["sampling"]["max_tokens"] == 200
             assert (a.protocol, b.protocol) == ("openai.chat", "whitebox")
         # the second call extends the first one's prompt + completion, its reply reused as sampled ids
@@ -55,6 +54,22 @@ def test_whitebox_records_equal_builtin_through_the_proxy(renderer, store, tasks
             calls_b[0].prompt_ids + calls_b[0].sampled_ids
         assert rec_b.meta["harness_meta"]["stop"] == "final" and rec_b.meta["harness_meta"]["commands"] == 1
         assert engine_a.calls[0][0] == engine_b.calls[0][0]  # what the engine saw, not only what was stored
+
+
+def test_whitebox_follows_the_proxys_forced_sampling(renderer, store, tasks):
+    """A run that forces the temperature (serve.force) overrides the agent's 0.7 for both."""
+    engine = ScriptedEngine(lambda ids: renderer.encode("Done.") + [renderer.eot_id], eos_ids=renderer.stop_ids)
+    server = ProxyServer(engine, store, renderer, default_temperature=1.0, force=("temperature",)).start()
+    try:
+        adapter = make_harness("whitebox")
+        adapter.bind_proxy(LocalProxy(server))
+        job = RolloutJob(tasks[0], "whitebox", "g-forced", 0)
+        run_rollout(job, adapter, LocalProxy(server), store, LOCAL)
+    finally:
+        server.stop()
+    (call,) = store.list_calls([job.rollout_id])
+    assert call.temperature == 1.0 and call.meta["sampling"]["forced"] == ["temperature"]
+    assert engine.calls[0][1].temperature == 1.0
 
 
 def test_whitebox_prompt_too_long_is_context_exceeded(renderer, store, tasks):

@@ -32,6 +32,8 @@ from harnessrl.engine.base import Generation, PromptTooLong, SamplingParams
 from harnessrl.harness import builtin_agent as agent
 from harnessrl.harness.base import HarnessConfigError, HarnessResult, SandboxLike
 from harnessrl.harness.profiles import Profile, profile_table, resolve
+from harnessrl.proxy.serving import Sampled
+from harnessrl.proxy.serving import resolve as resolve_sampling
 from harnessrl.render.messages import Message
 from harnessrl.store.records import PROMPT, CallRecord
 
@@ -43,7 +45,7 @@ PROTOCOL = "whitebox"
 @dataclass(frozen=True)
 class Policy:
     """What the loop needs from the run's in-process proxy: its engine, call writer, rollout
-    registry (key -> rollout id, seq counter, Conversation) and serving limits."""
+    registry (key -> rollout id, seq counter, Conversation) and serving policy (proxy/serving.py)."""
 
     engine: Any
     writer: Any  # proxy.writer.CallWriter
@@ -51,6 +53,8 @@ class Policy:
     stop_ids: tuple[int, ...]
     max_tokens_cap: int | None
     history_mode: str
+    serving: dict[str, float | int]  # the proxy's defaults: temperature, top_p, max_tokens
+    force: tuple[str, ...]  # knobs the proxy forces over what the agent sends
 
 
 def policy_of(link: Any) -> Policy:
@@ -61,7 +65,11 @@ def policy_of(link: Any) -> Policy:
                                  "in-process proxy: drop --proxy (a proxy in another process has no engine here)")
     return Policy(engine=server.engine, writer=server.writer, registry=server.registry,
                   stop_ids=tuple(getattr(server.renderer, "stop_ids", ()) or ()),
-                  max_tokens_cap=getattr(server, "_max_tokens_cap", None), history_mode=server.history_mode)
+                  max_tokens_cap=getattr(server, "_max_tokens_cap", None), history_mode=server.history_mode,
+                  serving={"temperature": getattr(server, "_default_temperature", 1.0),
+                           "top_p": getattr(server, "_default_top_p", 1.0),
+                           "max_tokens": getattr(server, "_default_max_tokens", 2048)},
+                  force=tuple(getattr(server, "_force", ()) or ()))
 
 
 @dataclass
@@ -170,11 +178,14 @@ def run_command(sandbox: SandboxLike, command: str, timeout_s: float, workdir: s
 
 
 def sampling(policy: Policy, n_prompt: int, max_len: int, temperature: float, max_tokens: int,
-             rollout_id: str) -> SamplingParams:
-    """The parameters the proxy derives from builtin's request (calls.py `_sampling`)."""
-    wanted = max_tokens if policy.max_tokens_cap is None else min(max_tokens, policy.max_tokens_cap)
-    return SamplingParams(temperature=temperature, top_p=1.0, max_tokens=min(wanted, max_len - n_prompt),
-                          stop_token_ids=tuple(dict.fromkeys(policy.stop_ids)), route_key=rollout_id)
+             rollout_id: str) -> tuple[SamplingParams, Sampled]:
+    """The parameters the proxy derives from builtin's request (its serving policy, calls.py)."""
+    used = resolve_sampling({"temperature": temperature, "top_p": None, "max_tokens": max_tokens}, policy.serving,
+                            policy.force, policy.max_tokens_cap)
+    params = SamplingParams(temperature=used.temperature, top_p=used.top_p,
+                            max_tokens=min(used.max_tokens, max_len - n_prompt),
+                            stop_token_ids=tuple(dict.fromkeys(policy.stop_ids)), route_key=rollout_id)
+    return params, used
 
 
 def model_call(policy: Policy, state: Any, loop: asyncio.AbstractEventLoop, messages: list[dict[str, str]],
@@ -193,7 +204,7 @@ def model_call(policy: Policy, state: Any, loop: asyncio.AbstractEventLoop, mess
     if len(prompt_ids) >= max_len:
         refuse(policy, state, loop, seq, t_start, request, len(prompt_ids), max_len)
         return None
-    params = sampling(policy, len(prompt_ids), max_len, temperature, max_tokens, state.rollout_id)
+    params, used = sampling(policy, len(prompt_ids), max_len, temperature, max_tokens, state.rollout_id)
     try:
         gen: Generation = loop.run_until_complete(policy.engine.generate(prompt_ids, params))
     except PromptTooLong as e:
@@ -209,7 +220,8 @@ def model_call(policy: Policy, state: Any, loop: asyncio.AbstractEventLoop, mess
     meta = {"rollout_key": state.key, "endpoint": PROTOCOL, "history_mode": policy.history_mode,
             "n_prompt": len(prompt_ids), "model": model,
             "sampling": {"temperature": params.temperature, "top_p": params.top_p, "max_tokens": params.max_tokens,
-                         "stop_token_ids": list(params.stop_token_ids), "requested_max_tokens": max_tokens},
+                         "stop_token_ids": list(params.stop_token_ids), "requested_max_tokens": max_tokens,
+                         "sent": used.sent, "forced": list(used.forced)},
             "timings": {"render_s": t_engine - t_render, "engine_s": t_parse - t_engine,
                         **{f"engine_{k}": v for k, v in (gen.timings or {}).items()}},
             "n_reused": len(provenance) - provenance.count(PROMPT)}
