@@ -79,7 +79,7 @@ test-harness: install system harnesses
 	timeout 2100 $(PYTEST) -m "harness and not learning" --timeout 1200 -q
 
 test-learning: install system model harnesses
-	timeout 1800 $(PYTEST) -m "learning and not scale" --timeout 1200 -q
+	timeout 2700 $(PYTEST) -m "learning and not scale" --timeout 1200 -q
 
 # scale-out on CPU: FSDP2 over 2 gloo processes, engine replicas, a local Ray cluster, the GPU smoke dry run
 test-scale: install model
