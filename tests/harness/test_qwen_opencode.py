@@ -31,7 +31,7 @@ def test_qwen_code_flags_profiles_and_turn_limit_exit(tmp_path):
     assert argv[argv.index("--max-session-turns") + 1] == "5" and argv[-1] == "Write 'hi' into a.txt"
     assert "--bare" not in argv and full.env["HOME"].startswith("@RUN@/")
     small = make_harness("qwen-code:small", cache=tmp_path).build(_req()).argv
-    assert "--bare" in small and small[small.index("--core-tools") + 1] == "run_shell_command"
+    assert "--bare" in small and "--exclude-tools=edit" in small and "--exclude-tools=run_shell_command" not in small
     assert "--system-prompt" in small
     adapter = make_harness("qwen-code:small")
     ended = adapter.parse(_req(), _outcome("made a.txt\n", 53, "harness_error"))
@@ -47,6 +47,7 @@ def test_opencode_provider_config_profiles_and_budget(tmp_path):
     provider = config["provider"]["harnessrl"]
     assert provider["options"] == {"baseURL": PROXY + "/v1", "apiKey": "secretkey"}
     assert config["model"] == config["small_model"] == "harnessrl/policy" and "tools" not in config
+    assert launch.env["PWD"] == "/workspace"
     small = json.loads(make_harness("opencode:small").build(_req()).env["OPENCODE_CONFIG_CONTENT"])
     assert small["tools"] and "bash" not in small["tools"] and not any(small["tools"].values())
     assert "bash tool" in small["agent"]["build"]["prompt"]

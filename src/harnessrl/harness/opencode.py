@@ -68,6 +68,8 @@ class OpencodeAdapter(CachedInstallAdapter):
         exe = install.bin_path(self.name, self.cache)
         config = opencode_config(openai_base(req.proxy_base), req.api_key, req.model, self.profile.settings["config"])
         env = quiet_env(req.dirs) | QUIET | {"OPENCODE_CONFIG_CONTENT": json.dumps(config)}
+        if req.workdir:  # opencode resolves its project dir from PWD, which the sandbox does not reset
+            env["PWD"] = req.workdir
         argv = [str(exe), "run", "-m", f"{PROVIDER}/{req.model}", *self.extra_args, req.instruction]
         return LaunchSpec(argv=argv, env=env, cwd=req.workdir, run_id=req.dirs.run_id, dirs=req.dirs.all())
 
