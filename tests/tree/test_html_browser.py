@@ -72,7 +72,17 @@ def test_tree_page_renders_rewards_and_advantages_in_chromium(page, tmp_path):
 
 
 def _cells_after(html: str, header: str) -> list[str]:
-    """Values of the rollout tables' column ``header`` (signed advantages like +0.866)."""
+    """Values of the rollout tables' column ``header`` (signed advantages like +0.866), found by
+    the column's position under its table header."""
     import re
 
-    return re.findall(r"<td>([+-]\d+\.\d{3})</td></tr>", html)
+    out, col = [], None
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S):
+        heads = re.findall(r"<th>(.*?)</th>", row)
+        if heads:
+            col = heads.index(header) if header in heads else None
+            continue
+        cells = re.findall(r"<td>(.*?)</td>", row)
+        if col is not None and col < len(cells) and re.fullmatch(r"[+-]\d+\.\d{3}", cells[col]):
+            out.append(cells[col])
+    return out
