@@ -63,13 +63,13 @@ def policy_of(link: Any) -> Policy:
     if server is None or getattr(server, "writer", None) is None:
         raise HarnessConfigError("the whitebox harness runs the agent inside this process and needs the "
                                  "in-process proxy: drop --proxy (a proxy in another process has no engine here)")
+    serving = server.info()["serving"]  # how the proxy serves (the same policy for both paths)
     return Policy(engine=server.engine, writer=server.writer, registry=server.registry,
                   stop_ids=tuple(getattr(server.renderer, "stop_ids", ()) or ()),
-                  max_tokens_cap=getattr(server, "_max_tokens_cap", None), history_mode=server.history_mode,
-                  serving={"temperature": getattr(server, "_default_temperature", 1.0),
-                           "top_p": getattr(server, "_default_top_p", 1.0),
-                           "max_tokens": getattr(server, "_default_max_tokens", 2048)},
-                  force=tuple(getattr(server, "_force", ()) or ()))
+                  max_tokens_cap=serving["max_tokens_cap"], history_mode=server.history_mode,
+                  serving={"temperature": serving["default_temperature"], "top_p": serving["default_top_p"],
+                           "max_tokens": serving["default_max_tokens"]},
+                  force=tuple(serving["force"]))
 
 
 @dataclass
