@@ -13,8 +13,9 @@ eval set and harness: pass@1 before and after each arm with a paired 95% bootstr
 tasks (the same tasks before and after), the paired difference of each arm against `flat`, the
 train rollouts each arm sampled, the share of its branches that diverged, and its wall time.
 
-    .venv/bin/python benchmarks/learning/branching.py [--arms flat branch ppo] [--out runs/branching]
-                                                      [--summarise-only] [key=value ...]
+    .venv/bin/python benchmarks/learning/branching.py [--config configs/branching_files.yaml]
+                                                      [--arms flat branch ppo] [--out runs/branching]
+                                                      [--baseline-from RUN] [--summarise-only] [key=value ...]
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ ARMS: dict[str, list[str]] = {
 
 def outcomes(run_dir: Path, sets: list[str]) -> dict[tuple[str, str, int], dict[str, list[float]]]:
     """{(set, harness, step): {task id: [1.0 per passed eval rollout, else 0.0]}}."""
-    tasks = {t.id: t for name in sets for t in load_tasks(name)}
+    tasks = {t.id: t for name in sets for t in load_tasks(name if name.startswith("builtin:") else f"builtin:{name}")}
     labels = {name.replace(":", "_"): name for name in sets}
     store = RunStore(run_dir)
     try:
@@ -125,6 +126,8 @@ def main() -> None:
     ap.add_argument("--out", default="runs/branching")
     ap.add_argument("--config", default=CONFIG)
     ap.add_argument("--summarise-only", action="store_true")
+    ap.add_argument("--baseline-from", type=Path, default=None,
+                    help="every arm starts from this run's step 0 (e.g. another seed's first arm)")
     args, overrides = ap.parse_known_args()
     from harnessrl.run.config import load_config  # noqa: PLC0415
 
@@ -132,11 +135,11 @@ def main() -> None:
     cfg = load_config(ROOT / args.config, overrides)
     sets = cfg.tasks.eval_set_names()
     if not args.summarise_only:
-        first = out / args.arms[0]
+        first = (ROOT / args.baseline_from).resolve() if args.baseline_from else out / args.arms[0]
         for arm in args.arms:
             run_dir = out / arm
             arm_overrides = [*overrides, *ARMS[arm], f"output.run_dir={run_dir}"]
-            if arm != args.arms[0] and not run_dir.exists() and (first / "harnessrl.sqlite").exists():
+            if run_dir != first and not run_dir.exists() and (first / "harnessrl.sqlite").exists():
                 from fork_baseline import fork  # noqa: PLC0415
 
                 fork(first, run_dir, load_config(ROOT / args.config, arm_overrides).model_dump(mode="json"))
