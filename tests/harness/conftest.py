@@ -71,6 +71,8 @@ def first_action(harness: str, tool_format: str, cmd: str | None = None) -> str:
         "claude-code": ToolCall("call_1", "Bash", {"command": cmd, "description": "Write hello.txt"}),
         "codex": ToolCall("call_1", "exec_command", {"cmd": cmd}),
         "openclaw": ToolCall("call_1", "exec", {"command": cmd}),
+        "qwen-code": ToolCall("call_1", "run_shell_command", {"command": cmd}),
+        "opencode": ToolCall("call_1", "bash", {"command": cmd, "description": "Write hello.txt"}),
     }
     if harness in tool_calls:
         return render_calls([tool_calls[harness]], tool_format)

@@ -13,9 +13,10 @@ from harnessrl.harness import make_harness
 
 pytestmark = [pytest.mark.harness, pytest.mark.bwrap, pytest.mark.timeout(1200)]
 
-HARNESSES = ["builtin", "mini-swe-agent", "claude-code", "codex", "openclaw", "openclaw:gateway", "command"]
+HARNESSES = ["builtin", "mini-swe-agent", "claude-code", "codex", "openclaw", "openclaw:gateway", "qwen-code:small",
+             "opencode:small", "command"]
 # openclaw:gateway = `openclaw gateway` + one chat turn (the gateway takes ~15-30 s to get ready)
-TOOL_LOOP = {"builtin", "mini-swe-agent", "claude-code", "codex", "openclaw"}  # >= 2 calls
+TOOL_LOOP = {"builtin", "mini-swe-agent", "claude-code", "codex", "openclaw", "qwen-code", "opencode"}  # >= 2 calls
 EXACT_PREFIX = {"builtin", "mini-swe-agent", "claude-code", "codex"}
 SAVE = {"builtin", "mini-swe-agent", "openclaw"}
 
@@ -49,13 +50,13 @@ def test_real_harness_in_bwrap(harness, kit, tmp_path):
                               model="smollm2", timeout_s=600, max_turns=6)
             hello = sb.workspace / "hello.txt"
             written = hello.read_text() if hello.exists() else None
-        assert res.status == "ok", (res.error, res.stdout_tail[-1500:], res.stderr_tail[-2500:])
+        assert res.status == "ok", (res.error, res.stdout_tail[-1500:], res.stderr_tail[:1500], res.stderr_tail[-1000:])
         calls = rig.calls(rid)
         assert calls and all(c.status == "ok" for c in calls)
         assert len(calls) == len(rig.engine.calls)  # nothing went elsewhere, nothing was lost
         assert rig.store.count_calls("someone-else") == 0 and other
         if name in TOOL_LOOP:
-            assert len(calls) >= 2 and written == "hello\n"
+            assert len(calls) >= 2 and written == "hello\n", str(rig.store.list_calls([rid], include_raw=True)[-1].request["messages"][-1])[:700]
             assert res.final_message in (kit.FINAL_ANSWER, "")  # mini-swe-agent submits an empty output
         else:  # the command 'harness' writes the model's reply
             assert written == "hello\n" and res.final_message == "hello"

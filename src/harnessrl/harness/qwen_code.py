@@ -6,8 +6,9 @@ and it exits 53 when it hits it: that is the policy's end (status ok, `end_reaso
 scored by the verifier like Claude Code's max-turns stop. The final message is its stdout.
 
 Profiles (flags only): `full` = as shipped (its default tools and system prompt); `small` =
-`--bare` (no startup auto-discovery: QWEN.md, extensions, memory), one tool (every other one
-`--exclude-tools`) and a one-line `--system-prompt`.
+`--bare` (no startup auto-discovery: QWEN.md, extensions, memory), `run_shell_command` and the
+edit tools (the others `--exclude-tools`: excluding `edit` would also deny shell commands that
+write files) and a one-line `--system-prompt`.
 """
 
 from __future__ import annotations
@@ -32,14 +33,15 @@ SMALL_SYSTEM_PROMPT = ("You are a coding agent working in the current directory 
                        "run shell commands with the run_shell_command tool, then reply with a short summary.")
 QUIET = {"QWEN_TELEMETRY_ENABLED": "false", "QWEN_CODE_DISABLE_UPDATE_CHECK": "1", "GEMINI_TELEMETRY_ENABLED": "false"}
 
-# every tool of 0.24.4 but run_shell_command (`--core-tools` does not narrow the list; `--exclude-tools` does)
-OTHER_TOOLS = ("edit", "write_file", "read_file", "read_many_files", "notebook_edit", "get_goal", "update_goal",
-               "glob", "grep_search", "list_directory", "web_fetch", "web_search", "todo_write", "save_memory",
-               "task", "skill", "exit_plan_mode")
+# the tools of 0.24.4 that small drops (`--core-tools` does not narrow the list; `--exclude-tools` does).
+# `edit` and `write_file` stay: excluding them is also a deny rule on shell commands that write files
+OTHER_TOOLS = ("read_file", "read_many_files", "notebook_edit", "get_goal", "update_goal", "glob", "grep_search",
+               "list_directory", "web_fetch", "web_search", "todo_write", "save_memory", "task", "skill",
+               "exit_plan_mode")
 
 PROFILES = profile_table(
     Profile("full", "Qwen Code as shipped: its default tools and system prompt", {"args": []}),
-    Profile("small", "--bare, only run_shell_command, a one-line system prompt",
+    Profile("small", "--bare, run_shell_command and the edit tools only, a one-line system prompt",
             {"args": ["--bare", *(f"--exclude-tools={t}" for t in OTHER_TOOLS), "--system-prompt", SMALL_SYSTEM_PROMPT]}),
 )
 
