@@ -81,6 +81,15 @@ def test_cannot_read_project_checkout(sb):
     assert "pyproject.toml" not in listing and "harnessrl" not in listing
 
 
+def test_a_directly_started_process_sees_its_own_working_dir_not_the_hosts(sb):
+    # a harness exec'd without a shell (node, python) reads PWD as given: it must name the
+    # sandbox's directory, never the host's sandbox root (a host path leak, and a prompt that
+    # differs between two runs of one task)
+    assert sb.run(["printenv", "PWD"]).stdout.strip() == sb.inner_workspace
+    sub = sb.run(["printenv", "PWD"], cwd="sub") if _sh(sb, "mkdir -p sub").returncode == 0 else None
+    assert sub is not None and sub.stdout.strip() == f"{sb.inner_workspace}/sub"
+
+
 def test_cannot_write_outside_workspace(sb, tmp_path: Path):
     name = f"hrl-escape-{uuid.uuid4().hex}"
     for target in (f"/usr/{name}", f"/etc/{name}", f"{REPO}/.venv/{name}", f"{tmp_path}/{name}", f"/{name}"):

@@ -168,6 +168,14 @@ def _start_error(msg: str) -> SandboxError:
     return SandboxError(f"bwrap failed to start: {msg}")
 
 
+def with_pwd(workdir: str, argv: list[str]) -> list[str]:
+    """argv run with PWD naming its working dir inside the sandbox. `env -C` changes the directory
+    but keeps the PWD the launcher's shell exported (the host's sandbox root): a program started
+    without a shell (node, python) would read a host path, and one that differs between two runs of
+    the same task."""
+    return argv if "=" in argv[0] else ["env", f"PWD={workdir}", *argv]
+
+
 class BwrapSandbox(Sandbox):
     read_only_binds = True
 
@@ -457,7 +465,7 @@ class BwrapSandbox(Sandbox):
             result = run_to_completion(
                 entry_wrapper(join, self._rlimits, self._fsize_mb)
                 + enter
-                + ["env", "-C", workdir, "--", *argv],
+                + ["env", "-C", workdir, "--", *with_pwd(workdir, argv)],
                 env={**self._env, **(env or {})},
                 cwd=str(self._root),
                 timeout_s=timeout_s if timeout_s is not None else self.config.wall_time_s,
