@@ -33,6 +33,8 @@ Errors are defined next to the code that raises them; this module only holds the
     ├── ClientGone             proxy/httputil.py     the client hung up mid-request (not reported)
     ├── ProxyLinkError         rollout/proxy_link.py a running proxy cannot be reached or refused
     ├── RolloutsFailed         rollout/jobs.py       every rollout of a batch failed before calling the model
+    ├── SFTDataError           run/sft_data.py       no usable SFT data: no passing rollout, mixed tokenizers
+    ├── TransferError          run/transfer.py       a run holds no before/after eval to compare
     ├── StoreError             store/run_store.py    the run store is unusable (schema, corruption)
     ├── ExportError            store/export.py       an export format or path is invalid
     ├── RunNotFound            tree/run_trees.py     the directory holds no run store
