@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harnesses import paired_change  # noqa: E402
 from run import train  # noqa: E402
 
+from harnessrl.rollout.groups import drop_abandoned_attempts  # noqa: E402
 from harnessrl.rollout.pass_at_k import rollout_passed  # noqa: E402
 from harnessrl.store import RunStore  # noqa: E402
 from harnessrl.tasks.loader import load_tasks  # noqa: E402
@@ -65,7 +66,9 @@ def train_facts(run_dir: Path) -> dict[str, float]:
     """Train rollouts sampled, branches and how many diverged, wall time of the training steps."""
     store = RunStore(run_dir)
     try:
-        train_rollouts = [r for r in store.list_rollouts() if not r.group_id.startswith("eval-") and r.step > 0]
+        # the latest attempt of each step: a step redone after a crash (--resume) trained only its redo
+        train_rollouts = [r for r in drop_abandoned_attempts(store.list_rollouts())
+                          if not r.group_id.startswith("eval-") and r.step > 0]
         steps = [m for s, m in store.list_steps() if s > 0]
     finally:
         store.close()

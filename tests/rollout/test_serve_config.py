@@ -31,7 +31,8 @@ def _options_run(monkeypatch, args: list[str]) -> dict:
     seen: dict = {}
 
     def record(plans, **kwargs):
-        seen.update(kwargs, harnesses=sorted({p.harness for p in plans}), n={p.n for p in plans})
+        seen.update(kwargs, harnesses=sorted({p.harness for p in plans}), n={p.n for p in plans},
+                    tasks=list(dict.fromkeys(p.task.id for p in plans)))
         return []
 
     monkeypatch.setattr(jobs, "run_plans", record)
@@ -94,6 +95,24 @@ def test_eval_from_run_serves_as_the_run_trained(tmp_path):
         assert (served["default_temperature"], served["max_tokens_cap"]) == (0.9, 64)
         calls = store.list_calls()
     assert calls and all(c.meta["sampling"]["max_tokens"] == 64 for c in calls)  # the builtin agent asks 256
+
+
+def test_eval_from_run_without_tasks_evaluates_the_runs_pinned_held_out_tasks(monkeypatch, tmp_path):
+    """The run's own held-out sets, with its families filter, and exactly the ids it pinned at its
+    first start (not the first tasks of the whole split), so before and after compare one task set."""
+    from harnessrl.tasks import load_tasks
+
+    run = _train_run_dir(tmp_path / "train", [*TRAINED, "tasks.families=[write_word, copy_file]", "loop.eval_size=3"])
+    held_out = [t.id for t in load_tasks("builtin:test") if t.family in ("write_word", "copy_file")]
+    pinned = [held_out[-1], held_out[0], held_out[2]]
+    with RunStore(run) as store:
+        store.set_meta("eval_task_ids", pinned)
+    seen = _options_run(monkeypatch, ["eval", "--from-run", str(run), "-d", str(tmp_path / "out"), "--engine",
+                                      "scripted"])
+    assert seen["tasks"] == pinned
+    with_tasks = _options_run(monkeypatch, ["eval", "--from-run", str(run), "-t", "builtin:write_word:test",
+                                            "--limit", "2", "-d", str(tmp_path / "out2"), "--engine", "scripted"])
+    assert len(with_tasks["tasks"]) == 2 and all(i.startswith("write_word") for i in with_tasks["tasks"])
 
 
 def test_eval_config_file_is_the_same_as_its_values(tmp_path):

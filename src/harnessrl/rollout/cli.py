@@ -206,6 +206,37 @@ def load_sets(specs: list[str], limit: Optional[int]) -> tuple[dict[str, list[An
     return sets, union
 
 
+def run_eval_sets(cfg: Any, from_run: Optional[Path], limit: Optional[int]) -> tuple[dict[str, list[Any]], list[Any]]:
+    """The held-out sets a training run evaluates (tasks.eval_sets with tasks.families, the first
+    `limit` or loop.eval_size of each, families interleaved); with `from_run`, exactly the task ids
+    that run pinned at its first start, so a checkpoint's eval compares with the run's own before."""
+    from harnessrl.errors import HarnessRLError
+    from harnessrl.run.task_sets import default_tasks
+    from harnessrl.store import RunStore
+
+    try:
+        _, evals = default_tasks(cfg)
+    except HarnessRLError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(code=2) from None
+    size = limit or cfg.loop.eval_size
+    pinned: dict[str, list[str]] = {}
+    if from_run is not None:
+        with RunStore(from_run) as store:
+            for i, name in enumerate(evals):
+                ids = store.get_meta("eval_task_ids" if i == 0 else f"eval_task_ids:{name}")
+                if ids:
+                    pinned[name] = list(ids)
+    sets: dict[str, list[Any]] = {}
+    for name, ts in evals.items():
+        if name in pinned:
+            by_id = {t.id: t for t in ts}
+            ts = [by_id[i] for i in pinned[name] if i in by_id]
+        sets[name] = ts[:size]
+    union = list({t.id: t for ts in sets.values() for t in ts}.values())
+    return sets, union
+
+
 def rollout(
     tasks: str = typer.Option("builtin:train", "--tasks", "-t", help=TASKS_HELP),
     n: Optional[int] = typer.Option(None, "-n", "--samples", min=1, show_default="loop.n_per_group",
@@ -238,9 +269,10 @@ def rollout(
 
 
 def evaluate(
-    tasks: List[str] = typer.Option(["builtin:test"], "--tasks", "-t",
-                                    help=TASKS_HELP + " Repeat to report several sets side by side (e.g. "
-                                         "builtin:test, builtin:paraphrase, builtin:unseen)."),
+    tasks: Optional[List[str]] = typer.Option(None, "--tasks", "-t", show_default="builtin:test; with --config/"
+                                              "--from-run: the run's own held-out sets",
+                                              help=TASKS_HELP + " Repeat to report several sets side by side "
+                                                   "(e.g. builtin:test, builtin:paraphrase, builtin:unseen)."),
     n: Optional[int] = typer.Option(None, "-n", "--samples", min=1, show_default="loop.eval_samples",
                                     help="Rollouts per (task, harness)."),
     k: List[int] = typer.Option([], "--k", help="Report pass@k for these k (default 1 and n)."),
@@ -271,7 +303,10 @@ def evaluate(
     ks = sorted(set(k) | {1, n}) if not k else sorted(set(k) | {1})
     if any(x < 1 or x > n for x in ks):
         raise typer.BadParameter(f"every --k must be between 1 and -n ({n})")
-    sets, union = load_sets(tasks, limit)
+    if tasks is None and (config is not None or from_run is not None):
+        sets, union = run_eval_sets(cfg, from_run, limit)
+    else:
+        sets, union = load_sets(tasks or ["builtin:test"], limit)
     with _stdout_to_stderr(json_out):
         task_list, records, _ = _execute(union, cfg, flags, n, run_dir, step=0, split="eval")
         if len(sets) == 1:
