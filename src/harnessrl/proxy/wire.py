@@ -7,7 +7,7 @@ the proxy serves: Anthropic Messages, OpenAI Chat Completions, OpenAI Responses 
 A protocol whose request settings live in the URL (Gemini: the model and the method in the path,
 `alt` in the query) returns a bound copy of itself from `for_request`.
 
-(A "tool-call dialect" in render/ is a different thing: how the model writes tool calls in text.)
+(A "tool format" in render/ is a different thing: how the model writes tool calls in text.)
 
 Inputs a text-only policy cannot see (images, documents, audio, files) are accepted by one rule:
 each becomes a placeholder text `[<type>]` in the prompt and the stored call lists it under

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from harnessrl.render.messages import ParsedCompletion, ToolCall, ToolSpec
-from harnessrl.render.shell_dialect import ShellTool, extract_commands
+from harnessrl.render.bash_format import ShellTool, extract_commands
 from harnessrl.render.tool_formats import RawCall, extract_tool_calls
 
 THINK_OPEN = "<think>"

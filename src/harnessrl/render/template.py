@@ -14,7 +14,7 @@ from typing import Any
 
 from harnessrl.render.errors import TemplateError
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
-from harnessrl.render import shell_dialect
+from harnessrl.render import bash_format
 from harnessrl.render.tool_formats import SHELL_FORMATS, TOOL_FORMATS, render_calls, render_result, system_block, tool_schema
 
 __all__ = ["TemplateError", "TemplateInfo", "detect", "to_template"]
@@ -28,9 +28,9 @@ class TemplateInfo:
     thinks: bool  # the template knows <think> blocks
     fallback_format: str = "hermes"  # the template's own convention: used by "bash" when no shell tool is offered
 
-    def shell_tool(self, tools: list[ToolSpec] | None) -> shell_dialect.ShellTool | None:
+    def shell_tool(self, tools: list[ToolSpec] | None) -> bash_format.ShellTool | None:
         """The shell tool the "bash" format drives for these tools (None: another format, or none found)."""
-        return shell_dialect.find_shell_tool(tools) if self.tool_format in SHELL_FORMATS else None
+        return bash_format.find_shell_tool(tools) if self.tool_format in SHELL_FORMATS else None
 
 
 def detect(source: str, tool_format: str | None = None) -> TemplateInfo:
@@ -81,14 +81,14 @@ def _native_message(msg: Message, info: TemplateInfo) -> dict[str, Any]:
 
 
 def _injected_messages(messages: list[Message], tools: list[ToolSpec], info: TemplateInfo,
-                       shell: shell_dialect.ShellTool | None = None) -> list[dict[str, Any]]:
+                       shell: bash_format.ShellTool | None = None) -> list[dict[str, Any]]:
     """Messages with the tool convention written into the text (``shell``: the "bash" format)."""
     fmt = info.fallback_format if info.tool_format in SHELL_FORMATS else info.tool_format
     out: list[dict[str, Any]] = []
     for msg in messages:
         content = msg.content or ""
         if msg.role == "tool":
-            block = shell_dialect.render_result(content) if shell else render_result(content)
+            block = bash_format.render_result(content) if shell else render_result(content)
             if out and out[-1].get("_tool_run"):
                 out[-1]["content"] += "\n" + block
             else:
@@ -99,23 +99,23 @@ def _injected_messages(messages: list[Message], tools: list[ToolSpec], info: Tem
             for c in msg.tool_calls:
                 command = shell.command_of(c) if shell else None
                 if command is not None:
-                    texts.append(shell_dialect.render_command(command))
+                    texts.append(bash_format.render_command(command))
                 else:
                     texts.append(render_calls([ToolCall(c.id, c.name, _custom_args(c), c.kind)], fmt))
             if fmt == "smollm2" and not shell and len(texts) > 1:  # all calls in one tag
                 texts = [render_calls([ToolCall(c.id, c.name, _custom_args(c), c.kind) for c in msg.tool_calls], fmt)]
-            content = shell_dialect.render_reply(content, texts)
+            content = bash_format.render_reply(content, texts)
             content, _ = _with_reasoning(content, msg.reasoning, info)
         out.append({"role": msg.role, "content": content})
     if tools:
-        block = shell_dialect.INSTRUCTION if shell else system_block(tools, fmt)
+        block = bash_format.INSTRUCTION if shell else system_block(tools, fmt)
         if out and out[0]["role"] == "system":
             out[0]["content"] = f"{out[0]['content']}\n\n{block}" if out[0]["content"] else block
         else:
             out.insert(0, {"role": "system", "content": block})
         if shell and info.tool_format == "bash_examples":  # worked examples as earlier turns
             at = _examples_at(out)
-            out[at:at] = shell_dialect.example_turns()
+            out[at:at] = bash_format.example_turns()
     for item in out:
         item.pop("_tool_run", None)
     return out

@@ -8,7 +8,7 @@ Three conventions:
 - ``smollm2`` (the SmolLM2-1.7B-Instruct convention): the same ``<tools>`` block, but all calls of
   a reply as ONE JSON list inside a single ``<tool_call>[...]</tool_call>`` tag.
 
-- ``bash`` (shell_dialect.py): the model runs the harness's shell tool by writing one fenced
+- ``bash`` (bash_format.py): the model runs the harness's shell tool by writing one fenced
   ```bash block; the other two stay the fallback for calls of other tools.
 
 Parsing accepts both JSON shapes whatever the configured format, several tags (parallel calls), and
@@ -25,7 +25,7 @@ from typing import Any
 from harnessrl.render.messages import ToolCall, ToolSpec
 
 TOOL_FORMATS = ("hermes", "smollm2", "bash", "bash_examples")
-SHELL_FORMATS = ("bash", "bash_examples")  # the model writes ```bash blocks (render/shell_dialect.py)
+SHELL_FORMATS = ("bash", "bash_examples")  # the model writes ```bash blocks (render/bash_format.py)
 
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _TAG_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)

@@ -46,7 +46,7 @@ class CheckReport:
 def summarize_call(call: Any) -> CallSummary:
     """One stored call as the check shows it (tools read back through the call's own protocol)."""
     from harnessrl.proxy.protocols import WIRE_PROTOCOLS
-    from harnessrl.render.shell_dialect import find_shell_tool
+    from harnessrl.render.bash_format import find_shell_tool
 
     tools: list[Any] = []
     wire = next((w for w in WIRE_PROTOCOLS if w.name == call.protocol), None)

@@ -3,7 +3,7 @@ mode; local sandbox, temp dir): a scripted policy writes
 one fenced ```bash block, the proxy turns it into the harness's own shell-tool call (found from
 the tool schemas in its request), the harness runs it, and the policy then answers without a
 block. Asserts: the harness ran the command, every call is captured, the prefix property holds,
-the prompt carries the dialect's instruction instead of the JSON tool list, and the tool result
+the prompt carries the bash format's instruction instead of the JSON tool list, and the tool result
 came back rendered as an output block."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import warnings
 import pytest
 
 from harnessrl.harness import make_harness
-from harnessrl.render.shell_dialect import INSTRUCTION
+from harnessrl.render.bash_format import INSTRUCTION
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(900)]
 

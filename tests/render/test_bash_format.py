@@ -1,5 +1,5 @@
 """The "bash" tool format: shell-tool recognition from schemas, parsing, rendering, round trips,
-results in each harness's shape, the no-shell fallback, and exact history with dialect turns.
+results in each harness's shape, the no-shell fallback, and exact history with bash-format turns.
 
 tests/fixtures/harness_tool_schemas.json: the tool schemas of the real harnesses' first requests
 (Claude Code, Codex, OpenClaw; decoded from tests/fixtures/harness_calls, descriptions dropped),
@@ -15,7 +15,7 @@ import pytest
 
 from harnessrl.render.conversation import Conversation
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
-from harnessrl.render.shell_dialect import (
+from harnessrl.render.bash_format import (
     INSTRUCTION,
     command_text,
     extract_commands,
@@ -274,8 +274,8 @@ def test_unknown_format_is_refused():
         Renderer.from_pretrained(smollm2_tokenizer_dir(), tool_format="zsh")
 
 
-def test_native_template_uses_the_dialect_when_a_shell_tool_is_offered():
-    """A template with its own tool support (Qwen style) still gets the dialect in "bash" mode."""
+def test_native_template_uses_the_bash_format_when_a_shell_tool_is_offered():
+    """A template with its own tool support (Qwen style) still gets the bash format in "bash" mode."""
     from harnessrl.engine.model import smollm2_tokenizer_dir
     from harnessrl.render.renderer import Renderer
 
@@ -289,7 +289,7 @@ def test_native_template_uses_the_dialect_when_a_shell_tool_is_offered():
     assert "<tools>" in native  # no shell tool: the template's own tool rendering
 
 
-# ---- exact history with dialect turns ------------------------------------------------------------
+# ---- exact history with bash-format turns ------------------------------------------------------------
 REPLIES = [
     "I will look at the files first.\n```bash\nls -la\n```",
     "```bash\ncat notes.txt\n```",
@@ -303,7 +303,7 @@ RESULTS = ["(Bash completed with no output)", "Exit code 1\ncat: notes.txt: No s
 
 @pytest.mark.parametrize("harness", ["claude-code", "codex", "openclaw", "mini-swe-agent"])
 @pytest.mark.parametrize("fmt", ["bash_renderer", "examples_renderer"])
-def test_exact_history_with_dialect_turns(fmt, harness, request):
+def test_exact_history_with_bash_format_turns(fmt, harness, request):
     """Each request resends the served history the way a harness does (arguments re-serialised as
     JSON strings, ids rewritten): call k+1's prompt extends call k's prompt + sampled ids, the
     sampled ids keep their version, and while the replies are in canonical form the ids equal a plain
@@ -338,9 +338,9 @@ def test_exact_history_with_dialect_turns(fmt, harness, request):
     assert all(t.mode == "exact" for t in conv.turns)
 
 
-def test_full_rendering_splices_dialect_replies(bash_renderer):
+def test_full_rendering_splices_bash_format_replies(bash_renderer):
     """A request that continues no turn (OpenClaw's per-request context message) still carries our
-    dialect reply as its sampled ids."""
+    bash-format reply as its sampled ids."""
     r = bash_renderer
     tools = harness_tools("openclaw")
     conv = Conversation(r)
@@ -361,15 +361,15 @@ def test_full_rendering_splices_dialect_replies(bash_renderer):
 def test_examples_format_adds_worked_turns_only_with_a_shell_tool(examples_renderer, bash_renderer, harness):
     """bash_examples = bash + the worked examples as earlier turns after the system prompt; without a
     shell tool both fall back to the template's own convention (no examples)."""
-    from harnessrl.render import shell_dialect
+    from harnessrl.render import bash_format
 
     msgs = [Message("system", "You are an agent."), Message("user", "Delete a.txt.")]
     tools = harness_tools(harness)
     with_examples = examples_renderer.render_text(msgs, tools)
     plain = bash_renderer.render_text(msgs, tools)
-    for task, command in shell_dialect.EXAMPLES:
+    for task, command in bash_format.EXAMPLES:
         assert task in with_examples and f"```bash\n{command}\n```" in with_examples and task not in plain
-    assert with_examples.index(shell_dialect.INSTRUCTION) < with_examples.index(shell_dialect.EXAMPLES[0][0])
+    assert with_examples.index(bash_format.INSTRUCTION) < with_examples.index(bash_format.EXAMPLES[0][0])
     assert with_examples.rstrip().endswith("Delete a.txt.<|im_end|>\n<|im_start|>assistant".rstrip())
     assert examples_renderer.render_text(msgs, []) == bash_renderer.render_text(msgs, [])
 
@@ -378,14 +378,14 @@ def test_examples_sit_right_before_the_task_after_context_turns(examples_rendere
     """A harness that sends context turns first (Codex: permissions, then the environment) gets the
     worked examples between those and the task, and the place stays put in later calls (each call's
     prompt extends the one before: the prefix property the trees rely on)."""
-    from harnessrl.render import shell_dialect
+    from harnessrl.render import bash_format
 
     tools = harness_tools("codex")
     first = [Message("system", "You are Codex."), Message("user", "<permissions>sandboxed</permissions>"),
              Message("user", "<environment_context>/work</environment_context>"), Message("user", "Delete a.txt.")]
     text = examples_renderer.render_text(first, tools)
-    assert (text.index("<environment_context>") < text.index(shell_dialect.EXAMPLES[0][0])
-            < text.index(shell_dialect.EXAMPLES[-1][0]) < text.index("Delete a.txt."))
+    assert (text.index("<environment_context>") < text.index(bash_format.EXAMPLES[0][0])
+            < text.index(bash_format.EXAMPLES[-1][0]) < text.index("Delete a.txt."))
     reply = Message("assistant", "", tool_calls=[ToolCall("c1", "exec_command", {"cmd": "rm a.txt"})])
     later = first + [reply, Message("tool", "", tool_call_id="c1"), Message("user", "Anything else?")]
     prompt = examples_renderer.render_text(first, tools, add_generation_prompt=False)
@@ -396,14 +396,14 @@ def test_a_system_message_after_the_task_joins_the_task_turn(examples_renderer):
     """Claude Code 2.1 sends its environment as a system message after the task's user message:
     rendered, it joins that user turn in front of the task (the task is read last), the worked
     examples stay before it, and the next call's prompt still extends this one."""
-    from harnessrl.render import shell_dialect
+    from harnessrl.render import bash_format
 
     tools = harness_tools("claude-code")
     first = [Message("system", "You are Claude Code."), Message("user", "Delete a.txt."),
              Message("system", "# Environment\\nPrimary working directory: /workspace")]
     text = examples_renderer.render_text(first, tools)
     assert text.count("<|im_start|>system") == 1
-    assert (text.index(shell_dialect.EXAMPLES[-1][0]) < text.index("# Environment") < text.index("Delete a.txt.")
+    assert (text.index(bash_format.EXAMPLES[-1][0]) < text.index("# Environment") < text.index("Delete a.txt.")
             < text.index("<|im_start|>assistant", text.index("Delete a.txt.")))
     reply = Message("assistant", "", tool_calls=[ToolCall("c1", "Bash", {"command": "rm a.txt"})])
     later = first + [reply, Message("tool", "", tool_call_id="c1")]

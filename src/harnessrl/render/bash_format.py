@@ -39,7 +39,7 @@ INSTRUCTION = (
     "The command's output comes back in the next message. Run one command per reply. "
     "When the task is done, reply without a code block."
 )
-# A variant with worked examples, measured against INSTRUCTION by benchmarks/dialect_instruction.py
+# A variant with worked examples, measured against INSTRUCTION by benchmarks/bash_format_instruction.py
 # (SmolLM2-135M, 144 samples each: format 40% vs 35%, one-shot pass 2.1% for both), so not the default.
 # No built-in task uses these names.
 EXAMPLES_INSTRUCTION = (
@@ -55,7 +55,7 @@ EXAMPLES_INSTRUCTION = (
 
 # The "bash_examples" format: these worked examples as earlier chat turns after the system prompt
 # (task, the ```bash block, its output, "Done."). SmolLM2-135M follows turns far more than a
-# description: benchmarks/dialect_instruction.py measured, on 144 first replies to held-out tasks,
+# description: benchmarks/bash_format_instruction.py measured, on 144 first replies to held-out tasks,
 # format 92% vs 35% and one-shot pass 9.0% vs 2.1% (worked examples inside the system prompt: 2.1%).
 EXAMPLES = (
     ("Copy notes.md to backup.md.", "cp notes.md backup.md"),

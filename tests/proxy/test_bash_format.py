@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from harnessrl.proxy.server import ProxyServer
-from harnessrl.render.shell_dialect import INSTRUCTION
+from harnessrl.render.bash_format import INSTRUCTION
 
 from .fakes import TextScriptEngine
 from .helpers import assert_call_ok, assert_prefix_chain

@@ -2,12 +2,12 @@
 
 Each prompt is what the proxy renders for a first request with Claude Code's tools
 (tests/fixtures/harness_tool_schemas.json) in the `bash` format: a one-line system prompt + the
-dialect's instruction, and one task of the easy file families. Sampled with the vLLM (CPU) engine;
+bash format's instruction, and one task of the easy file families. Sampled with the vLLM (CPU) engine;
 counted: replies the renderer parses into a shell call (format), and calls whose command names the
 task's file and value (on task: a rough upper bound on "would pass").
 
-    PYTHONPATH=src .venv/bin/python benchmarks/dialect_format.py [--n 64] [--temps 0.7 1.0] [--variants shipped]
-    PYTHONPATH=src .venv/bin/python benchmarks/dialect_format.py --prompt-sizes   # tokenizer only, no engine
+    PYTHONPATH=src .venv/bin/python benchmarks/bash_format_vs_json.py [--n 64] [--temps 0.7 1.0] [--variants shipped]
+    PYTHONPATH=src .venv/bin/python benchmarks/bash_format_vs_json.py --prompt-sizes   # tokenizer only, no engine
 
 --prompt-sizes: the first prompt of each captured real harness run (tests/fixtures/harness_calls,
 rendered in the Hermes format) and the same prompt with its JSON tool list replaced by the `bash`
@@ -22,7 +22,7 @@ import json
 import time
 from pathlib import Path
 
-from harnessrl.render import shell_dialect
+from harnessrl.render import bash_format
 from harnessrl.render.messages import Message, ToolSpec
 
 SYSTEM = "You are a coding agent working in a Linux shell."
@@ -37,7 +37,7 @@ TASKS = [  # (task, words a command doing it must contain)
     ("Write the number 42 into result.txt.", ("42", "result.txt")),
 ]
 VARIANTS = {
-    "shipped": shell_dialect.INSTRUCTION,
+    "shipped": bash_format.INSTRUCTION,
     "bare": ("To run a bash command, reply with the command in a ```bash code block. "
              "When the task is done, reply without a code block."),
     "example-task": ("You can run bash commands in the current directory. To run a command, reply with one "
@@ -77,7 +77,7 @@ def prompt_sizes() -> None:
         if start < 0 or end < 0:
             print(f"| {path.stem} | {len(rows[0]['prompt_ids'])} | (no tools) |")
             continue
-        bash = text[:start] + shell_dialect.INSTRUCTION + text[end + len(howto):]
+        bash = text[:start] + bash_format.INSTRUCTION + text[end + len(howto):]
         print(f"| {path.stem} | {len(r.encode(text))} | {len(r.encode(bash))} |")
 
 
@@ -106,7 +106,7 @@ def main() -> None:
     dump = args.dump.open("w") if args.dump else None
     try:
         for variant in args.variants:
-            shell_dialect.INSTRUCTION = VARIANTS[variant]  # the renderer reads it at render time
+            bash_format.INSTRUCTION = VARIANTS[variant]  # the renderer reads it at render time
             jobs = [TASKS[i % len(TASKS)] for i in range(args.n)]
             prompts = [renderer.render([Message("system", SYSTEM), Message("user", task)], tools) for task, _ in jobs]
             for temp in args.temps:

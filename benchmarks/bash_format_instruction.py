@@ -6,7 +6,7 @@ engine at the serving temperature, run the reply's ```bash block in a fresh bwra
 the task's files, then the task's verifier. Prints, per instruction variant: format rate (a block
 parsed into a Bash call) and one-shot pass rate with a 95% Wilson interval.
 
-    .venv/bin/python benchmarks/dialect_instruction.py [--tasks 24] [--samples 3] [--temperature 0.7]
+    .venv/bin/python benchmarks/bash_format_instruction.py [--tasks 24] [--samples 3] [--temperature 0.7]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def main() -> None:
     from harnessrl.engine import EngineConfig, make_engine, resolve_model
     from harnessrl.engine.base import SamplingParams
     from harnessrl.harness.claude_code import TINY_SYSTEM_PROMPT
-    from harnessrl.render import shell_dialect
+    from harnessrl.render import bash_format
     from harnessrl.render.messages import Message, ToolSpec
     from harnessrl.render.renderer import Renderer
     from harnessrl.rollout.pass_at_k import wilson_interval
@@ -46,8 +46,8 @@ def main() -> None:
     ap.add_argument("--variants", nargs="+", default=["plain", "examples", "turns"])
     args = ap.parse_args()
 
-    variants = {"plain": shell_dialect.INSTRUCTION, "examples": shell_dialect.EXAMPLES_INSTRUCTION,
-                "turns": shell_dialect.INSTRUCTION}  # "turns": the bash_examples format (examples as turns)
+    variants = {"plain": bash_format.INSTRUCTION, "examples": bash_format.EXAMPLES_INSTRUCTION,
+                "turns": bash_format.INSTRUCTION}  # "turns": the bash_examples format (examples as turns)
     renderers = {"turns": Renderer.from_pretrained(resolve_model(None), tool_format="bash_examples")}
     model_dir = resolve_model(None)
     renderer = Renderer.from_pretrained(model_dir, tool_format="bash")
@@ -60,7 +60,7 @@ def main() -> None:
                             stop_token_ids=renderer.stop_ids)
     try:
         for name in args.variants:
-            shell_dialect.INSTRUCTION = variants[name]
+            bash_format.INSTRUCTION = variants[name]
             rend = renderers.get(name, renderer)
             prompts = [rend.render([Message("system", TINY_SYSTEM_PROMPT), Message("user", t.instruction)], [tool])
                        for t in tasks]
