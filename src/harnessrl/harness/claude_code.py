@@ -11,13 +11,11 @@ Profiles (flags only): `full` = as shipped (12 tools, ~12.4k-token first prompt)
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from harnessrl.harness import install
-from harnessrl.harness.profiles import Profile, profile_table, resolve
+from harnessrl.harness.profiles import Profile, ProfiledInstallAdapter, profile_table
 from harnessrl.harness.base import (
-    CachedInstallAdapter,
     HarnessResult,
     LaunchOutcome,
     LaunchSpec,
@@ -56,15 +54,10 @@ def policy_ended(subtype: Any, message: str) -> bool:
     return subtype == "error_max_turns" or "output token maximum" in message
 
 
-class ClaudeCodeAdapter(CachedInstallAdapter):
+class ClaudeCodeAdapter(ProfiledInstallAdapter):
     name = "claude-code"
     profiles = PROFILES
     default_profile = "full"
-
-    def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = (), profile: str | None = None) -> None:
-        self.cache = cache
-        self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
-        self.extra_args = tuple(extra_args)
 
     def build(self, req: RunRequest) -> LaunchSpec:
         exe = install.bin_path(self.name, self.cache)

@@ -13,11 +13,9 @@ place of the built-in ~17k-character one.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from harnessrl.harness import install
 from harnessrl.harness.base import (
-    CachedInstallAdapter,
     HarnessResult,
     LaunchOutcome,
     LaunchSpec,
@@ -27,7 +25,7 @@ from harnessrl.harness.base import (
     quiet_env,
     result_from,
 )
-from harnessrl.harness.profiles import Profile, profile_table, resolve
+from harnessrl.harness.profiles import Profile, ProfiledInstallAdapter, profile_table
 
 PROVIDER = "harnessrl"
 KEY_VAR = "HARNESSRL_API_KEY"
@@ -107,16 +105,11 @@ def policy_ended(text: str) -> bool:
     return any(mark in text for mark in POLICY_END_MARKS)
 
 
-class CodexAdapter(CachedInstallAdapter):
+class CodexAdapter(ProfiledInstallAdapter):
     name = "codex"
     enforces_max_turns = False  # `codex exec` has no turn limit: the proxy's call budget bounds it
     profiles = PROFILES
     default_profile = "full"
-
-    def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = (), profile: str | None = None) -> None:
-        self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
-        self.cache = cache
-        self.extra_args = tuple(extra_args)
 
     def build(self, req: RunRequest) -> LaunchSpec:
         codex_home = req.dirs.sub("codex")

@@ -13,12 +13,10 @@ tool but `bash` off and a one-line prompt for its `build` agent.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from harnessrl.harness import install
 from harnessrl.harness.base import (
-    CachedInstallAdapter,
     HarnessResult,
     LaunchOutcome,
     LaunchSpec,
@@ -27,7 +25,7 @@ from harnessrl.harness.base import (
     quiet_env,
     result_from,
 )
-from harnessrl.harness.profiles import Profile, profile_table, resolve
+from harnessrl.harness.profiles import Profile, ProfiledInstallAdapter, profile_table
 
 PROVIDER = "harnessrl"
 OFF_TOOLS = ("edit", "glob", "grep", "list", "patch", "read", "skill", "task", "todoread", "todowrite",
@@ -53,16 +51,11 @@ def opencode_config(base_url: str, api_key: str, model: str, extra: dict[str, An
             "model": f"{PROVIDER}/{model}", "small_model": f"{PROVIDER}/{model}", **extra}
 
 
-class OpencodeAdapter(CachedInstallAdapter):
+class OpencodeAdapter(ProfiledInstallAdapter):
     name = "opencode"
     profiles = PROFILES
     default_profile = "full"
     enforces_max_turns = False  # `opencode run` has no turn limit: the proxy's call budget bounds it
-
-    def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = (), profile: str | None = None) -> None:
-        self.cache = cache
-        self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
-        self.extra_args = tuple(extra_args)
 
     def build(self, req: RunRequest) -> LaunchSpec:
         exe = install.bin_path(self.name, self.cache)

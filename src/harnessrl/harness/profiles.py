@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harnessrl.harness.base import HarnessConfigError
+from pathlib import Path
+
+from harnessrl.harness.base import CachedInstallAdapter, HarnessConfigError
 
 
 @dataclass(frozen=True)
@@ -56,3 +58,16 @@ def split_spec(spec: str) -> tuple[str, str]:
     `command:<template>` -> ("command", "<template>") (the rest is the template, colons and all)."""
     name, _, arg = spec.strip().partition(":")
     return name, arg
+
+
+class ProfiledInstallAdapter(CachedInstallAdapter):
+    """A cached-install harness driven through one of its `profiles` (flags and config files only),
+    plus extra command-line arguments."""
+
+    profiles: dict[str, Profile] = {}
+    default_profile = "full"
+
+    def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = (), profile: str | None = None) -> None:
+        self.cache = cache
+        self.profile = resolve(self.name, self.profiles, profile, self.default_profile)
+        self.extra_args = tuple(extra_args)

@@ -13,11 +13,9 @@ write files) and a one-line `--system-prompt`.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from harnessrl.harness import install
 from harnessrl.harness.base import (
-    CachedInstallAdapter,
     HarnessResult,
     LaunchOutcome,
     LaunchSpec,
@@ -26,7 +24,7 @@ from harnessrl.harness.base import (
     quiet_env,
     result_from,
 )
-from harnessrl.harness.profiles import Profile, profile_table, resolve
+from harnessrl.harness.profiles import Profile, ProfiledInstallAdapter, profile_table
 
 TURN_LIMIT_EXIT = 53  # qwen's exit code at --max-session-turns
 SMALL_SYSTEM_PROMPT = ("You are a coding agent working in the current directory of a Linux machine: "
@@ -46,15 +44,10 @@ PROFILES = profile_table(
 )
 
 
-class QwenCodeAdapter(CachedInstallAdapter):
+class QwenCodeAdapter(ProfiledInstallAdapter):
     name = "qwen-code"
     profiles = PROFILES
     default_profile = "full"
-
-    def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = (), profile: str | None = None) -> None:
-        self.cache = cache
-        self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
-        self.extra_args = tuple(extra_args)
 
     def build(self, req: RunRequest) -> LaunchSpec:
         exe = install.bin_path(self.name, self.cache)
