@@ -117,3 +117,13 @@ def test_load_script_skips_failed_and_undelivered_calls(store):
     assert [c.call_id for c in load_script(store, "p", 2).calls] == ["x", "y"]
     with pytest.raises(ValueError, match="2 served calls"):
         load_script(store, "p", 3)
+
+
+def test_rollout_keys_never_start_like_an_option():
+    """A harness given its key on the command line (`--api-key KEY`) must not read it as a flag:
+    one in 64 url-safe tokens starts with "-" (smolagents' argparse refused one)."""
+    from harnessrl.proxy.rollouts import new_key
+
+    keys = [new_key() for _ in range(2000)]
+    assert all(k[0].isalpha() for k in keys) and len(set(keys)) == len(keys)
+    assert all(len(k) == 25 for k in keys)

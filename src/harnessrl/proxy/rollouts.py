@@ -20,6 +20,13 @@ ADHOC = "adhoc"
 ADHOC_MAX_TURNS = 2048  # the ad-hoc rollout never closes: past this many turns its history starts afresh
 
 
+def new_key() -> str:
+    """A fresh secret rollout key (144 random bits, URL-safe). It starts with a letter: a harness
+    handed the key as a command-line value (`--api-key KEY`) would read a leading "-" as an option
+    (smolagents' argparse did)."""
+    return "k" + secrets.token_urlsafe(18)
+
+
 @dataclass
 class QuotaUsage:
     """What one rollout has spent of its store quota (shared by its open keys)."""
@@ -87,7 +94,7 @@ class RolloutRegistry:
             raise ValueError(f"invalid rollout id {rollout_id!r}")
         if max_calls is not None and max_calls < 1:
             raise ValueError(f"max_calls must be >= 1, got {max_calls}")
-        key = key or secrets.token_urlsafe(18)
+        key = key or new_key()
         state = RolloutState(key, rollout_id, self._new_conversation(), self._first_seq(rollout_id),
                              max_calls=max_calls, replay=replay)
         with self._lock:

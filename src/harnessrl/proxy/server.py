@@ -67,7 +67,7 @@ class ProxyServer:
         self.host = host
         self.uds = str(uds) if uds else None
         self.history_mode = history_mode
-        self.admin_token = admin_token or secrets.token_urlsafe(24)
+        self.admin_token = admin_token or "a" + secrets.token_urlsafe(24)  # never a leading "-" (an option)
         self.served_model = served_model or Path(str(getattr(engine, "model_path", "") or "policy")).name
         self._requested_port = port
         self._sock: socket.socket | None = None
