@@ -196,6 +196,18 @@ def update_fixtures() -> bool:
     return os.environ.get("HARNESSRL_UPDATE_FIXTURES") == "1"
 
 
+def bwrap_for(adapter, workspace_src, port: int, key: str):
+    """A bwrap sandbox showing the adapter's read-only paths, its proxy endpoint on `port` with the
+    rollout `key` (the test is skipped where bwrap cannot run)."""
+    from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, SandboxUnavailable, make_sandbox
+
+    cfg = SandboxConfig(type="bwrap", extra_ro_binds=[str(p) for p in adapter.ro_paths()])
+    try:
+        return make_sandbox(cfg, workspace_src=workspace_src, proxy=ProxyEndpoint(port, key=key))
+    except SandboxUnavailable as e:
+        pytest.skip(f"bwrap is not usable here: {e}")
+
+
 @pytest.fixture(scope="session")
 def kit():
     """The helpers above for test modules (conftest is not importable under --import-mode=importlib)."""
@@ -205,4 +217,4 @@ def kit():
                            prefix_breaks=prefix_breaks,
                            save_fixture=save_fixture, FIXTURES=FIXTURES, update_fixtures=update_fixtures,
                            require_installed=require_installed, harness_spec=harness_spec,
-                           scripted_policy=scripted_policy)
+                           scripted_policy=scripted_policy, bwrap_for=bwrap_for)

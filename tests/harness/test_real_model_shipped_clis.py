@@ -33,9 +33,7 @@ def greedy_rig(tmp_path_factory):
 
 
 @pytest.mark.parametrize("spec", ["opencode:small", "qwen-code:small"])
-def test_small_model_runs_a_shell_command_through_the_cli(spec, greedy_rig, tmp_path):
-    from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, SandboxUnavailable, make_sandbox
-
+def test_small_model_runs_a_shell_command_through_the_cli(spec, greedy_rig, kit, tmp_path):
     adapter = make_harness(spec)
     if adapter.preflight():
         pytest.skip(f"{spec} is not installed (make harnesses)")
@@ -44,12 +42,7 @@ def test_small_model_runs_a_shell_command_through_the_cli(spec, greedy_rig, tmp_
     src.mkdir()
     rid = f"{spec}-smollm2"
     key = server.register_rollout(rid, max_calls=4)
-    cfg = SandboxConfig(type="bwrap", extra_ro_binds=[str(p) for p in adapter.ro_paths()])
-    try:
-        sb = make_sandbox(cfg, workspace_src=src, proxy=ProxyEndpoint(server.port, key=key))
-    except SandboxUnavailable as e:
-        pytest.skip(f"bwrap is not usable here: {e}")
-    with sb:
+    with kit.bwrap_for(adapter, src, server.port, key) as sb:
         res = adapter.run(sb, instruction=INSTRUCTION, proxy_base=f"{sb.proxy_base}/r/{key}", api_key=key,
                           model="smollm2", timeout_s=600, max_turns=4)
         wrote = sb.run(["cat", "hello.txt"]).stdout.strip()
