@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from harnessrl.render.normalize import mask_volatile
+from harnessrl.store.records import served_calls
 
 EXACT, MEANING = "exact", "meaning"
 
@@ -89,12 +90,6 @@ class ReplayScript:
             self._unused.clear()
             self.diverged = True
             return ReplayHit(None, "diverged", expected)
-
-
-def served_calls(calls: Sequence[Any]) -> list[Any]:
-    """The calls of a rollout the harness acted on, in order: served (status ok) and delivered."""
-    return sorted((c for c in calls if c.status == "ok" and c.delivered and len(c.sampled_ids)),
-                  key=lambda c: c.seq)
 
 
 def load_script(store: Any, parent_rollout: str, n_calls: int) -> ReplayScript:

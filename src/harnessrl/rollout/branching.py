@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from harnessrl.rollout.plan import Branch, GroupPlan
-from harnessrl.store.records import CallRecord, Lineage, RolloutRecord, is_scored
+from harnessrl.store.records import CallRecord, Lineage, RolloutRecord, is_scored, served_calls
 
 
 class BranchingConfig(BaseModel):
@@ -58,11 +58,6 @@ class BranchPoint:
     score: float  # the policy's score (mean surprisal for entropy)
 
 
-def served(calls: Sequence[CallRecord]) -> list[CallRecord]:
-    """A rollout's calls the harness acted on, in order (what a branch can replay)."""
-    return sorted((c for c in calls if c.status == "ok" and c.delivered and len(c.sampled_ids)), key=lambda c: c.seq)
-
-
 def surprisal(call: CallRecord) -> float:
     """Mean -logprob of a call's sampled tokens."""
     lp = np.asarray(call.logprobs, dtype=np.float64)
@@ -82,7 +77,7 @@ def branch_points(rollouts: Sequence[RolloutRecord], calls: Sequence[CallRecord]
     for r in rollouts:
         if r.lineage is not None or not is_scored(r.status, r.reward):
             continue
-        own = served(by_rollout.get(r.rollout_id, []))
+        own = served_calls(by_rollout.get(r.rollout_id, []))
         for j in range(cfg.min_call, len(own)):
             score = surprisal(own[j]) if cfg.policy == "entropy" else rng.random()
             candidates.append(BranchPoint(r.rollout_id, j, score))

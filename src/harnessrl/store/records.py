@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,3 +101,10 @@ class RolloutRecord:
     meta: dict[str, Any] = field(default_factory=dict)
     profile: str = ""  # the harness profile it ran with ("" = none, e.g. runs written before profiles)
     lineage: Lineage | None = None  # set on a branch: its parent rollout and branch call
+
+
+def served_calls(calls: Sequence[CallRecord]) -> list[CallRecord]:
+    """A rollout's calls the harness acted on, in order: served (status ok), delivered, with
+    sampled ids. Call j of a branch point (rollout/branching.py) is the j-th of these, and so is
+    call j of the replay that re-runs it (proxy/replay.py)."""
+    return sorted((c for c in calls if c.status == "ok" and c.delivered and len(c.sampled_ids)), key=lambda c: c.seq)
