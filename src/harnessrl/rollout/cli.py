@@ -219,7 +219,6 @@ def run_eval_sets(cfg: Any, from_run: Optional[Path], limit: Optional[int]) -> t
     except HarnessRLError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(code=2) from None
-    size = limit or cfg.loop.eval_size
     pinned: dict[str, list[str]] = {}
     if from_run is not None:
         with RunStore(from_run) as store:
@@ -232,7 +231,7 @@ def run_eval_sets(cfg: Any, from_run: Optional[Path], limit: Optional[int]) -> t
         if name in pinned:
             by_id = {t.id: t for t in ts}
             ts = [by_id[i] for i in pinned[name] if i in by_id]
-        sets[name] = ts[:size]
+        sets[name] = ts[:limit or cfg.tasks.eval_set_size(name, cfg.loop.eval_size)]
     union = list({t.id: t for ts in sets.values() for t in ts}.values())
     return sets, union
 

@@ -126,30 +126,64 @@ class HarnessEntry(_Strict):
         return self
 
 
+class EvalSet(_Strict):
+    """One held-out set with its own size: `{name: builtin:chain:test, size: 6, samples: 1}` (a long
+    set can be smaller than the headline set). `size`/`samples` default to loop.eval_size /
+    loop.eval_samples."""
+
+    name: str
+    size: int | None = Field(None, ge=1)
+    samples: int | None = Field(None, ge=1)
+
+
 class TasksSection(_Strict):
-    """What is trained on and what is evaluated. `eval_sets` names the held-out sets evaluated before,
-    during and after training (default: [eval_split]); each entry is a split of the suite (builtin:
-    test = held-out tasks of the trained families, paraphrase = the same jobs in new wording and new
-    names and values, unseen = families never trained on) or, for the builtin suite, a full selector
-    (`builtin:...`). `families` (families or categories) filters the train split and every eval set
-    but `unseen`, whose families are by definition not the trained ones. The first set is the run's
-    headline ("eval" in the metrics); every set is reported with n and a 95% interval."""
+    """What is trained on and what is evaluated. `train_split` is one split or a list of them (their
+    tasks together: `[train, builtin:chain:train]`). `eval_sets` names the held-out sets evaluated
+    before, during and after training (default: [eval_split]); each entry is a split of the suite
+    (builtin: test = held-out tasks of the trained families, paraphrase = the same jobs in new wording
+    and new names and values, unseen = families never trained on) or, for the builtin suite, a full
+    selector (`builtin:...`), alone or as `{name, size, samples}` (EvalSet). `families` (families or
+    categories) filters the train split and every eval set but `unseen`, whose families are by
+    definition not the trained ones. The first set is the run's headline ("eval" in the metrics);
+    every set is reported with n and a 95% interval."""
 
     suite: str = "builtin"  # "builtin" or a path to a task directory
     families: list[str] | None = None  # restrict to these families or categories
-    train_split: str = "train"
+    train_split: str | list[str] = "train"
     eval_split: str = "test"
-    eval_sets: list[str] | None = None  # e.g. [test, paraphrase, unseen]; None = [eval_split]
+    eval_sets: list[str | EvalSet] | None = None  # e.g. [test, paraphrase, unseen]; None = [eval_split]
+
+    @field_validator("train_split")
+    @classmethod
+    def _some_split(cls, v: str | list[str]) -> str | list[str]:
+        if isinstance(v, list) and (not v or len(set(v)) != len(v)):
+            raise ValueError(f"train_split must be a split or a non-empty list of distinct splits, got {v}")
+        return v
 
     @field_validator("eval_sets")
     @classmethod
-    def _distinct_sets(cls, v: list[str] | None) -> list[str] | None:
-        if v is not None and (not v or len(set(v)) != len(v)):
-            raise ValueError(f"eval_sets must be a non-empty list of distinct names, got {v}")
+    def _distinct_sets(cls, v: list[str | EvalSet] | None) -> list[str | EvalSet] | None:
+        names = [x if isinstance(x, str) else x.name for x in v or ()]
+        if v is not None and (not v or len(set(names)) != len(names)):
+            raise ValueError(f"eval_sets must be a non-empty list of distinct names, got {names}")
         return v
 
+    def train_splits(self) -> list[str]:
+        return [self.train_split] if isinstance(self.train_split, str) else list(self.train_split)
+
+    def eval_set_entries(self) -> list[EvalSet]:
+        return [EvalSet(name=x) if isinstance(x, str) else x for x in self.eval_sets or [self.eval_split]]
+
     def eval_set_names(self) -> list[str]:
-        return list(self.eval_sets) if self.eval_sets else [self.eval_split]
+        return [e.name for e in self.eval_set_entries()]
+
+    def eval_set_size(self, name: str, default: int) -> int:
+        """Tasks of set `name` evaluated (its own size, else `default`: loop.eval_size)."""
+        return next((e.size for e in self.eval_set_entries() if e.name == name and e.size), default)
+
+    def eval_set_samples(self, name: str, default: int) -> int:
+        """Rollouts per task of set `name` (its own samples, else `default`: loop.eval_samples)."""
+        return next((e.samples for e in self.eval_set_entries() if e.name == name and e.samples), default)
 
 
 class AlgorithmConfig(PPOSettings):

@@ -18,8 +18,10 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColu
 from rich.table import Table
 from rich.text import Text
 
+from harnessrl.run.heldout import change_text
 from harnessrl.run.record import step_records
 from harnessrl.run.report import eval_table
+from harnessrl.run.transfer import Cell
 
 PHASES = ("rollout", "branch", "tree", "train", "sync", "eval", "checkpoint")
 
@@ -140,3 +142,17 @@ def _hms(seconds: float | None) -> str:
 
 def now() -> float:
     return time.perf_counter()
+
+
+def changes_table(changes: list[tuple[str, Cell]]) -> Table:
+    """What training changed: held-out pass@1 before/after with the paired 95% interval (run/heldout.py)."""
+    table = Table(title="held-out change (paired 95% CI over tasks; outside the noise when it excludes 0)",
+                  show_header=True, header_style="bold", title_justify="left")
+    for name, justify in (("harness · set", "left"), ("before", "right"), ("after", "right"),
+                          ("change [95% CI]", "right"), ("tasks", "right"), ("rollouts", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for label, c in changes:
+        style = "bold green" if c.ci95[0] > 0 else "bold red" if c.ci95[1] < 0 else ""
+        table.add_row(label, _pct(c.before), _pct(c.after), f"[{style}]{change_text(c)}[/{style}]" if style
+                      else change_text(c), str(c.tasks), f"{c.rollouts_before} / {c.rollouts_after}")
+    return table

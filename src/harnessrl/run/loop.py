@@ -44,8 +44,9 @@ from harnessrl.run.runner_collector import default_collector
 from harnessrl.run.collector import Collector, RolloutsAhead
 from harnessrl.run.task_sets import default_tasks
 from harnessrl.run.config import RunConfig
-from harnessrl.run.display import RunDisplay, summary_table
+from harnessrl.run.display import RunDisplay, changes_table, summary_table
 from harnessrl.run.errors import TrainError
+from harnessrl.run.heldout import changes_markdown, held_out_changes
 from harnessrl.run.logs import library_logs
 from harnessrl.run.metrics_log import MetricsLog, read_jsonl
 from harnessrl.run.record import (REDONE, EvalResult, PolicyLag, RolloutStats, StepRecord, TreeTotals,
@@ -288,7 +289,7 @@ def load_tasks(cfg: RunConfig, tasks_loader: TasksLoader, store: RunStore,
     train_tasks, evals = tasks_loader(cfg)
     if not isinstance(evals, dict):
         evals = {cfg.tasks.eval_set_names()[0]: evals}
-    eval_sets = {name: pinned_eval_tasks(store, tasks, cfg.loop.eval_size, console,
+    eval_sets = {name: pinned_eval_tasks(store, tasks, cfg.tasks.eval_set_size(name, cfg.loop.eval_size), console,
                                          key="eval_task_ids" if i == 0 else f"eval_task_ids:{name}")
                  for i, (name, tasks) in enumerate(evals.items())}
     return train_tasks, eval_sets
@@ -410,8 +411,9 @@ def evaluate(parts: RunParts, step: int, display: RunDisplay) -> EvalResult | No
     if cfg.loop.eval_size == 0 or not sets:
         return None
     harnesses = [h.name for h in cfg.harnesses]
-    plans = {name: plan_eval(step, parts.attempt, tasks, harnesses, cfg.loop.eval_size, cfg.loop.eval_samples,
-                             label="" if i == 0 else name)
+    size, samples = cfg.tasks.eval_set_size, cfg.tasks.eval_set_samples
+    plans = {name: plan_eval(step, parts.attempt, tasks, harnesses, size(name, cfg.loop.eval_size),
+                             samples(name, cfg.loop.eval_samples), label="" if i == 0 else name)
              for i, (name, tasks) in enumerate(sets.items())}
     display.phase(step, "eval (held-out pass@1)")
     all_plans = [p for ps in plans.values() for p in ps]
@@ -419,8 +421,8 @@ def evaluate(parts: RunParts, step: int, display: RunDisplay) -> EvalResult | No
     by_id = {g.plan.group_id: g for g in read_groups(parts.store, all_plans)}
     headline: dict[str, float] = {}
     per_set: dict[str, dict[str, dict[str, Any]]] = {}
-    ks = sorted({1, cfg.loop.eval_samples})
     for i, (name, ps) in enumerate(plans.items()):
+        ks = sorted({1, samples(name, cfg.loop.eval_samples)})
         set_groups = [by_id[p.group_id] for p in ps]
         if i == 0:
             headline = pass_at_1(set_groups)
@@ -517,8 +519,12 @@ def finish_run(parts: RunParts, console: Console, log_file: Path | None = None) 
     last = max((r["step"] for r in records), default=0)
     trees = write_last_trees(parts, last, console)
     cfg_yaml = yaml.safe_dump(parts.cfg.model_dump(mode="json"), sort_keys=False)
-    report = write_report(records, parts.run_dir, plots, f"harnessrl run {parts.run_dir.name}", cfg_yaml, trees)
+    changes = held_out_changes(parts.store.list_rollouts(), parts.cfg.model_dump(mode="json"))
+    report = write_report(records, parts.run_dir, plots, f"harnessrl run {parts.run_dir.name}", cfg_yaml, trees,
+                          changes_markdown(changes))
     console.print(summary_table(records, parts.run_dir, report.with_suffix(".html"), plots_dir, log_file, trees))
+    if changes:
+        console.print(changes_table(changes))
     return RunResult(parts.run_dir, report, plots_dir, last, records)
 
 

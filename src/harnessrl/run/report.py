@@ -118,7 +118,7 @@ def _agg(a: dict[str, Any] | None) -> str:
 
 
 def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path], title: str,
-                 config_yaml: str, tree_page: Path | None = None) -> Path:
+                 config_yaml: str, tree_page: Path | None = None, changes: list[str] | None = None) -> Path:
     """report.md (before/after held-out pass@1 per harness, totals, plots, config) and the same as a
     self-contained report.html (plots inlined, tree view linked) to open in a browser; returns the .md."""
     before, after = eval_table(records)
@@ -133,7 +133,7 @@ def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path]
             rows.append([h, _pct(b), _pct(a), delta])
         lines += ["## Held-out pass@1 per harness", "", "| harness | before | after | change |", "|---|---|---|---|"]
         lines += [f"| {' | '.join(r)} |" for r in rows] + [""]
-    sets = eval_sets_lines(records)
+    sets = (changes or []) + eval_sets_lines(records)  # changes: heldout.changes_markdown
     lines += sets
     facts: list[str] = []
     if train_steps:

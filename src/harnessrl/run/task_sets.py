@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from harnessrl.run.errors import TrainError
 from harnessrl.tasks.loader import interleave_families, load_tasks
 from harnessrl.tasks.model import TaskError
@@ -27,10 +29,13 @@ def default_tasks(cfg) -> tuple[list, dict[str, list]]:
 
             def load(name: str) -> list:
                 return [x for x in everything if x.split == name]
-        train = kept(load(t.train_split), t.train_split)
+        train = [x for name in t.train_splits() for x in kept(load(name), name)]
         evals = {name: interleave_families(kept(load(name), name)) for name in t.eval_set_names()}
     except TaskError as err:
         raise TrainError(f"tasks: {err}") from err
+    dupes = sorted(i for i, n in Counter(x.id for x in train).items() if n > 1)
+    if dupes:
+        raise TrainError(f"tasks.train_split {t.train_splits()} lists tasks twice: {dupes[:5]}")
     if not train:
         raise TrainError(f"no training tasks for tasks={t.model_dump()}; check tasks.families / tasks.suite")
     overlap = {x.id for x in train} & {x.id for ts in evals.values() for x in ts}

@@ -53,7 +53,8 @@ class Row:
 def headline_set(config: dict[str, Any] | None) -> str:
     """The run's first eval set (its group ids carry no set label)."""
     tasks = (config or {}).get("tasks") or {}
-    return str((tasks.get("eval_sets") or [tasks.get("eval_split") or "test"])[0])
+    first = (tasks.get("eval_sets") or [tasks.get("eval_split") or "test"])[0]
+    return str(first["name"] if isinstance(first, dict) else first)  # a name or an EvalSet
 
 
 def trained_label(config: dict[str, Any] | None, fallback: str) -> str:
