@@ -97,6 +97,40 @@ def test_end_exits_are_scored_as_an_end(fake_sandbox):
     assert other.status == "harness_error"
 
 
+def test_a_program_the_sandbox_cannot_find_points_at_ro_not_at_install(fake_sandbox):
+    """`/bin/sh: qwen: not found` (exit 127, a program behind `cd` that check() cannot see) names
+    the fix for a command harness: `ro` and `harness check`, never `harness install` alone."""
+    res = _run(make_harness("command:cd . && qwen-not-on-this-host -p {task}"), fake_sandbox)
+    assert (res.status, res.exit_code) == ("harness_error", 127)
+    assert "not found" in res.error and "ro (command[ro=DIR]" in res.error and "harness check" in res.error
+    assert "for shipped harnesses only" in res.error
+    ended = _run(make_harness("command[end_exits=127]:cd . && qwen-not-on-this-host"), fake_sandbox)
+    assert ended.status == "ok"  # end_exits come first
+
+
+def test_start_hints_fit_the_harness():
+    from harnessrl.harness import start_hint
+
+    hint = start_hint("command[name=qwen]:/opt/qwen/bin/qwen -p {task}")
+    assert "harness install" not in hint and "ro (command[ro=DIR]" in hint and "harness check" in hint
+    assert "`harnessrl harness install qwen-code`" in start_hint("qwen-code:small")
+    assert "harness install" not in start_hint("nosuch") and "command[<options>]" in start_hint("nosuch")
+
+
+def test_config_validate_rejects_a_misspelled_option(tmp_path):
+    from typer.testing import CliRunner
+
+    from harnessrl.cli import app
+
+    bad = tmp_path / "rox.yaml"
+    bad.write_text("harnesses:\n  - name: 'command:ls {task}'\n    options: {rox: [/opt]}\n")
+    res = CliRunner().invoke(app, ["config", "validate", str(bad)])
+    assert res.exit_code == 1 and "'rox'" in res.output and "valid: ro, rw" in res.output
+    good = tmp_path / "ro.yaml"
+    good.write_text("harnesses:\n  - name: 'command:ls {task}'\n    options: {ro: [/opt]}\n")
+    assert CliRunner().invoke(app, ["config", "validate", str(good)]).exit_code == 0
+
+
 def test_final_message_sources(fake_sandbox):
     out = _run(make_harness("command[final=stdout]:printf 'a\\nb\\n'"), fake_sandbox)
     assert out.final_message == "a\nb"

@@ -183,7 +183,8 @@ def test_a_batch_where_every_rollout_failed_to_start_is_a_typed_error(proxy, sto
     with pytest.raises(RolloutsFailed, match="failed before the model was called") as err:
         run_groups(tasks[:1], ["command:/nonexistent/harness-binary"], 2, proxy=proxy, store=store,
                    sandbox_cfg=LOCAL, concurrency=2, start_retries=0, progress=False)
-    assert "harness install" in str(err.value)
+    assert "harness install" not in str(err.value)  # a command: harness is never installed by harnessrl
+    assert "ro (command[ro=DIR]" in str(err.value) and "harness check" in str(err.value)
     assert {r.status for r in store.list_rollouts()} == {"harness_error"} and len(store.list_rollouts()) == 2
 
 
@@ -200,6 +201,21 @@ def test_a_harness_without_a_turn_limit_is_bounded_by_the_call_budget(proxy, sto
     assert (rec.status, rec.reward, rec.meta["end_reason"]) == ("ok", 1.0, "call_budget"), rec.error
     calls = sorted(store.list_calls([rec.rollout_id]), key=lambda c: c.seq)
     assert [c.status for c in calls] == ["ok", "error"] and calls[1].meta["error_kind"] == "call_budget"
+
+
+def test_a_command_harness_gets_max_turns_calls_and_is_scored(proxy, store, tasks):
+    """A `command:` CLI that goes on calling (qwen-code made 9 calls under --max-turns 3) gets
+    max_turns calls at the proxy; the next is refused and the rollout is scored as the policy's end."""
+    import sys
+
+    from harnessrl.harness.command import CommandAdapter
+
+    agent = Path(__file__).with_name("summariser_agent.py")  # two calls, each answered when allowed
+    rec = run_rollout(RolloutJob(tasks[1], "command", "g-budget", 0), CommandAdapter(f"{sys.executable} {agent}"),
+                      LocalProxy(proxy), store, RunOptions(sandbox_cfg=LOCAL, max_turns=1))
+    calls = sorted(store.list_calls([rec.rollout_id]), key=lambda c: c.seq)
+    assert [c.status for c in calls] == ["ok", "error"] and calls[1].meta["error_kind"] == "call_budget"
+    assert (rec.status, rec.meta["end_reason"]) == ("ok", "call_budget") and rec.reward is not None
 
 
 def test_a_context_refusal_anywhere_is_context_exceeded_never_ok(renderer, store, tasks):

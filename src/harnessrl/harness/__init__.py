@@ -18,7 +18,7 @@ from harnessrl.harness.base import HarnessAdapter, HarnessConfigError, HarnessRe
 from harnessrl.harness.profiles import Profile
 
 __all__ = ["HARNESS_SPECS", "HarnessAdapter", "HarnessConfigError", "HarnessResult", "check_harnesses",
-           "check_options", "is_command", "make_harness", "harness_profiles", "spec_profile"]
+           "check_options", "is_command", "make_harness", "harness_profiles", "spec_profile", "start_hint"]
 
 HARNESS_SPECS = ("builtin", "mini-swe-agent[:profile]", "claude-code[:profile]", "codex[:profile]",
                  "openclaw[:profile]", "qwen-code[:profile]", "opencode[:profile]", "whitebox",
@@ -127,6 +127,21 @@ def check_harnesses(specs: list[str], options: dict[str, dict[str, Any]]) -> Non
         check = getattr(adapter, "check", None)
         if check is not None:
             check()
+
+
+def start_hint(spec: str) -> str:
+    """What to check when `spec` failed before its first model call. A `command:` harness is never
+    installed by harnessrl, so `harnessrl harness install` would not apply to it: its fix is the
+    sandbox's view of the CLI (`ro`) and one scripted try (`harnessrl harness check`)."""
+    from harnessrl.harness.install import HARNESS_NAMES
+
+    if is_command(spec):
+        return ("a command: harness is yours to install: show its install dir and runtime to the sandbox "
+                "with ro (command[ro=DIR]:...) and try it with `harnessrl harness check SPEC`")
+    name = spec.strip().partition(":")[0]
+    if name in HARNESS_NAMES:
+        return f"check the harness install (`harnessrl harness install {name}`)"
+    return f"check the harness spec ({', '.join(HARNESS_SPECS)})"
 
 
 def spec_profile(spec: str) -> str:

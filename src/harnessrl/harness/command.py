@@ -58,6 +58,11 @@ SEED_LIMIT_BYTES = 4 << 20  # the files copied into the sandbox by `rw: HOSTDIR:
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 # where the sandbox finds binaries besides the `ro` paths (bwrap: /usr and the venv)
 _SANDBOX_BIN_ROOTS = ("/usr", "/bin", "/sbin")
+NOT_FOUND_EXIT = 127  # the shell's "command not found"
+NOT_FOUND_HINT = ("Exit 127 is the shell's 'command not found': the sandbox shows only /usr, this venv and "
+                  "the ro paths, so add the CLI's install dir and runtime with ro (command[ro=DIR]:...) and "
+                  "try it with `harnessrl harness check SPEC`; `harnessrl harness install` is for shipped "
+                  "harnesses only")
 _SHELL_BUILTINS = frozenset({"cd", "export", "set", "unset", "true", "false", ":", ".", "source", "eval", "exit",
                              "test", "[", "if", "for", "while", "case", "umask", "ulimit", "trap", "wait"})
 
@@ -300,4 +305,6 @@ class CommandAdapter(LaunchedAdapter):
         if outcome.status == "harness_error" and outcome.exit_code in self.options.end_exits:
             return result_from(outcome, message, meta={"end_reason": f"exit {outcome.exit_code}"}, error="",
                                status="ok")
+        if outcome.status == "harness_error" and outcome.exit_code == NOT_FOUND_EXIT:
+            return result_from(outcome, message, error=f"{outcome.error}. {NOT_FOUND_HINT}")
         return result_from(outcome, final_message=message)

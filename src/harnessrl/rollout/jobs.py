@@ -154,11 +154,13 @@ def check_not_all_broken(records: Sequence[RolloutRecord]) -> None:
     """Raise RolloutsFailed when every record failed to start (no model call); the records are stored."""
     if not records or any(r.status not in START_STATUSES or r.call_count for r in records):
         return
+    from harnessrl.harness import start_hint
+
     first = records[0].error or records[0].status
     raise RolloutsFailed(
         f"all {len(records)} rollouts failed before the model was called ({records[0].harness}: "
-        f"{first[-400:].strip()}). The records are stored in the run. Check the harness install "
-        "(`harnessrl harness install <name>`) and the sandbox (`harnessrl rollout --sandbox local` to compare).")
+        f"{first[-400:].strip()}). The records are stored in the run. Fix: {start_hint(records[0].harness)}; "
+        "then the sandbox (`harnessrl rollout --sandbox local` to compare).")
 
 
 class LiveSandboxes:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harnessrl.engine import resolve_model
-from harnessrl.harness import HarnessConfigError
+from harnessrl.harness import HarnessConfigError, start_hint
 from harnessrl.render.renderer import Renderer
 from harnessrl.rollout.jobs import RunOptions, make_adapters, run_plans
 from harnessrl.rollout.plan import GroupPlan
@@ -52,7 +52,7 @@ class RunnerCollector:
             raise TrainError(f"harness {name!r}: {err}") from err
         problem = adapter.preflight() if hasattr(adapter, "preflight") else None
         if problem:
-            raise TrainError(f"harness {name!r} cannot run: {problem} (try `harnessrl harness install {name}`)")
+            raise TrainError(f"harness {name!r} cannot run: {problem} ({start_hint(name)})")
 
     def _adapter(self, name: str) -> Any:
         if name not in self._adapters:
