@@ -125,7 +125,7 @@ def has_signal(adv: TokenAdvantages) -> bool:
 def per_harness_share(trees: list[PrefixTree], advs: list[TokenAdvantages]) -> list[TokenAdvantages]:
     """Rescale path weights so each harness's trees carry an equal share of the loss:
     sum_h (1/H) * loss_h / norm_h, with the batch denominator unchanged."""
-    harness = [next(iter({r.harness for r in t.rollouts.values()}), "") for t in trees]
+    harness = [t.harness for t in trees]
     norm_h: dict[str, float] = {}
     for h, adv in zip(harness, advs):
         norm_h[h] = norm_h.get(h, 0.0) + adv.norm

@@ -188,7 +188,11 @@ class TasksSection(_Strict):
 
 class AlgorithmConfig(PPOSettings):
     """The loss's own settings (clip_low ... kl_coef, from `PPOSettings`) plus the advantage
-    estimator and what the learner keeps around it."""
+    estimator and what the learner keeps around it. `harness_grad_cosine`: in a step whose batch
+    holds two harnesses or more, split the policy gradient by harness and record the cosine of
+    every pair (`grad_cosine`) and each one's norm (`harness_grad_norm`): negative transfer shows
+    as a cosine below 0. It costs a flat float32 copy of the gradient per harness (plus two) during
+    the update's first epoch (train/harness_grads.py); a sharded trainer (FSDP) records none."""
 
     model_config = ConfigDict(frozen=False, extra="forbid")
 
@@ -199,6 +203,7 @@ class AlgorithmConfig(PPOSettings):
     std_normalize: bool = True  # False = Dr.GRPO
     per_harness_norm: bool = False  # normalise rewards per harness within a group
     per_harness_loss: bool = False  # each harness gets an equal share of the loss, whatever its tokens
+    harness_grad_cosine: bool = True  # mixed batches: cosine of the per-harness policy gradients (above)
     reference_model: bool = False  # keep a frozen copy to log (and with kl_coef, penalise) KL
     mismatch_kl_warn: float = Field(0.015, ge=0)  # warn above this KL(engine||trainer) (0: never)
     epochs: int = Field(1, ge=1)

@@ -161,7 +161,8 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
     lag, update = None, None
     with timed(times, "train"):
         if trees:
-            batch = concat_batch([t.flat() for t in trees], advs)
+            trees, advs = harness_ordered(trees, advs)
+            batch = concat_batch([t.flat() for t in trees], advs, harnesses=[t.harness for t in trees])
             lag = limit_policy_lag(batch, trees, step - 1, cfg.loop.max_policy_lag)
             update = parts.trainer.update(batch)
 
@@ -377,6 +378,13 @@ def tree_totals(trees: list[PrefixTree], groups: int) -> TreeTotals:
                       groups_trained=float(len(trees)))
 
 
+def harness_ordered(trees: list[PrefixTree], advs: list) -> tuple[list[PrefixTree], list]:
+    """The trees (and their advantages) with each harness's together, in their order otherwise: the
+    trainer then splits a mixed batch's gradient by harness about once per harness (train/harness_grads.py)."""
+    order = sorted(range(len(trees)), key=lambda i: trees[i].harness)
+    return [trees[i] for i in order], [advs[i] for i in order]
+
+
 def limit_policy_lag(batch: TrainBatch, trees: list, trainer_version: int, max_lag: int) -> PolicyLag:
     """Per decision token, lag = trainer_version - the policy version that sampled it. Tokens more
     than max(max_lag, 0) versions old leave the loss (in place: decision off, weight 0; a resumed
@@ -501,11 +509,13 @@ def step_line(step: int, rec: StepRecord) -> str:
                        for name, per_h in sets.items())
     per_call = rec.trees.per_call_tokens if rec.trees else 0.0
     held = sum((rec.rollouts.memory_held if rec.rollouts else {}).values())
+    cos = " ".join(f"{pair}={v:+.2f}" for pair, v in (u.grad_cosine or {}).items())
     return (f"step {step}: reward {rw or '-'} loss {u.loss:+.4f} kl {u.kl or 0.0:.4f} "
             f"clip {u.clip_frac or 0.0:.3f} |dlogp| {u.abs_logp_gap or 0.0:.4f} "
             f"mismatch KL {u.mismatch_kl or 0.0:.4f} "
             f"tokens {u.tokens_computed:.0f}/{per_call:.0f} "
             f"time " + " ".join(f"{k} {v:.0f}s" for k, v in rec.time.items())
+            + (f" | grad cos {cos}" if cos else "")
             + (f" | {held:.0f} rollouts held for memory" if held else "") + (f" | eval {ev}" if ev else ""))
 
 

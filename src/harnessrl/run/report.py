@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harnessrl.run.record import step_records
+from harnessrl.run.record import StepRecord, step_records
 
 PANELS = (  # (file stem, title, metric keys; "x/*" = every sub-key of x)
     ("reward", "mean reward per harness (train rollouts)", ["reward/*"]),
@@ -17,10 +17,13 @@ PANELS = (  # (file stem, title, metric keys; "x/*" = every sub-key of x)
     ("clip_is", "clip fraction / mean IS weight / TIS capped / MIS kept", ["clip_frac", "is_weight", "is_capped",
                                                                         "is_kept"]),
     ("logp_gap", "trainer/engine mismatch: mean |dlogp|, KL(engine||trainer)", ["abs_logp_gap", "mismatch_kl"]),
+    ("grad_cosine", "cosine of the per-harness policy gradients (below 0: negative transfer)", ["grad_cosine/*"]),
+    ("grad_norm", "policy gradient norm before clipping: total / per harness", ["grad_norm", "harness_grad_norm/*"]),
     ("tokens", "tokens: trained (decisions) / computed / unique tree / per-call", [
         "tokens_trained", "tokens_computed", "unique_tree_tokens", "per_call_tokens", "per_rollout_tokens"]),
     ("time", "step time split (s)", ["time/*"]),
 )
+Y_LIMITS = {"grad_cosine": (-1.05, 1.05)}  # panels with a fixed y range (file stem -> (low, high))
 
 
 def _series(records: list[dict[str, Any]], key: str) -> dict[str, tuple[list[int], list[float]]]:
@@ -68,6 +71,9 @@ def write_plots(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(6, 3.5))
         for name, (xs, ys) in sorted(series.items()):
             ax.plot(xs, ys, marker="o", markersize=3, label=name)
+        if stem in Y_LIMITS:
+            ax.set_ylim(*Y_LIMITS[stem])
+            ax.axhline(0.0, color="grey", linewidth=0.8)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -109,6 +115,15 @@ def eval_sets_lines(records: list[dict[str, Any]]) -> list[str]:
     return lines + [""]
 
 
+def grad_cosine_means(steps: list[StepRecord]) -> dict[str, float]:
+    """Mean of each harness pair's gradient cosine over the step records that have one."""
+    per_pair: dict[str, list[float]] = {}
+    for rec in steps:
+        for pair, v in ((rec.update.grad_cosine if rec.update else None) or {}).items():
+            per_pair.setdefault(pair, []).append(float(v))
+    return {pair: sum(vs) / len(vs) for pair, vs in sorted(per_pair.items())}
+
+
 def _agg(a: dict[str, Any] | None) -> str:
     if not a:
         return "-"
@@ -147,6 +162,10 @@ def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path]
         facts = [f"steps: {len(train_steps)}", "time (s): " + ", ".join(f"{k} {v:.0f}" for k, v in tot.items()),
                  f"unique tree tokens {unique:.0f} vs per-call tokens {per_call:.0f}"
                  + (f" ({per_call / unique:.1f}x)" if unique else "")]
+        cos = grad_cosine_means(train_steps)
+        if cos:
+            facts.append("per-harness policy gradients, mean cosine over the steps: "
+                         + ", ".join(f"{pair} {v:+.3f}" for pair, v in cos.items()))
         if gaps:
             facts.append(f"trainer/engine mismatch KL(engine||trainer): first {gaps[0]:.4f}, last {gaps[-1]:.4f}, "
                          f"max {max(gaps):.4f}")

@@ -62,7 +62,8 @@ def build_trainer(cfg: RunConfig, policy, model_dir: Path) -> Trainer:
         critic_opt = torch.optim.AdamW(critic.parameters(), lr=cfg.algorithm.critic_lr)
     return Trainer(policy, opt, cfg.algorithm, cfg.algorithm.token_budget, backend,
                    grad_clip=o.grad_clip, epochs=cfg.algorithm.epochs, reference=reference, critic=critic,
-                   critic_optimizer=critic_opt, use_lora_reference=want_ref and is_peft(policy))
+                   critic_optimizer=critic_opt, use_lora_reference=want_ref and is_peft(policy),
+                   harness_grad_cosine=cfg.algorithm.harness_grad_cosine)
 
 
 def make_trainer(cfg: RunConfig, weights_dir: Path, model_dir: Path, ckpt_dir: Path | None,

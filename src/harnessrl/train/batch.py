@@ -6,6 +6,9 @@ Per-token fields are aligned with the forest (DFS order, tree after tree):
   the token, and weight: the summed normalisation weights of those paths (losses.py explains why
   this makes PPO clipping exact on shared tokens);
 - returns / value_weight for the critic (weighted mean return over the paths through the token).
+
+Per tree: `tree_offsets` (where each tree starts) and `tree_harness` (the harness whose group the
+tree is), so the trainer can split the policy gradient by harness (train/harness_grads.py).
 """
 
 from __future__ import annotations
@@ -31,9 +34,20 @@ class TrainBatch:
     value_weight: np.ndarray | None = None
     path_tokens: int = 0  # tokens if every path were trained as its own sequence
     denom: float | None = None  # loss denominator (sum of the trees' norms); None: summed weight
+    tree_harness: list[str] | None = None  # the harness of each tree (None: not known)
 
     def __len__(self) -> int:
         return len(self.forest)
+
+    def harness_codes(self) -> tuple[list[str], np.ndarray]:
+        """(the batch's harnesses, sorted; per token the index into them of its tree's harness)."""
+        if self.tree_harness is None:
+            raise ValueError("the batch does not know its trees' harnesses (concat_batch(..., harnesses=...))")
+        if len(self.tree_harness) != len(self.tree_offsets) - 1:
+            raise ValueError(f"{len(self.tree_harness)} tree harnesses for {len(self.tree_offsets) - 1} trees")
+        names = sorted(set(self.tree_harness))
+        per_tree = np.asarray([names.index(h) for h in self.tree_harness], dtype=np.int64)
+        return names, np.repeat(per_tree, np.diff(self.tree_offsets))
 
     @property
     def n_decision(self) -> int:
@@ -45,14 +59,17 @@ def forest_of_flat(flat) -> Forest:
     return Forest(np.asarray(flat.tokens, dtype=np.int64), np.asarray(flat.parent_index, dtype=np.int64))
 
 
-def concat_batch(flats: list, advs: list, path_tokens: int = 0) -> TrainBatch:
+def concat_batch(flats: list, advs: list, path_tokens: int = 0, harnesses: list[str] | None = None) -> TrainBatch:
     """Concatenate trees' FlatTree arrays and algo TokenAdvantages into one batch forest.
 
     `advs[i]` needs adv_pos, adv_neg, weight_sum and norm (algo.contributions.TokenAdvantages);
-    with `returns` (gae) the critic targets ret_mean / weight_sum come along.
+    with `returns` (gae) the critic targets ret_mean / weight_sum come along. `harnesses[i]`: the
+    harness of tree i (`PrefixTree.harness`).
     """
     if not flats:
         raise ValueError("a train batch needs at least one tree")
+    if harnesses is not None and len(harnesses) != len(flats):
+        raise ValueError(f"{len(harnesses)} harnesses for {len(flats)} trees")
     sizes = [len(f.tokens) for f in flats]
     offsets = np.zeros(len(flats) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
@@ -79,4 +96,5 @@ def concat_batch(flats: list, advs: list, path_tokens: int = 0) -> TrainBatch:
         value_weight=weight * decision if has_v else None,
         path_tokens=path_tokens,
         denom=float(sum(a.norm for a in advs)),
+        tree_harness=None if harnesses is None else list(harnesses),
     )

@@ -7,6 +7,8 @@ zero-weight repeats, because every forward (parameter all-gather) and backward (
 reduce-scatter) is a collective that all ranks must run the same number of times. FSDP averages
 gradients over ranks, so each rank scales its loss by the world size: the step equals the
 one-process step on the whole batch (the test checks loss and gradients on 2 gloo processes).
+A sharded update records no per-harness gradient cosine (`UpdateStats.grad_cosine`): every backward
+reduces the gradient shards over the ranks, so no rank holds one harness's gradient.
 
 Process layout (torchrun, or Ray actors that set the same env): rank 0 runs the RL loop and holds a
 `ShardedTrainer`, which broadcasts each call (update, weights, checkpoint, stop) to the other ranks

@@ -4,6 +4,8 @@
 policy on each chunk once per epoch, sums the PPO token objective over decision tokens and divides
 by the batch's summed path weight (computed over the whole batch, so chunking changes nothing),
 then takes one optimizer step per epoch. A critic, when present, is trained on the same chunks.
+When the batch mixes harnesses (and `harness_grad_cosine`), the first epoch also splits the policy
+gradient by harness and reports how the harnesses' gradients agree (train/harness_grads.py).
 
 `Trainer` is the in-process backend of `train.protocol.TrainerBackend` (update, tree values, weight
 sync, checkpoints); the Ray backend runs one inside an actor (cluster/ray_trainer.py).
@@ -22,6 +24,7 @@ import torch
 from harnessrl.train.batch import TrainBatch, forest_of_flat
 from harnessrl.train.checkpoint import save_checkpoint
 from harnessrl.train.critic import forest_values
+from harnessrl.train.harness_grads import HarnessGradients, gradient_agreement, harness_pieces
 from harnessrl.train.losses import PPOSettings, policy_loss, value_loss
 from harnessrl.train.packing import PackedChunk, pack_forest, token_logprobs
 from harnessrl.train.update_stats import TokenSums, UpdateStats
@@ -56,12 +59,17 @@ def chunk_targets(chunk: PackedChunk, batch: TrainBatch) -> ChunkTargets:
                         t(batch.adv_pos), t(batch.adv_neg), t(batch.weight))
 
 
+def _take(x: torch.Tensor, sel: np.ndarray | None) -> torch.Tensor:
+    """x at positions `sel` (None: all of x)."""
+    return x if sel is None else x[torch.as_tensor(sel, dtype=torch.long, device=x.device)]
+
+
 class Trainer:
     """Owns the policy, its optimizer, and optionally a frozen reference and a critic."""
 
     def __init__(self, policy, optimizer, settings: PPOSettings, token_budget: int, backend: str = "sdpa",
                  grad_clip: float = 1.0, epochs: int = 1, reference=None, critic=None, critic_optimizer=None,
-                 use_lora_reference: bool = False, ranks=None):
+                 use_lora_reference: bool = False, ranks=None, harness_grad_cosine: bool = True):
         self.policy = policy
         self.optimizer = optimizer
         self.settings = settings
@@ -76,6 +84,7 @@ class Trainer:
         # ranks (train.fsdp.Ranks): this process's share of the chunks when the policy is sharded
         # over several processes; None = one process trains every chunk.
         self.ranks = ranks
+        self.harness_grad_cosine = harness_grad_cosine  # per-harness gradients of mixed batches
         if ranks is not None and ranks.world > 1 and critic is not None:
             raise ValueError("the PPO critic is not sharded yet: use grpo or tree_grpo with several trainer ranks")
 
@@ -114,27 +123,26 @@ class Trainer:
         old = self._old_logprobs(work)
         denom = self._denominator(work, old, batch.denom)
         world = 1 if self.ranks is None else self.ranks.world
+        params = [p for p in self.policy.parameters() if p.requires_grad]
+        token_harness = self._token_harness(batch)
         sums = TokenSums()
         grad_norm = torch.zeros(())
+        cosine: dict[str, float] | None = None
+        harness_norm: dict[str, float] | None = None
         self.policy.train()
-        for _ in range(self.epochs):
+        for epoch in range(self.epochs):
+            split = HarnessGradients(params) if token_harness is not None and epoch == 0 else None
             for i, (chunk, tg, live) in enumerate(work):
-                logp, ent = token_logprobs(self.policy, chunk, tg.local, tg.temperature, self.backend,
-                                           with_entropy=True)
-                old_lp = old[i] if old is not None else logp.detach()
-                parts = policy_loss(logp, old_lp, tg.engine_logp, tg.adv_pos, tg.adv_neg, tg.weight,
-                                    self.settings, self._ref_logprobs(chunk, tg))
-                if world == 1:
-                    (parts.loss / denom).backward()
-                else:  # sharded gradients are averaged over ranks: scale back to a sum; padding adds 0
-                    (parts.loss * (float(world) if live else 0.0) / denom).backward()
-                if not live:
-                    continue
-                parts.sums.entropy = float((ent * tg.weight).sum())
-                parts.sums.loss = float(parts.loss.detach()) / denom
-                sums.add(parts.sums)
-            grad_norm = torch.nn.utils.clip_grad_norm_(
-                [p for p in self.policy.parameters() if p.requires_grad], self.grad_clip)
+                chunk_sums = self._chunk_backward(chunk, tg, None if old is None else old[i], denom, world, live,
+                                                  split, token_harness)
+                if live:
+                    sums.add(chunk_sums)
+            if split is not None:
+                split.finish()
+                if len(split.parts) >= 2:
+                    cosine, harness_norm = gradient_agreement(split.parts)
+                del split  # its copies of the gradient before the optimizer step
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         if world > 1:
@@ -146,7 +154,44 @@ class Trainer:
         return UpdateStats.from_sums(sums, self.epochs, grad_norm=float(norm),
                                      tokens_computed=float(sum(len(c) for c in chunks)),
                                      unique_tree_tokens=float(len(batch)), chunks=float(len(chunks)),
-                                     value_loss=value)
+                                     value_loss=value, grad_cosine=cosine or None, harness_grad_norm=harness_norm)
+
+    def _chunk_backward(self, chunk: PackedChunk, tg: ChunkTargets, old_lp: torch.Tensor | None, denom: float,
+                        world: int, live: bool, split: HarnessGradients | None,
+                        token_harness: np.ndarray | None) -> TokenSums:
+        """Forward one chunk and backpropagate its loss over `denom` (several ranks: times the world
+        size, 0 for padding); with `split`, each harness's tokens separately, from the one forward.
+        Returns the chunk's sums (entropy and loss filled in)."""
+        logp, ent = token_logprobs(self.policy, chunk, tg.local, tg.temperature, self.backend, with_entropy=True)
+        old_lp = logp.detach() if old_lp is None else old_lp
+        ref = self._ref_logprobs(chunk, tg)
+        scale = 1.0 if world == 1 else (float(world) if live else 0.0)  # sharded: averaged over ranks
+        pieces: list[tuple[str | None, np.ndarray | None]] = [(None, None)]
+        if split is not None and token_harness is not None:
+            pieces = harness_pieces(token_harness[chunk.index[tg.local.numpy()]], split.current)
+        sums = TokenSums()
+        for k, (harness, sel) in enumerate(pieces):
+            if split is not None and harness is not None:
+                split.switch(harness)
+            parts = policy_loss(_take(logp, sel), _take(old_lp, sel), _take(tg.engine_logp, sel),
+                                _take(tg.adv_pos, sel), _take(tg.adv_neg, sel), _take(tg.weight, sel),
+                                self.settings, None if ref is None else _take(ref, sel))
+            (parts.loss * scale / denom).backward(retain_graph=k < len(pieces) - 1)
+            parts.sums.entropy = float((_take(ent, sel) * _take(tg.weight, sel)).sum())
+            parts.sums.loss = float(parts.loss.detach()) / denom
+            sums.add(parts.sums)
+        return sums
+
+    def _token_harness(self, batch: TrainBatch) -> np.ndarray | None:
+        """Each token's harness, when this update splits its gradient by harness: the setting is on,
+        the batch holds two harnesses or more, and one process holds the whole gradient (a sharded
+        policy reports nothing: every backward sums its gradient shards over the ranks)."""
+        if not self.harness_grad_cosine or batch.tree_harness is None or len(set(batch.tree_harness)) < 2:
+            return None
+        if self.ranks is not None and self.ranks.world > 1:
+            return None
+        names, codes = batch.harness_codes()
+        return np.asarray(names, dtype=object)[codes]
 
     def _denominator(self, work: list[tuple], old, base: float | None) -> float:
         """The batch loss denominator (algo's summed tree norms, else the summed path weight of the

@@ -65,10 +65,16 @@ class UpdateStats:
     unique_tree_tokens: float = 0.0
     chunks: float = 0.0
     value_loss: float | None = None  # ppo's critic
+    # a batch of several harnesses (train/harness_grads.py): cosine of each pair's policy gradients,
+    # keyed "a|b", and each harness's gradient norm (first epoch, before clipping)
+    grad_cosine: dict[str, float] | None = None
+    harness_grad_norm: dict[str, float] | None = None
 
     @classmethod
     def from_sums(cls, sums: TokenSums, epochs: int, *, grad_norm: float, tokens_computed: float,
-                  unique_tree_tokens: float, chunks: float, value_loss: float | None = None) -> UpdateStats:
+                  unique_tree_tokens: float, chunks: float, value_loss: float | None = None,
+                  grad_cosine: dict[str, float] | None = None,
+                  harness_grad_norm: dict[str, float] | None = None) -> UpdateStats:
         """Means of the summed epochs (`sums` holds every epoch's tokens; the loss and token count
         are per epoch)."""
         w = max(sums.weight, 1e-8)
@@ -81,4 +87,5 @@ class UpdateStats:
                    kl=mean(sums.kl), abs_logp_gap=mean(sums.abs_logp_gap), mismatch_kl=mean(sums.mismatch_kl),
                    is_capped=mean(sums.is_capped), entropy=mean(sums.entropy), loss=sums.loss / epochs,
                    tokens_trained=sums.tokens / epochs, grad_norm=grad_norm, tokens_computed=tokens_computed,
-                   unique_tree_tokens=unique_tree_tokens, chunks=chunks, value_loss=value_loss)
+                   unique_tree_tokens=unique_tree_tokens, chunks=chunks, value_loss=value_loss,
+                   grad_cosine=grad_cosine, harness_grad_norm=harness_grad_norm)

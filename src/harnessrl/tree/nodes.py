@@ -130,6 +130,11 @@ class PrefixTree:
     def n_tokens(self) -> int:
         return sum(len(n) for n in self.nodes)
 
+    @property
+    def harness(self) -> str:
+        """The harness of the group's rollouts (a group runs one harness); "" for no rollouts."""
+        return next((r.harness for r in self.rollouts.values()), "")
+
     def kept_rollouts(self) -> list[str]:
         """Ids of the rollouts that train (in the order of ``rollouts``)."""
         return [r.rollout_id for r in self.rollouts.values() if r.kept]

@@ -1,0 +1,140 @@
+"""Per-harness policy gradients of a mixed batch: their cosine, and an unchanged optimizer step."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from harnessrl.train.batch import TrainBatch
+from harnessrl.train.harness_grads import HarnessGradients, gradient_agreement, harness_pieces
+from harnessrl.train.losses import PPOSettings
+from harnessrl.train.packing import Forest, forest_from_paths
+from harnessrl.train.trainer import Trainer
+
+from .helpers import branching_paths, tiny_llama
+
+
+def tree_arrays(paths: list[list[int]], adv: list[float]) -> dict[str, np.ndarray]:
+    """One tree's forest and per-token fields (every path through a decision token adds its advantage)."""
+    forest, idx = forest_from_paths(paths)
+    n = len(forest)
+    decision = (forest.ids % 3 != 0) & (forest.parent >= 0)
+    a_pos, a_neg, w = np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(n, np.float32)
+    for ix, a in zip(idx, adv):
+        seen = ix[decision[ix]]
+        w[seen] += 1.0
+        (a_pos if a > 0 else a_neg)[seen] += a
+    return {"ids": forest.ids, "parent": forest.parent, "decision": decision, "adv_pos": a_pos, "adv_neg": a_neg,
+            "weight": w}
+
+
+def mixed_batch(trees: list[tuple[str, list[list[int]], list[float]]]) -> TrainBatch:
+    """A batch of (harness, paths, advantages) trees, in that order."""
+    parts = [tree_arrays(paths, adv) for _, paths, adv in trees]
+    sizes = [len(p["ids"]) for p in parts]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    parent = np.concatenate([np.where(p["parent"] >= 0, p["parent"] + off, -1) for p, off in zip(parts, offsets)])
+
+    def cat(key: str) -> np.ndarray:
+        return np.concatenate([p[key] for p in parts])
+
+    n = int(offsets[-1])
+    return TrainBatch(forest=Forest(cat("ids"), parent.astype(np.int64)), decision=cat("decision"),
+                      temperature=np.full(n, 0.8, np.float32), engine_logp=np.full(n, -1.0, np.float32),
+                      adv_pos=cat("adv_pos"), adv_neg=cat("adv_neg"), weight=cat("weight"), tree_offsets=offsets,
+                      tree_harness=[h for h, _, _ in trees])
+
+
+def sgd_trainer(seed: int, budget: int, split: bool = True) -> Trainer:
+    pol = tiny_llama(seed)
+    return Trainer(pol, torch.optim.SGD(pol.parameters(), lr=1.0), PPOSettings(is_mode="tis", is_cap=2.0),
+                   token_budget=budget, grad_clip=1e9, harness_grad_cosine=split)
+
+
+PATHS = branching_paths(3, n_paths=4)
+ADV = [1.0, -0.5, 0.25, -1.0]
+PAIR = "claude-code:tiny|codex:small"
+
+
+@pytest.mark.parametrize("budget", [4096, 12])  # one chunk holding both trees / many chunks
+def test_identical_data_under_two_harnesses_has_cosine_one(budget):
+    batch = mixed_batch([("codex:small", PATHS, ADV), ("claude-code:tiny", PATHS, ADV)])
+    stats = sgd_trainer(1, budget).update(batch)
+    assert stats.grad_cosine is not None and set(stats.grad_cosine) == {PAIR}
+    assert stats.grad_cosine[PAIR] == pytest.approx(1.0, abs=1e-4)
+    norms = stats.harness_grad_norm or {}
+    assert norms["codex:small"] == pytest.approx(norms["claude-code:tiny"], rel=1e-4)
+    assert norms["codex:small"] == pytest.approx(stats.grad_norm / 2, rel=1e-4)  # the total is their sum
+
+
+@pytest.mark.parametrize("budget", [4096, 12])
+def test_opposite_advantages_on_identical_data_have_cosine_minus_one(budget):
+    batch = mixed_batch([("codex:small", PATHS, ADV), ("claude-code:tiny", PATHS, [-a for a in ADV])])
+    stats = sgd_trainer(1, budget).update(batch)
+    assert stats.grad_cosine is not None
+    assert stats.grad_cosine[PAIR] == pytest.approx(-1.0, abs=1e-4)
+    assert stats.grad_norm < 1e-3 * (stats.harness_grad_norm or {})["codex:small"]  # they cancel
+
+
+@pytest.mark.parametrize("budget", [4096, 12])
+def test_the_optimizer_step_is_the_one_without_the_split(budget):
+    other = branching_paths(5, n_paths=3)
+    # harness a twice, not together: its gradient is collected in two parts
+    batch = mixed_batch([("a", PATHS, ADV), ("b", other, [0.5, -1.0, 1.0]), ("a", other, [1.0, 0.2, -0.3])])
+    split, plain = sgd_trainer(2, budget), sgd_trainer(2, budget, split=False)
+    before = {k: v.detach().clone() for k, v in split.policy.named_parameters()}
+    s_split, s_plain = split.update(batch), plain.update(batch)
+    assert s_plain.grad_cosine is None and s_split.grad_cosine is not None and "a|b" in s_split.grad_cosine
+    moved = 0.0
+    for (name, p), q in zip(split.policy.named_parameters(), plain.policy.parameters()):
+        assert torch.allclose(p, q, atol=1e-6, rtol=1e-5), name
+        moved = max(moved, float((p.detach() - before[name]).abs().max()))
+    assert moved > 1e-4  # the step did something
+    assert s_split.loss == pytest.approx(s_plain.loss, rel=1e-5)
+    assert s_split.tokens_trained == s_plain.tokens_trained
+    assert s_split.entropy == pytest.approx(s_plain.entropy, rel=1e-5)
+    assert s_split.grad_norm == pytest.approx(s_plain.grad_norm, rel=1e-5)
+
+
+def test_a_single_harness_batch_records_nothing():
+    one = sgd_trainer(1, 4096).update(mixed_batch([("codex:small", PATHS, ADV), ("codex:small", PATHS, ADV)]))
+    assert one.grad_cosine is None and one.harness_grad_norm is None
+    unknown = mixed_batch([("a", PATHS, ADV), ("b", PATHS, ADV)])
+    unknown.tree_harness = None
+    assert sgd_trainer(1, 4096).update(unknown).grad_cosine is None
+    sharded = sgd_trainer(1, 4096)
+    sharded.ranks = SimpleNamespace(rank=0, world=2)  # FSDP: no rank holds a harness's whole gradient
+    assert sharded._token_harness(mixed_batch([("a", PATHS, ADV), ("b", PATHS, ADV)])) is None
+
+
+def test_harness_codes_of_the_batch_tokens():
+    batch = mixed_batch([("b", PATHS, ADV), ("a", PATHS[:2], ADV[:2])])
+    names, codes = batch.harness_codes()
+    n_first = int(batch.tree_offsets[1])
+    assert names == ["a", "b"] and len(codes) == len(batch)
+    assert set(codes[:n_first]) == {1} and set(codes[n_first:]) == {0}
+
+
+def test_pieces_put_the_accumulating_harness_first():
+    labels = np.asarray(["b", "a", "b", "c"], dtype=object)
+    pieces = harness_pieces(labels, first="a")
+    assert [h for h, _ in pieces] == ["a", "b", "c"]
+    assert [list(sel) for _, sel in pieces if sel is not None] == [[1], [0, 2], [3]]
+    assert harness_pieces(np.asarray(["a", "a"], dtype=object), first="b") == [("a", None)]
+
+
+def test_gradient_parts_are_the_differences_between_switches():
+    w = torch.nn.Parameter(torch.zeros(3))
+    split = HarnessGradients([w])
+    for harness, g in (("a", [1.0, 0.0, 0.0]), ("b", [0.0, 2.0, 0.0]), ("a", [1.0, 0.0, 1.0])):
+        split.switch(harness)
+        (w * torch.tensor(g)).sum().backward()
+    split.finish()
+    assert split.parts["a"].tolist() == [2.0, 0.0, 1.0] and split.parts["b"].tolist() == [0.0, 2.0, 0.0]
+    assert w.grad is not None and w.grad.tolist() == [2.0, 2.0, 1.0]  # what the optimizer sees is untouched
+    cosine, norms = gradient_agreement(split.parts)
+    assert cosine == {"a|b": 0.0} and norms["b"] == 2.0
+    assert gradient_agreement({"a": torch.ones(2), "b": torch.zeros(2)})[0] == {}  # a zero gradient: no cosine
