@@ -195,3 +195,23 @@ def test_resume_with_fewer_steps_ends_with_the_eval_of_the_last_step(tiny_dir, t
     with RunStore(run_dir) as store:
         evals = [r for r in store.list_rollouts(step=1) if r.group_id.startswith("eval-")]
     assert evals, "no eval rollouts stored for step 1"
+
+
+def test_train_through_one_harness_evaluate_through_two_with_per_set_sizes(tiny_dir, tmp_path):
+    """eval_harnesses: the held-out sets go through every listed harness, training through
+    `harnesses` only; an eval set's own size holds; the report says what training changed."""
+    run_dir = tmp_path / "run"
+    cfg = load_config(None, overrides(tiny_dir, run_dir, steps=1) + [
+        "harnesses=[{name: builtin}]", "eval_harnesses=[{name: builtin}, {name: mini-swe-agent}]",
+        "tasks.eval_sets=[test, {name: unseen, size: 1, samples: 2}]"])
+    res = run_training(cfg, console=Console(quiet=True), collector_factory=fake_collector_factory(),
+                       tasks_loader=fake_task_sets)
+    with RunStore(run_dir) as store:
+        rollouts = store.list_rollouts()
+    train = {r.harness for r in rollouts if not r.group_id.startswith("eval-")}
+    evaluated = {r.harness for r in rollouts if r.group_id.startswith("eval-")}
+    assert train == {"builtin"} and evaluated == {"builtin", "mini-swe-agent"}
+    unseen = [r for r in rollouts if r.group_id.startswith("eval-unseen-") and r.step == 0]
+    assert len({r.task_id for r in unseen}) == 1 and len(unseen) == 2 * 2  # 1 task x 2 samples x 2 harnesses
+    report = res.report.read_text()
+    assert "## What training changed" in report and "| mini-swe-agent · unseen |" in report

@@ -165,7 +165,7 @@ def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_di
     from harnessrl.tasks.model import TaskError
 
     sandbox_cfg = SandboxConfig(type=cfg.sandbox.type, host_uid=cfg.sandbox.host_uid)
-    specs, harness_options = harness_specs(cfg, flags.harness)
+    specs, harness_options = harness_specs(cfg, flags.harness, evaluated=split == "eval")
     local = functools.partial(local_proxy, cfg, scripted=flags.engine == SCRIPTED)
     try:
         task_list = load_tasks(tasks) if isinstance(tasks, str) else tasks

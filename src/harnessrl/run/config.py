@@ -276,6 +276,10 @@ class RunConfig(_Strict):
     serve: ServeSection = ServeSection()
     sandbox: SandboxSection = SandboxSection()
     harnesses: list[HarnessEntry] = [HarnessEntry(name="builtin")]
+    # the harnesses the held-out sets are evaluated through (None: `harnesses`). Train through one
+    # harness and evaluate through several: the run's before/after evals then hold the transfer
+    # matrix's row (`harnessrl transfer`)
+    eval_harnesses: list[HarnessEntry] | None = None
     tasks: TasksSection = TasksSection()
     filters: FilterConfig = FilterConfig()  # what is excluded from the loss
     algorithm: AlgorithmConfig = AlgorithmConfig()
@@ -284,13 +288,21 @@ class RunConfig(_Strict):
     output: OutputConfig = OutputConfig()
     cluster: ClusterSection = ClusterSection()
 
-    @field_validator("harnesses")
+    @field_validator("harnesses", "eval_harnesses")
     @classmethod
-    def _unique_harnesses(cls, v: list[HarnessEntry]) -> list[HarnessEntry]:
-        names = [h.name for h in v]
-        if not v or len(set(names)) != len(names):
+    def _unique_harnesses(cls, v: list[HarnessEntry] | None) -> list[HarnessEntry] | None:
+        names = [h.name for h in v or ()]
+        if v is not None and (not v or len(set(names)) != len(names)):
             raise ValueError(f"harnesses must be a non-empty list of distinct names, got {names}")
         return v
+
+    def eval_harness_entries(self) -> list[HarnessEntry]:
+        """The harnesses the held-out sets are evaluated through."""
+        return list(self.eval_harnesses) if self.eval_harnesses is not None else list(self.harnesses)
+
+    def harness_entries(self) -> list[HarnessEntry]:
+        """Every harness the run starts, trained or evaluated through (a name once: its training entry)."""
+        return list({h.name: h for h in [*self.eval_harness_entries(), *self.harnesses]}.values())
 
     @model_validator(mode="after")
     def _check_engine_and_cluster(self) -> RunConfig:

@@ -418,7 +418,7 @@ def evaluate(parts: RunParts, step: int, display: RunDisplay) -> EvalResult | No
     sets = {name: tasks for name, tasks in parts.eval_sets.items() if tasks}
     if cfg.loop.eval_size == 0 or not sets:
         return None
-    harnesses = [h.name for h in cfg.harnesses]
+    harnesses = [h.name for h in cfg.eval_harness_entries()]
     size, samples = cfg.tasks.eval_set_size, cfg.tasks.eval_set_samples
     plans = {name: plan_eval(step, parts.attempt, tasks, harnesses, size(name, cfg.loop.eval_size),
                              samples(name, cfg.loop.eval_samples), label="" if i == 0 else name)

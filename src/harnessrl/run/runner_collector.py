@@ -38,7 +38,7 @@ class RunnerCollector:
         self.samples = SampleCheck(_warn)  # token-identical GRPO groups: warned once per run
         self._adapters: dict[str, Any] = {}
         try:
-            for h in cfg.harnesses:
+            for h in cfg.harness_entries():
                 self._check(h.name)
         except Exception:
             self.proxy.stop()
@@ -56,7 +56,7 @@ class RunnerCollector:
 
     def _adapter(self, name: str) -> Any:
         if name not in self._adapters:
-            opts = next((dict(h.options) for h in self.cfg.harnesses if h.name == name), {})
+            opts = next((dict(h.options) for h in self.cfg.harness_entries() if h.name == name), {})
             self._adapters.update(make_adapters({name}, {name: opts}))
         return self._adapters[name]
 
