@@ -16,7 +16,8 @@ def _records(rows):
     """rows: (harness, set label, step, task, [rewards]) as the loop's eval stores them."""
     out, i = [], 0
     for harness, label, step, task, rewards in rows:
-        gid = f"eval-{label + '-' if label else ''}s{step}-a1-{task}-{harness}"
+        tag = label.replace(":", "_")  # how rollout/plan.py labels a set in group ids
+        gid = f"eval-{tag + '-' if tag else ''}s{step}-a1-{task}-{harness}"
         for j, reward in enumerate(rewards):
             out.append(RolloutRecord(rollout_id=f"r{i}", task_id=task, harness=harness, group_id=gid, status="ok",
                                      reward=reward, step=step, sample_idx=j, split="eval"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -52,9 +53,7 @@ class Row:
 
 def headline_set(config: dict[str, Any] | None) -> str:
     """The run's first eval set (its group ids carry no set label)."""
-    tasks = (config or {}).get("tasks") or {}
-    first = (tasks.get("eval_sets") or [tasks.get("eval_split") or "test"])[0]
-    return str(first["name"] if isinstance(first, dict) else first)  # a name or an EvalSet
+    return eval_set_names(config)[0]
 
 
 def trained_label(config: dict[str, Any] | None, fallback: str) -> str:
@@ -62,14 +61,24 @@ def trained_label(config: dict[str, Any] | None, fallback: str) -> str:
     return " + ".join(names) if names else fallback
 
 
-def eval_outcomes(rollouts: list[RolloutRecord], headline: str) -> dict[tuple[str, str], dict[int, dict[str, list[bool]]]]:
-    """(harness, set) -> step -> task id -> pass of each eval rollout."""
+def eval_set_names(config: dict[str, Any] | None) -> list[str]:
+    """The run's eval set names, in order (an entry is a name or an EvalSet)."""
+    tasks = (config or {}).get("tasks") or {}
+    return [str(e["name"] if isinstance(e, dict) else e) for e in tasks.get("eval_sets") or [tasks.get("eval_split") or "test"]]
+
+
+def eval_outcomes(rollouts: list[RolloutRecord], headline: str,
+                  names: Sequence[str] = ()) -> dict[tuple[str, str], dict[int, dict[str, list[bool]]]]:
+    """(harness, set) -> step -> task id -> pass of each eval rollout. A set's label in the group ids
+    is its name with other characters than [A-Za-z0-9_] as `_` (rollout/plan.py): `names` maps it back."""
+    by_tag = {re.sub(r"[^A-Za-z0-9_]+", "_", n): n for n in names}
     out: dict[tuple[str, str], dict[int, dict[str, list[bool]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for r in drop_abandoned_attempts(rollouts):
         m = _EVAL_GROUP.match(r.group_id)
         if m is None:
             continue
-        out[(r.harness, m[1] or headline)][r.step][r.task_id].append(rollout_passed(r, None))
+        name = by_tag.get(m[1], m[1]) if m[1] else headline
+        out[(r.harness, name)][r.step][r.task_id].append(rollout_passed(r, None))
     return out
 
 
@@ -88,7 +97,7 @@ def cell(before: dict[str, list[bool]], after: dict[str, list[bool]]) -> Cell | 
 
 def run_row(store: Any, run_dir: Path) -> Row:
     config = store.get_meta("config")
-    outcomes = eval_outcomes(store.list_rollouts(), headline_set(config))
+    outcomes = eval_outcomes(store.list_rollouts(), headline_set(config), eval_set_names(config))
     steps = sorted({s for per_step in outcomes.values() for s in per_step})
     if 0 not in steps or len(steps) < 2:
         raise TransferError(f"{run_dir} has no eval before and after training (eval steps: {steps or 'none'}). "
