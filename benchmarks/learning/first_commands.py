@@ -1,7 +1,8 @@
 """What a run's policy does first: per eval set / train split, step and harness, the most common
 command in the first model reply of each rollout (the first word of its first ```bash block, or
 "(no command)"), read from the stored sampled ids. A reward that can be farmed shows up here as
-one command taking over every job (learning run 3: `touch`, docs/benchmarks.md).
+one command taking over every job (learning run 3: `touch`, docs/history/benchmarks-2026-12.md,
+"Learning through real harnesses").
 
     .venv/bin/python benchmarks/learning/first_commands.py RUN_DIR [--top 3]
 """
