@@ -11,24 +11,17 @@ import torch
 from harnessrl.train.batch import TrainBatch
 from harnessrl.train.harness_grads import HarnessGradients, gradient_agreement, harness_pieces
 from harnessrl.train.losses import PPOSettings
-from harnessrl.train.packing import Forest, forest_from_paths
+from harnessrl.train.packing import Forest
 from harnessrl.train.trainer import Trainer
 
-from .helpers import branching_paths, tiny_llama
+from .helpers import branching_paths, path_fields, tiny_llama
 
 
 def tree_arrays(paths: list[list[int]], adv: list[float]) -> dict[str, np.ndarray]:
     """One tree's forest and per-token fields (every path through a decision token adds its advantage)."""
-    forest, idx = forest_from_paths(paths)
-    n = len(forest)
-    decision = (forest.ids % 3 != 0) & (forest.parent >= 0)
-    a_pos, a_neg, w = np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(n, np.float32)
-    for ix, a in zip(idx, adv):
-        seen = ix[decision[ix]]
-        w[seen] += 1.0
-        (a_pos if a > 0 else a_neg)[seen] += a
-    return {"ids": forest.ids, "parent": forest.parent, "decision": decision, "adv_pos": a_pos, "adv_neg": a_neg,
-            "weight": w}
+    f = path_fields(paths, adv)
+    return {"ids": f.forest.ids, "parent": f.forest.parent, "decision": f.decision, "adv_pos": f.adv_pos,
+            "adv_neg": f.adv_neg, "weight": f.weight}
 
 
 def mixed_batch(trees: list[tuple[str, list[list[int]], list[float]]]) -> TrainBatch:

@@ -8,25 +8,18 @@ import torch
 
 from harnessrl.train.batch import TrainBatch
 from harnessrl.train.losses import PPOSettings
-from harnessrl.train.packing import forest_from_paths
 from harnessrl.train.trainer import Trainer
 
-from .helpers import branching_paths, tiny_llama
+from .helpers import branching_paths, path_fields, tiny_llama
 
 
 def make_batch(paths, adv, temp=0.8):
-    forest, idx = forest_from_paths(paths)
-    n = len(forest)
-    decision = (forest.ids % 3 != 0) & (forest.parent >= 0)
-    a_pos, a_neg, w = np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(n, np.float32)
-    for ix, a in zip(idx, adv):
-        seen = ix[decision[ix]]
-        w[seen] += 1.0
-        (a_pos if a > 0 else a_neg)[seen] += a
+    f = path_fields(paths, adv)
+    n = len(f.forest)
     eng = np.full(n, -1.0, np.float32)
-    return forest, idx, TrainBatch(
-        forest=forest, decision=decision, temperature=np.full(n, temp, np.float32), engine_logp=eng,
-        adv_pos=a_pos, adv_neg=a_neg, weight=w, tree_offsets=np.array([0, n])), decision
+    return f.forest, f.idx, TrainBatch(
+        forest=f.forest, decision=f.decision, temperature=np.full(n, temp, np.float32), engine_logp=eng,
+        adv_pos=f.adv_pos, adv_neg=f.adv_neg, weight=f.weight, tree_offsets=np.array([0, n])), f.decision
 
 
 def per_path_loss(model, paths, idx, adv, decision, temp):
