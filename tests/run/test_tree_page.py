@@ -62,9 +62,9 @@ def test_tree_page_shows_the_advantages_the_step_trained(tiny_dir, tmp_path, mon
     captured = []
     real_concat = loop.concat_batch
 
-    def capture(flats, advs):
+    def capture(flats, advs, **kw):
         captured.append((list(flats), list(advs)))
-        return real_concat(flats, advs)
+        return real_concat(flats, advs, **kw)
 
     monkeypatch.setattr(loop, "concat_batch", capture)
     parts = open_run(cfg, False, Console(quiet=True), fake_collector_factory(reward=partial_credit), fake_tasks)
