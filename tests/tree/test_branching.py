@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harnessrl.algo import grpo, tree_grpo
-from harnessrl.rollout.branching import BranchingConfig, branch_plan, branch_points, branching_summary
+from harnessrl.rollout.branching import BranchingConfig, branch_plan, branch_points, branching_summary, rarer_outcome
 from harnessrl.rollout.plan import Branch, GroupPlan
 from harnessrl.store import RunStore
 from harnessrl.store.records import Lineage
@@ -106,6 +106,29 @@ def test_branch_points_pick_the_least_certain_calls_deterministically():
     assert [j.branch for j in wave.jobs()][:3] == [Branch("a", 2)] * 3
     assert [j.rollout_id for j in wave.jobs()][0] == "g0:3"
     assert branch_points(rollouts, calls, BranchingConfig()) == []  # off by default
+
+
+def test_outcome_policy_branches_the_rarer_outcome_first():
+    calls = [*conversation_calls("a", S, [([1], [5]), ([2], [7]), ([3], [])]),
+             *conversation_calls("b", S, [([4], [5]), ([8], [])]),
+             *conversation_calls("c", S, [([6], [5]), ([9], [])])]
+    surprise = {("a", 2): -3.0, ("b", 1): -0.2, ("c", 1): -1.0}
+    calls = [replace(c, logprobs=[surprise.get((c.rollout_id, c.seq), -0.5)] * len(c.sampled_ids)) for c in calls]
+
+    def group(*rewards):
+        return [replace(make_rollout(rid, r), sample_idx=i) for i, (rid, r) in enumerate(zip("abc", rewards))]
+
+    outcome = BranchingConfig(points=1, policy="outcome")
+    assert rarer_outcome(group(0.0, 1.0, 0.0), None) == {"b"}  # mostly failing: the pass is rarer
+    assert [(p.parent, p.call) for p in branch_points(group(0.0, 1.0, 0.0), calls, outcome)] == [("b", 1)]
+    assert [(p.parent, p.call) for p in branch_points(group(1.0, 0.0, 1.0), calls, outcome)] == [("b", 1)]
+    assert [(p.parent, p.call) for p in branch_points(group(1.0, 1.0, 0.0), calls, outcome)] == [("c", 1)]
+    # one outcome only: no rarer one, so the least certain call, as `entropy` picks it
+    same = branch_points(group(0.0, 0.0, 0.0), calls, outcome)
+    assert same == branch_points(group(0.0, 0.0, 0.0), calls, BranchingConfig(points=1)) and same[0].parent == "a"
+    # more points than rarer parents: the rest by surprisal
+    two = branch_points(group(0.0, 1.0, 0.0), calls, BranchingConfig(points=2, policy="outcome"))
+    assert [(p.parent, p.call) for p in two] == [("b", 1), ("a", 2)]
 
 
 def test_tree_views_show_branch_points_and_lineage():

@@ -11,6 +11,12 @@ the mean reward of what followed it (docs/training.md, "Branching rollouts").
 Policies (`BranchingConfig.policy`):
 - ``entropy``: the decisions the policy was least sure of: the served calls with the highest mean
   surprisal of their sampled tokens (-logprob, an unbiased estimate of the sampling entropy there);
+- ``outcome``: the parents with the group's rarer outcome first (the passing rollouts of a group
+  that mostly fails, the failing ones of a group that mostly passes), each at its highest-surprisal
+  call, then ``entropy`` over the rest. With ``entropy`` alone the branches go where the policy
+  was confused, which for a small model is mostly a rollout that failed at its first command: its
+  branches fail too and give a tree node no contrast (docs/training.md, "Branching rollouts");
+  a rarer-outcome parent's branches are the siblings whose outcomes can differ;
 - ``random``: calls drawn uniformly (deterministic in the run seed and the group id).
 Parents are the group's own rollouts that were scored (never a branch, never one left out); call 0
 is never a branch point (a fresh group sample is that branch already), and a parent gets a second
@@ -28,8 +34,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from harnessrl.rollout.pass_at_k import rollout_passed
 from harnessrl.rollout.plan import Branch, GroupPlan
 from harnessrl.store.records import CallRecord, Lineage, RolloutRecord, is_scored, served_calls
+from harnessrl.tasks.model import Task
 
 
 class BranchingConfig(BaseModel):
@@ -39,7 +47,7 @@ class BranchingConfig(BaseModel):
 
     points: int = Field(0, ge=0)  # branch points per group (0: no branching)
     width: int = Field(2, ge=1)  # branch rollouts per point
-    policy: Literal["entropy", "random"] = "entropy"
+    policy: Literal["entropy", "outcome", "random"] = "entropy"
     min_call: int = Field(1, ge=1)  # the earliest branch call (1: replay at least one call)
 
     @property
@@ -64,24 +72,36 @@ def surprisal(call: CallRecord) -> float:
     return float(-lp.mean()) if len(lp) else 0.0
 
 
+def rarer_outcome(rollouts: Sequence[RolloutRecord], task: Task | None) -> set[str]:
+    """The ids of the rollouts with the group's rarer outcome (pass or fail; on a tie, the passing
+    ones); empty when every rollout had the same outcome."""
+    outcome = {r.rollout_id: rollout_passed(r, task) for r in rollouts}
+    passes = sum(outcome.values())
+    if passes in (0, len(outcome)):
+        return set()
+    rare = 2 * passes <= len(outcome)  # True: passing is the rarer outcome
+    return {rid for rid, ok in outcome.items() if ok == rare}
+
+
 def branch_points(rollouts: Sequence[RolloutRecord], calls: Sequence[CallRecord], cfg: BranchingConfig,
-                  seed: int = 0) -> list[BranchPoint]:
-    """Up to `cfg.points` branch points of one group (see the module docstring)."""
+                  seed: int = 0, task: Task | None = None) -> list[BranchPoint]:
+    """Up to `cfg.points` branch points of one group (see the module docstring); `task` holds the
+    pass rule the `outcome` policy reads (None: reward >= 1)."""
     if not cfg.enabled:
         return []
     by_rollout: dict[str, list[CallRecord]] = {}
     for c in calls:
         by_rollout.setdefault(c.rollout_id, []).append(c)
     rng = random.Random(seed * 1_000_003 + zlib.crc32(rollouts[0].group_id.encode()) if rollouts else seed)
+    parents = [r for r in rollouts if r.lineage is None and is_scored(r.status, r.reward)]
+    first = rarer_outcome(parents, task) if cfg.policy == "outcome" else set()
     candidates: list[BranchPoint] = []
-    for r in rollouts:
-        if r.lineage is not None or not is_scored(r.status, r.reward):
-            continue
+    for r in parents:
         own = served_calls(by_rollout.get(r.rollout_id, []))
         for j in range(cfg.min_call, len(own)):
-            score = surprisal(own[j]) if cfg.policy == "entropy" else rng.random()
+            score = rng.random() if cfg.policy == "random" else surprisal(own[j])
             candidates.append(BranchPoint(r.rollout_id, j, score))
-    candidates.sort(key=lambda p: (-p.score, p.parent, p.call))
+    candidates.sort(key=lambda p: (p.parent not in first, -p.score, p.parent, p.call))
     chosen: list[BranchPoint] = []
     used: set[str] = set()
     for p in candidates:  # one point per parent first, the best of each
@@ -97,7 +117,7 @@ def branch_points(rollouts: Sequence[RolloutRecord], calls: Sequence[CallRecord]
 def branch_plan(plan: GroupPlan, rollouts: Sequence[RolloutRecord], calls: Sequence[CallRecord],
                 cfg: BranchingConfig, seed: int = 0) -> GroupPlan | None:
     """The wave of branches of one recorded group (None when it has no branch point)."""
-    points = branch_points(rollouts, calls, cfg, seed)
+    points = branch_points(rollouts, calls, cfg, seed, plan.task)
     if not points:
         return None
     branches = tuple(Branch(p.parent, p.call) for p in points for _ in range(cfg.width))
