@@ -44,7 +44,7 @@ model: install
 	$(BIN)/harnessrl model prepare
 
 harnesses: install
-	$(BIN)/harnessrl harness install builtin mini-swe-agent claude-code codex openclaw
+	$(BIN)/harnessrl harness install builtin mini-swe-agent claude-code codex openclaw qwen-code opencode
 
 # library output (vLLM, transformers, harnesses) goes to <run_dir>/run.log; `make demo ARGS=--verbose` shows it
 demo: install system model
