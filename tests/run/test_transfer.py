@@ -40,6 +40,10 @@ def test_matrix_from_fake_runs(tmp_path):
     rows = write_transfer([tmp_path / "cc", tmp_path / "mixed"], tmp_path / "out")
     cc, mixed = rows
     assert (cc.label, mixed.label) == ("claude-code:tiny", "claude-code:tiny + codex:small")
+    _run(tmp_path / "cc-coldstart", ["claude-code:tiny"], [
+        ("claude-code:tiny", "", 0, "a", [0]), ("claude-code:tiny", "", 1, "a", [1])])
+    again = write_transfer([tmp_path / "cc", tmp_path / "cc-coldstart"], tmp_path / "out2")
+    assert [r.label for r in again] == ["claude-code:tiny · cc", "claude-code:tiny · cc-coldstart"]
     c = cc.cells["claude-code:tiny · test"]
     assert (c.before, c.after, c.change, c.tasks) == (0.25, 0.75, 0.5, 2)
     assert c.ci95[0] <= 0.5 <= c.ci95[1] and c.ci95 != (0.5, 0.5)

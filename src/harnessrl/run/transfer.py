@@ -15,7 +15,7 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,14 @@ def run_row(store: Any, run_dir: Path) -> Row:
     return Row(trained_label(config, run_dir.name), str(run_dir), 0, last, cells)
 
 
+def distinct_labels(rows: list[Row]) -> list[Row]:
+    """Rows that share a label (two runs through the same harnesses, e.g. RL alone and RL after a
+    cold start) are told apart by their run directory's name."""
+    labels = [r.label for r in rows]
+    return [replace(r, label=f"{r.label} · {Path(r.run_dir).name}") if labels.count(r.label) > 1 else r
+            for r in rows]
+
+
 def matrix_markdown(rows: list[Row]) -> str:
     columns = list(dict.fromkeys(k for r in rows for k in r.cells))
     lines = ["| trained through | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
@@ -164,6 +172,7 @@ def write_transfer(run_dirs: list[Path], out_dir: Path) -> list[Row]:
             rows.append(run_row(store, Path(run_dir)))
         finally:
             store.close()
+    rows = distinct_labels(rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "transfer.md").write_text(matrix_markdown(rows))
     (out_dir / "transfer.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
