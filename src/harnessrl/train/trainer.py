@@ -123,7 +123,6 @@ class Trainer:
         old = self._old_logprobs(work)
         denom = self._denominator(work, old, batch.denom)
         world = 1 if self.ranks is None else self.ranks.world
-        params = [p for p in self.policy.parameters() if p.requires_grad]
         token_harness = self._token_harness(batch)
         sums = TokenSums()
         grad_norm = torch.zeros(())
@@ -131,6 +130,9 @@ class Trainer:
         harness_norm: dict[str, float] | None = None
         self.policy.train()
         for epoch in range(self.epochs):
+            # read each epoch: one list for all epochs gave an FSDP2-sharded policy a wrong grad norm
+            # from its second epoch on (tests/scale/test_fsdp.py, the mis_epochs case)
+            params = [p for p in self.policy.parameters() if p.requires_grad]
             split = HarnessGradients(params) if token_harness is not None and epoch == 0 else None
             for i, (chunk, tg, live) in enumerate(work):
                 chunk_sums = self._chunk_backward(chunk, tg, None if old is None else old[i], denom, world, live,
