@@ -149,5 +149,11 @@ def plan_eval(step: int, attempt: int, tasks: Sequence[Any], harnesses: Sequence
     plans = plan_cross(list(tasks)[:size], harnesses, samples, step=step, attempt=attempt, split="eval")
     if not label:
         return plans
-    tag = re.sub(r"[^A-Za-z0-9_]+", "_", label)
+    tag = set_tag(label)
     return [replace(p, group_id=f"eval-{tag}-{p.group_id[len('eval-'):]}") for p in plans]
+
+
+def set_tag(name: str) -> str:
+    """An eval set's label in group ids: its name with each run of characters other than
+    [A-Za-z0-9_] as `_` (builtin:chain:test -> builtin_chain_test)."""
+    return re.sub(r"[^A-Za-z0-9_]+", "_", name)

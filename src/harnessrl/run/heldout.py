@@ -8,25 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from harnessrl.run.transfer import Cell, cell, eval_outcomes, eval_set_names, headline_set
+from harnessrl.run.transfer import Cell, Outcomes, before_after, cell, eval_set_names
 from harnessrl.store.records import RolloutRecord
-
-Outcomes = dict[str, list[bool]]  # task (or harness|set|task) -> pass of each eval rollout
 
 
 def held_out_changes(rollouts: list[RolloutRecord], config: dict[str, Any] | None) -> list[tuple[str, Cell]]:
     """[(label, cell)]: one per harness and set, then pooled per set over harnesses, per harness over
     sets and over everything (each pooled row only when it pools two or more cells); [] without an
     eval before and after training."""
-    names = eval_set_names(config)
-    outcomes = eval_outcomes(rollouts, headline_set(config), names)
-    rank = {n: i for i, n in enumerate(names)}
-    steps = sorted({s for per_step in outcomes.values() for s in per_step})
-    if 0 not in steps or len(steps) < 2:
-        return []
-    last = steps[-1]
-    order = sorted(outcomes, key=lambda k: (k[0], rank.get(k[1], len(rank)), k[1]))  # harness, then the config's set order
-    pairs = {key: (outcomes[key].get(0, {}), outcomes[key].get(last, {})) for key in order}
+    _, found = before_after(rollouts, config)
+    rank = {n: i for i, n in enumerate(eval_set_names(config))}
+    order = sorted(found, key=lambda k: (k[0], rank.get(k[1], len(rank)), k[1]))  # harness, then the config's set order
+    pairs = {key: found[key] for key in order}
     out = [(f"{h} · {name}", c) for (h, name), (b, a) in pairs.items() if (c := cell(b, a)) is not None]
     harnesses = list(dict.fromkeys(h for h, _ in pairs))
     sets = list(dict.fromkeys(name for _, name in pairs))

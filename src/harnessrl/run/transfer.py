@@ -22,6 +22,7 @@ from typing import Any
 from harnessrl.errors import HarnessRLError
 from harnessrl.rollout.groups import drop_abandoned_attempts
 from harnessrl.rollout.pass_at_k import bootstrap_interval, rollout_passed
+from harnessrl.rollout.plan import set_tag
 from harnessrl.store.records import RolloutRecord
 
 _EVAL_GROUP = re.compile(r"^eval-(?:(.+?)-)?s\d+-a\d+-")
@@ -70,8 +71,8 @@ def eval_set_names(config: dict[str, Any] | None) -> list[str]:
 def eval_outcomes(rollouts: list[RolloutRecord], headline: str,
                   names: Sequence[str] = ()) -> dict[tuple[str, str], dict[int, dict[str, list[bool]]]]:
     """(harness, set) -> step -> task id -> pass of each eval rollout. A set's label in the group ids
-    is its name with other characters than [A-Za-z0-9_] as `_` (rollout/plan.py): `names` maps it back."""
-    by_tag = {re.sub(r"[^A-Za-z0-9_]+", "_", n): n for n in names}
+    is its `set_tag` (rollout/plan.py): `names` maps it back."""
+    by_tag = {set_tag(n): n for n in names}
     out: dict[tuple[str, str], dict[int, dict[str, list[bool]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for r in drop_abandoned_attempts(rollouts):
         m = _EVAL_GROUP.match(r.group_id)
@@ -95,20 +96,32 @@ def cell(before: dict[str, list[bool]], after: dict[str, list[bool]]) -> Cell | 
                 rollouts_before=sum(len(before[t]) for t in tasks), rollouts_after=sum(len(after[t]) for t in tasks))
 
 
-def run_row(store: Any, run_dir: Path) -> Row:
-    config = store.get_meta("config")
-    outcomes = eval_outcomes(store.list_rollouts(), headline_set(config), eval_set_names(config))
+Outcomes = dict[str, list[bool]]  # task -> pass of each eval rollout
+
+
+def before_after(rollouts: list[RolloutRecord], config: dict[str, Any] | None
+                 ) -> tuple[list[int], dict[tuple[str, str], tuple[Outcomes, Outcomes]]]:
+    """(the eval steps, {(harness, set): (outcomes at step 0, outcomes at the last eval step)});
+    the dict is empty without an eval before and after training."""
+    outcomes = eval_outcomes(rollouts, headline_set(config), eval_set_names(config))
     steps = sorted({s for per_step in outcomes.values() for s in per_step})
     if 0 not in steps or len(steps) < 2:
+        return steps, {}
+    return steps, {key: (per_step.get(0, {}), per_step.get(steps[-1], {})) for key, per_step in outcomes.items()}
+
+
+def run_row(store: Any, run_dir: Path) -> Row:
+    config = store.get_meta("config")
+    steps, pairs = before_after(store.list_rollouts(), config)
+    if not pairs:
         raise TransferError(f"{run_dir} has no eval before and after training (eval steps: {steps or 'none'}). "
                             "Fix: train with loop.eval_size > 0, or evaluate its checkpoint with `harnessrl eval`")
-    last = steps[-1]
     cells = {}
-    for (harness, name), per_step in sorted(outcomes.items()):
-        c = cell(per_step.get(0, {}), per_step.get(last, {}))
+    for (harness, name), (b, a) in sorted(pairs.items()):
+        c = cell(b, a)
         if c is not None:
             cells[f"{harness} · {name}"] = c
-    return Row(trained_label(config, run_dir.name), str(run_dir), 0, last, cells)
+    return Row(trained_label(config, run_dir.name), str(run_dir), 0, steps[-1], cells)
 
 
 def distinct_labels(rows: list[Row]) -> list[Row]:
