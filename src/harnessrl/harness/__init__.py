@@ -133,11 +133,11 @@ def start_hint(spec: str) -> str:
     """What to check when `spec` failed before its first model call. A `command:` harness is never
     installed by harnessrl, so `harnessrl harness install` would not apply to it: its fix is the
     sandbox's view of the CLI (`ro`) and one scripted try (`harnessrl harness check`)."""
+    from harnessrl.harness.command import SHOW_IT_FIX
     from harnessrl.harness.install import HARNESS_NAMES
 
     if is_command(spec):
-        return ("a command: harness is yours to install: show its install dir and runtime to the sandbox "
-                "with ro (command[ro=DIR]:...) and try it with `harnessrl harness check SPEC`")
+        return f"a command: harness is yours to install: {SHOW_IT_FIX}"
     name = spec.strip().partition(":")[0]
     if name in HARNESS_NAMES:
         return f"check the harness install (`harnessrl harness install {name}`)"

@@ -59,10 +59,11 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 # where the sandbox finds binaries besides the `ro` paths (bwrap: /usr and the venv)
 _SANDBOX_BIN_ROOTS = ("/usr", "/bin", "/sbin")
 NOT_FOUND_EXIT = 127  # the shell's "command not found"
+# the fix for a command: harness that cannot start (harness.start_hint says it too)
+SHOW_IT_FIX = ("show the CLI's install dir and runtime to the sandbox with ro (command[ro=DIR]:...) and try it "
+               "with `harnessrl harness check SPEC`")
 NOT_FOUND_HINT = ("Exit 127 is the shell's 'command not found': the sandbox shows only /usr, this venv and "
-                  "the ro paths, so add the CLI's install dir and runtime with ro (command[ro=DIR]:...) and "
-                  "try it with `harnessrl harness check SPEC`; `harnessrl harness install` is for shipped "
-                  "harnesses only")
+                  f"the ro paths, so {SHOW_IT_FIX}; `harnessrl harness install` is for shipped harnesses only")
 _SHELL_BUILTINS = frozenset({"cd", "export", "set", "unset", "true", "false", ":", ".", "source", "eval", "exit",
                              "test", "[", "if", "for", "while", "case", "umask", "ulimit", "trap", "wait"})
 

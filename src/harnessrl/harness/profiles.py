@@ -10,9 +10,8 @@ profile (name + the settings it applies) is stored with every rollout.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 from harnessrl.harness.base import CachedInstallAdapter, HarnessConfigError
 

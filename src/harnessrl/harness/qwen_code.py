@@ -13,7 +13,6 @@ write files) and a one-line `--system-prompt`.
 
 from __future__ import annotations
 
-
 from harnessrl.harness import install
 from harnessrl.harness.base import (
     HarnessResult,

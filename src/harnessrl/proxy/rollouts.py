@@ -20,11 +20,11 @@ ADHOC = "adhoc"
 ADHOC_MAX_TURNS = 2048  # the ad-hoc rollout never closes: past this many turns its history starts afresh
 
 
-def new_key() -> str:
-    """A fresh secret rollout key (144 random bits, URL-safe). It starts with a letter: a harness
-    handed the key as a command-line value (`--api-key KEY`) would read a leading "-" as an option
-    (smolagents' argparse did)."""
-    return "k" + secrets.token_urlsafe(18)
+def new_key(nbytes: int = 18) -> str:
+    """A fresh secret key (`nbytes` random bytes, URL-safe; rollout keys 144 bits). It starts with
+    a letter: a harness handed the key as a command-line value (`--api-key KEY`) would read a
+    leading "-" as an option (smolagents' argparse did)."""
+    return "k" + secrets.token_urlsafe(nbytes)
 
 
 @dataclass

@@ -14,7 +14,6 @@ A runner in another process attaches over HTTP: `POST /admin/rollouts {"rollout_
 from __future__ import annotations
 
 import os
-import secrets
 import socket
 import threading
 import time
@@ -26,7 +25,7 @@ from harnessrl.errors import HarnessRLError
 from harnessrl.proxy.app import AppConfig, build_app
 from harnessrl.proxy.calls import DEFAULT_ROLLOUT_QUOTA, CallHandler
 from harnessrl.proxy.replay import load_script
-from harnessrl.proxy.rollouts import RolloutRegistry
+from harnessrl.proxy.rollouts import RolloutRegistry, new_key
 from harnessrl.proxy.transport import DEFAULT_MAX_HEADER_BYTES, ConnectionGuard, guarded_protocol
 from harnessrl.proxy.writer import CallWriter
 from harnessrl.render.conversation import Conversation
@@ -67,7 +66,7 @@ class ProxyServer:
         self.host = host
         self.uds = str(uds) if uds else None
         self.history_mode = history_mode
-        self.admin_token = admin_token or "a" + secrets.token_urlsafe(24)  # never a leading "-" (an option)
+        self.admin_token = admin_token or new_key(24)
         self.served_model = served_model or Path(str(getattr(engine, "model_path", "") or "policy")).name
         self._requested_port = port
         self._sock: socket.socket | None = None
