@@ -17,10 +17,28 @@ Policies (`BranchingConfig.policy`):
   was confused, which for a small model is mostly a rollout that failed at its first command: its
   branches fail too and give a tree node no contrast (docs/training.md, "Branching rollouts");
   a rarer-outcome parent's branches are the siblings whose outcomes can differ;
+- ``target``: the rarer outcome's parents only (a group with one outcome gets no branch point),
+  each at the call where its branches are expected to pass about half the time (Prefix Sampling,
+  arXiv 2605.05112: prefixes chosen so that branched groups land near 50%). The model: a branch
+  of parent P (outcome o, L served calls) at call j passes with probability p + (o - p) j / L,
+  p the group's pass rate (at call 0 the branch is a fresh sample; replaying all of P gives P's
+  outcome), so the target call is j* = L (0.5 - p) / (o - p), clamped to [min_call, L - 1]; ties
+  go to the least certain call. In a low-pass group that branches a passing rollout about halfway
+  back from its end, in a high-pass group a failing one;
 - ``random``: calls drawn uniformly (deterministic in the run seed and the group id).
 Parents are the group's own rollouts that were scored (never a branch, never one left out); call 0
 is never a branch point (a fresh group sample is that branch already), and a parent gets a second
 point only when every candidate parent has one.
+
+A prefix from elsewhere (``borrow: true``): a group whose own rollouts all failed has no passing
+parent, so its branches replay a recorded passing rollout of the same task and harness from an
+earlier step (the latest, rollout/difficulty.py `borrowable`), at half its calls (j* with p = 0).
+The replayed calls are context only: the tree builder never trains a replayed completion
+(tree/filters.py ``replayed_calls``), and the parent is not in the group, so those tokens carry
+no weight at all; the branch's own decisions from its branch call on train as any sample.
+
+`branch_point_outcomes` measures what a policy bought: the share of branch points whose subtree
+(the parent, when it is in the group, and its kept branches at that point) holds both outcomes.
 """
 
 from __future__ import annotations
@@ -29,11 +47,12 @@ import random
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from harnessrl.rollout.groups import counted, trained_outcome
 from harnessrl.rollout.pass_at_k import rollout_passed
 from harnessrl.rollout.plan import Branch, GroupPlan
 from harnessrl.store.records import CallRecord, Lineage, RolloutRecord, is_scored, served_calls
@@ -47,8 +66,10 @@ class BranchingConfig(BaseModel):
 
     points: int = Field(0, ge=0)  # branch points per group (0: no branching)
     width: int = Field(2, ge=1)  # branch rollouts per point
-    policy: Literal["entropy", "outcome", "random"] = "entropy"
+    policy: Literal["entropy", "outcome", "target", "random"] = "entropy"
     min_call: int = Field(1, ge=1)  # the earliest branch call (1: replay at least one call)
+    # an all-fail group branches a passing rollout of its task and harness from an earlier step
+    borrow: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -83,10 +104,31 @@ def rarer_outcome(rollouts: Sequence[RolloutRecord], task: Task | None) -> set[s
     return {rid for rid, ok in outcome.items() if ok == rare}
 
 
+def target_call(n_calls: int, group_rate: float, parent_passed: bool) -> float:
+    """The call j* at which a branch of the parent is expected to pass half the time (the
+    ``target`` policy's model, module docstring): L (0.5 - p) / (o - p), in calls."""
+    o = 1.0 if parent_passed else 0.0
+    if o == group_rate:
+        return float(n_calls)
+    return n_calls * min(max((0.5 - group_rate) / (o - group_rate), 0.0), 1.0)
+
+
+def _candidates(r: RolloutRecord, own: Sequence[CallRecord], cfg: BranchingConfig, rng: random.Random,
+                aim: float | None) -> list[tuple[tuple[float, float], BranchPoint]]:
+    """(sort key, point) for each call of one parent that may be a branch point: by distance to
+    the target call `aim` (target policy), then by surprisal (highest first); random: by a draw."""
+    out = []
+    for j in range(cfg.min_call, len(own)):
+        score = rng.random() if cfg.policy == "random" else surprisal(own[j])
+        near = -abs(j - aim) if aim is not None else 0.0
+        out.append(((-near, -score), BranchPoint(r.rollout_id, j, score)))
+    return out
+
+
 def branch_points(rollouts: Sequence[RolloutRecord], calls: Sequence[CallRecord], cfg: BranchingConfig,
                   seed: int = 0, task: Task | None = None) -> list[BranchPoint]:
     """Up to `cfg.points` branch points of one group (see the module docstring); `task` holds the
-    pass rule the `outcome` policy reads (None: reward >= 1)."""
+    pass rule the `outcome` and `target` policies read (None: reward >= 1)."""
     if not cfg.enabled:
         return []
     by_rollout: dict[str, list[CallRecord]] = {}
@@ -94,30 +136,60 @@ def branch_points(rollouts: Sequence[RolloutRecord], calls: Sequence[CallRecord]
         by_rollout.setdefault(c.rollout_id, []).append(c)
     rng = random.Random(seed * 1_000_003 + zlib.crc32(rollouts[0].group_id.encode()) if rollouts else seed)
     parents = [r for r in rollouts if r.lineage is None and is_scored(r.status, r.reward)]
-    first = rarer_outcome(parents, task) if cfg.policy == "outcome" else set()
-    candidates: list[BranchPoint] = []
+    first = rarer_outcome(parents, task) if cfg.policy in ("outcome", "target") else set()
+    rate = 0.0
+    if cfg.policy == "target":
+        rate = sum(rollout_passed(r, task) for r in parents) / max(len(parents), 1)
+        parents = [r for r in parents if r.rollout_id in first]
+    candidates: list[tuple[tuple[float, ...], BranchPoint]] = []
     for r in parents:
         own = served_calls(by_rollout.get(r.rollout_id, []))
-        for j in range(cfg.min_call, len(own)):
-            score = rng.random() if cfg.policy == "random" else surprisal(own[j])
-            candidates.append(BranchPoint(r.rollout_id, j, score))
-    candidates.sort(key=lambda p: (p.parent not in first, -p.score, p.parent, p.call))
+        aim = target_call(len(own), rate, rollout_passed(r, task)) if cfg.policy == "target" else None
+        candidates += [((float(r.rollout_id not in first), *key), p) for key, p in _candidates(r, own, cfg, rng, aim)]
+    candidates.sort(key=lambda kp: (*kp[0], kp[1].parent, kp[1].call))
+    return _chosen([p for _, p in candidates], cfg.points)
+
+
+def _chosen(ordered: Sequence[BranchPoint], points: int) -> list[BranchPoint]:
+    """The first point of each parent in order, then more points where parents ran out."""
     chosen: list[BranchPoint] = []
     used: set[str] = set()
-    for p in candidates:  # one point per parent first, the best of each
-        if len(chosen) < cfg.points and p.parent not in used:
+    for p in ordered:
+        if len(chosen) < points and p.parent not in used:
             chosen.append(p)
             used.add(p.parent)
-    for p in candidates:  # then more points where parents ran out
-        if len(chosen) < cfg.points and p not in chosen:
+    for p in ordered:
+        if len(chosen) < points and p not in chosen:
             chosen.append(p)
     return chosen
 
 
+def borrowed_points(parent: str, calls: Sequence[CallRecord], cfg: BranchingConfig) -> list[BranchPoint]:
+    """Branch points on a passing rollout of an earlier step (an all-fail group's prefix from
+    elsewhere): the calls nearest half its served calls, the least certain first."""
+    own = served_calls(calls)
+    rec = RolloutRecord(parent, "", "", "", "ok", 1.0)
+    ranked = sorted(_candidates(rec, own, cfg, random.Random(0), target_call(len(own), 0.0, True)),
+                    key=lambda kp: (*kp[0], kp[1].call))
+    return _chosen([p for _, p in ranked], cfg.points)
+
+
+def all_failed(rollouts: Sequence[RolloutRecord], task: Task | None) -> bool:
+    """Whether the group's own scored samples (branches aside) all failed (and there is one)."""
+    fresh = counted(rollouts, fresh_only=True)
+    return bool(fresh) and not any(rollout_passed(r, task) for r in fresh)
+
+
 def branch_plan(plan: GroupPlan, rollouts: Sequence[RolloutRecord], calls: Sequence[CallRecord],
-                cfg: BranchingConfig, seed: int = 0) -> GroupPlan | None:
-    """The wave of branches of one recorded group (None when it has no branch point)."""
-    points = branch_points(rollouts, calls, cfg, seed, plan.task)
+                cfg: BranchingConfig, seed: int = 0,
+                borrowed: tuple[str, Sequence[CallRecord]] | None = None) -> GroupPlan | None:
+    """The wave of branches of one recorded group (None when it has no branch point). `borrowed`:
+    (rollout id, its calls) of a passing rollout of the task from an earlier step, branched
+    instead when the group's own samples all failed and `cfg.borrow` is on."""
+    if cfg.enabled and cfg.borrow and borrowed is not None and all_failed(rollouts, plan.task):
+        points = borrowed_points(borrowed[0], borrowed[1], cfg)
+    else:
+        points = branch_points(rollouts, calls, cfg, seed, plan.task)
     if not points:
         return None
     branches = tuple(Branch(p.parent, p.call) for p in points for _ in range(cfg.width))
@@ -126,13 +198,23 @@ def branch_plan(plan: GroupPlan, rollouts: Sequence[RolloutRecord], calls: Seque
                      branches=branches, first=first)
 
 
-def branch_plans(store: Any, plans: Sequence[GroupPlan], cfg: BranchingConfig, seed: int = 0) -> list[GroupPlan]:
-    """The branch waves of recorded groups, read from the run store."""
+Borrow = Callable[[GroupPlan], "str | None"]  # a plan -> a passing rollout of its task from an earlier step
+
+
+def branch_plans(store: Any, plans: Sequence[GroupPlan], cfg: BranchingConfig, seed: int = 0,
+                 borrow: Borrow | None = None) -> list[GroupPlan]:
+    """The branch waves of recorded groups, read from the run store; `borrow` names the prefix
+    from elsewhere of a plan (used when `cfg.borrow` is on and the group's samples all failed)."""
     out = []
     for plan in plans:
         rollouts = store.list_rollouts(group_id=plan.group_id)
         calls = store.list_calls([r.rollout_id for r in rollouts], as_arrays=True) if rollouts else []
-        wave = branch_plan(plan, rollouts, calls, cfg, seed)
+        borrowed = None
+        if cfg.borrow and borrow is not None and all_failed(rollouts, plan.task):
+            parent = borrow(plan)
+            if parent:
+                borrowed = (parent, store.list_calls([parent], as_arrays=True))
+        wave = branch_plan(plan, rollouts, calls, cfg, seed, borrowed)
         if wave is not None:
             out.append(wave)
     return out
@@ -157,3 +239,29 @@ def branching_summary(rollouts: Sequence[RolloutRecord]) -> dict[str, float]:
             "diverged_ended": sum(b.diverged == "ended" for b in branches),
             "replayed_calls": replayed,
             "exact_share": round(sum(b.exact for b in branches) / replayed, 4) if replayed else 0.0}
+
+
+def branch_point_outcomes(rollouts: Sequence[RolloutRecord], task: Task | None, reward: str = "pass") -> dict[str, int]:
+    """Per group: branch points (parent, call) that ran, how many have a subtree with mixed
+    outcomes (the parent, when it is in the group, and its kept branches at that point), and the
+    same for the points borrowed from an earlier step's rollout (parent not in the group)."""
+    members = {r.rollout_id: r for r in rollouts}
+    kept = {r.rollout_id for r in counted(rollouts)}
+    subtrees: dict[tuple[str, int], list[float]] = {}
+    for r in rollouts:
+        if r.lineage is not None:
+            outcomes = subtrees.setdefault((r.lineage.parent, r.lineage.branch_call), [])
+            if r.rollout_id in kept:
+                outcomes.append(trained_outcome(r, task, reward))
+    out = {"points": 0, "mixed": 0, "borrowed_points": 0, "borrowed_mixed": 0}
+    for (parent, _), outcomes in subtrees.items():
+        own = members.get(parent)
+        if own is not None and own.rollout_id in kept:
+            outcomes = [*outcomes, trained_outcome(own, task, reward)]
+        mixed = len(set(outcomes)) > 1
+        out["points"] += 1
+        out["mixed"] += mixed
+        if own is None:
+            out["borrowed_points"] += 1
+            out["borrowed_mixed"] += mixed
+    return out

@@ -1,5 +1,6 @@
 """Reading groups of rollouts back from a run store: by plan (the training loop trains exactly what
-was recorded) or by the group ids found in the store (`harnessrl tree`)."""
+was recorded) or by the group ids found in the store (`harnessrl tree`); and whether a group can
+teach anything (`group_outcome`: a group whose rollouts all get the same reward has no contrast)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harnessrl.rollout.pass_at_k import rollout_passed
 from harnessrl.rollout.plan import GroupPlan
-from harnessrl.store.records import CallRecord, RolloutRecord
+from harnessrl.store.records import CallRecord, RolloutRecord, is_scored
+
+MIXED = "mixed"  # group_outcome of a group with contrast; the others say why it has none
+UNIFORM_OUTCOMES = ("all_fail", "all_pass", "same_score", "unscored")
 
 
 @dataclass
@@ -85,3 +90,32 @@ def group_rollouts(rollouts: Sequence[RolloutRecord], task: str | None = None,
         members = _by_sample(members)
         out.append(StoredGroup(group_id=gid, task_id=members[0].task_id, rollouts=members))
     return out
+
+
+def trained_outcome(rollout: RolloutRecord, task: Any, reward: str) -> float:
+    """The outcome a rollout is trained on: 1/0 for pass/fail (algorithm.reward "pass"), else its
+    reward (algorithm.reward "score", partial credit included)."""
+    if reward == "pass":
+        return float(rollout_passed(rollout, task))
+    return float(rollout.reward) if rollout.reward is not None else 0.0
+
+
+def counted(rollouts: Sequence[RolloutRecord], fresh_only: bool = False) -> list[RolloutRecord]:
+    """The rollouts whose reward trains: scored, and not a branch that diverged from its parent
+    (tree/filters.py); `fresh_only`: the group's own samples, without its branches."""
+    return [r for r in rollouts if is_scored(r.status, r.reward)
+            and (r.lineage is None or (not fresh_only and not r.lineage.diverged))]
+
+
+def group_outcome(rollouts: Sequence[RolloutRecord], task: Any, reward: str = "pass",
+                  fresh_only: bool = False) -> str:
+    """MIXED when the group's counted rollouts got at least two different trained outcomes; else
+    why it has no contrast: all_fail, all_pass, same_score (one partial score) or unscored (no
+    rollout was scored: infrastructure failures)."""
+    kept = counted(rollouts, fresh_only)
+    if not kept:
+        return "unscored"
+    if len({trained_outcome(r, task, reward) for r in kept}) > 1:
+        return MIXED
+    passed = [rollout_passed(r, task) for r in kept]
+    return "all_pass" if all(passed) else "all_fail" if not any(passed) else "same_score"

@@ -13,7 +13,11 @@ Ids are a pure function of the plan's inputs (no random part), so planning twice
 The attempt (how many times a process has started on this run directory, `next_attempt`) is part
 of the id: the rollouts of an interrupted attempt are never read back into a redo of the same step.
 The train plan is deterministic in (seed, step), so a redone step runs the same tasks and harnesses;
-harnesses share the groups of a step in proportion to their weights (largest remainder).
+harnesses share the groups of a step in proportion to their weights (largest remainder). With a
+task weight (`loop.sampler: difficulty`, rollout/difficulty.py) each harness slot draws its task
+with probability proportional to the weight; the weights are a function of the steps before, so
+the plan stays deterministic. Replacement groups of a step (`loop.dynamic_sampling`,
+run/collect.py) continue the step's group indices (`plan_more`).
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 ATTEMPT_KEY = "attempt"  # run-store meta: the number of the latest attempt on the run directory
+TaskWeight = Callable[[Any, str], float]  # (task, harness) -> sampling weight > 0
 
 
 @dataclass(frozen=True)
@@ -88,18 +93,52 @@ def harness_counts(weights: dict[str, float], n_groups: int) -> dict[str, int]:
 
 
 def plan_step(step: int, attempt: int, tasks: Sequence[Any], weights: dict[str, float], n_groups: int,
-              n_per_group: int, seed: int) -> list[GroupPlan]:
-    """The groups of a training step (same tasks and harnesses for every attempt of the step)."""
+              n_per_group: int, seed: int, task_weight: TaskWeight | None = None) -> list[GroupPlan]:
+    """The groups of a training step (same tasks and harnesses for every attempt of the step);
+    `task_weight` None: every task alike (each once before any twice)."""
     if not tasks:
         raise ValueError("no training tasks to plan from")
     rng = random.Random(seed * 1_000_003 + step)
     per_harness = harness_counts(weights, n_groups)
     harnesses = [h for h, c in per_harness.items() for _ in range(c)]
     rng.shuffle(harnesses)
-    order = list(range(len(tasks)))
-    rng.shuffle(order)
-    picks = [tasks[order[i % len(order)]] for i in range(n_groups)]
+    if task_weight is None:
+        order = list(range(len(tasks)))
+        rng.shuffle(order)
+        picks = [tasks[order[i % len(order)]] for i in range(n_groups)]
+    else:
+        picks = weighted_picks(rng, tasks, harnesses, task_weight)
     return [GroupPlan(f"s{step}-a{attempt}-g{i}", t, h, n_per_group, "train", step)
+            for i, (t, h) in enumerate(zip(picks, harnesses))]
+
+
+def weighted_picks(rng: random.Random, tasks: Sequence[Any], harnesses: Sequence[str], task_weight: TaskWeight,
+                   exclude: Sequence[str] = ()) -> list[Any]:
+    """One task per harness slot, drawn with probability proportional to its weight for that
+    harness, without repeats (ids in `exclude` count as used) until every task is used."""
+    used = set(exclude)
+    out = []
+    for h in harnesses:
+        pool = [t for t in tasks if t.id not in used]
+        if not pool:
+            used, pool = set(), list(tasks)
+        pick = rng.choices(pool, weights=[task_weight(t, h) for t in pool])[0]
+        used.add(pick.id)
+        out.append(pick)
+    return out
+
+
+def plan_more(step: int, attempt: int, tasks: Sequence[Any], harnesses: Sequence[str], first_index: int,
+              n_per_group: int, seed: int, task_weight: TaskWeight | None = None,
+              exclude: Sequence[str] = ()) -> list[GroupPlan]:
+    """More groups of a training step, one per harness in `harnesses` (replacements of groups
+    that came back uniform): ids g{first_index}, g{first_index + 1}, ...; tasks drawn as
+    `plan_step` draws them, those in `exclude` (the step's tasks so far) last."""
+    if not tasks:
+        raise ValueError("no training tasks to plan from")
+    rng = random.Random((seed * 1_000_003 + step) * 31 + first_index)
+    picks = weighted_picks(rng, tasks, harnesses, task_weight or (lambda t, h: 1.0), exclude)
+    return [GroupPlan(f"s{step}-a{attempt}-g{first_index + i}", t, h, n_per_group, "train", step)
             for i, (t, h) in enumerate(zip(picks, harnesses))]
 
 
