@@ -188,3 +188,42 @@ def test_harness_check_shows_what_the_harness_sent(tmp_path):
     assert report["final_message"] == "Hello from the scripted engine."
     missing = CliRunner().invoke(app, ["harness", "check", "command:/opt/nope/agent {task}", "--sandbox", "local"])
     assert missing.exit_code == 2 and "/opt/nope/agent does not exist" in missing.output
+
+
+def test_shell_tool_option_names_the_cli_shell_tool():
+    from harnessrl.harness.command import parse_options, shell_tool_overrides
+    from harnessrl.render.bash_format import ShellOverride
+
+    want = ShellOverride("run_commands", "commands", "list")
+    assert parse_options({"shell_tool": "run_commands:commands:list"}).shell_tool == want
+    assert parse_options({"shell_tool": {"name": "run_commands", "arg": "commands", "kind": "list"}}).shell_tool == want
+    assert parse_options({}).shell_tool is None
+    with pytest.raises(HarnessConfigError, match="NAME:ARG:KIND"):
+        parse_options({"shell_tool": "run_commands:commands:strings"})
+    specs = ["command[shell_tool=run_commands:commands:list]:cline {task}", "claude-code", "command:aider {task}",
+             "command[name=x]:other {task}"]
+    assert shell_tool_overrides(specs, {"command[name=x]:other {task}": {"shell_tool": "exec:cmd:string"}}) == (
+        want, ShellOverride("exec", "cmd", "string"))
+
+
+OPAQUE_CLIENT = CLIENT.replace("'name':'bash'", "'name':'do_it'").replace(
+    "'properties':{'command':{'type':'string'}},'required':['command']",
+    "'properties':{'steps':{'type':'array','items':{'type':'string'}}},'required':['steps']")
+
+
+def test_harness_check_names_the_override_when_no_shell_tool_is_found(tmp_path):
+    from typer.testing import CliRunner
+
+    from harnessrl.cli import app
+
+    assert OPAQUE_CLIENT != CLIENT
+    res = CliRunner().invoke(app, ["harness", "check", OPAQUE_CLIENT, "--sandbox", "local",
+                                   "--run-dir", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    assert "shell tool none found" in res.output and "shell_tool=do_it:steps:argv" in res.output
+    spec = OPAQUE_CLIENT.replace("command[name=probe]", "command[name=probe,shell_tool=do_it:steps:list]")
+    res = CliRunner().invoke(app, ["harness", "check", spec, "--sandbox", "local", "--json",
+                                   "--run-dir", str(tmp_path / "b")])
+    assert res.exit_code == 0, res.output
+    [call] = json.loads(res.stdout.strip().splitlines()[-1])["calls"]
+    assert (call["shell_tool"], call["shell_kind"], call["suggestions"]) == ("do_it", "list", [])

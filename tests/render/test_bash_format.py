@@ -2,7 +2,8 @@
 results in each harness's shape, the no-shell fallback, and exact history with bash-format turns.
 
 tests/fixtures/harness_tool_schemas.json: the tool schemas of the real harnesses' first requests
-(Claude Code, Codex, OpenClaw; decoded from tests/fixtures/harness_calls, descriptions dropped),
+(Claude Code, Codex, OpenClaw; decoded from tests/fixtures/harness_calls, descriptions dropped; Cline
+3.0.65's 25 tools from its `harnessrl harness check` request),
 mini-swe-agent's `bash` tool and Codex's older argv `shell` tool (written from their shapes).
 """
 
@@ -26,9 +27,9 @@ from harnessrl.render.bash_format import (
 from harnessrl.store.records import PROMPT
 
 SCHEMAS = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "harness_tool_schemas.json").read_text())
-EXPECTED = {"claude-code": ("Bash", "command", False), "codex": ("exec_command", "cmd", False),
-            "openclaw": ("exec", "command", False), "mini-swe-agent": ("bash", "command", False),
-            "codex-shell": ("shell", "command", True)}
+EXPECTED = {"claude-code": ("Bash", "command", "string"), "codex": ("exec_command", "cmd", "string"),
+            "openclaw": ("exec", "command", "string"), "mini-swe-agent": ("bash", "command", "string"),
+            "codex-shell": ("shell", "command", "argv"), "cline": ("run_commands", "commands", "list")}
 NO_SHELL = [ToolSpec("read", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}},
                                               "required": ["path"]}),
             ToolSpec("write", "Write a file.", {"type": "object", "properties": {
@@ -68,7 +69,7 @@ def hermes_renderer():
 def test_shell_tool_found_from_the_real_schemas(harness):
     shell = find_shell_tool(harness_tools(harness))
     assert shell is not None
-    assert (shell.name, shell.prop, shell.argv) == EXPECTED[harness]
+    assert (shell.name, shell.prop, shell.kind) == EXPECTED[harness]
 
 
 def test_shell_tool_recognition_rules():

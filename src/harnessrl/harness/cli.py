@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
     @harness_app.command("install")
     def install_cmd(
         names: list[str] = typer.Argument(
-            ..., help="builtin mini-swe-agent claude-code codex openclaw qwen-code opencode (or 'all')"),
+            ..., help="builtin mini-swe-agent claude-code codex openclaw qwen-code opencode cline (or 'all')"),
         force: bool = typer.Option(False, "--force", help="reinstall even if the pinned version is present"),
     ) -> None:
         """Install harnesses at their pinned versions (idempotent)."""
@@ -122,9 +122,15 @@ def format_report(report: Any) -> str:
     lines.append(f"calls     {len(report.calls)}")
     for c in report.calls:
         tools = ", ".join(c.tools) if c.tools else "none"
+        shell = f"{c.shell_tool} ({c.shell_kind})" if c.shell_tool else "none found"
         lines.append(f"  #{c.seq} {c.protocol} {c.status}: prompt {c.prompt_tokens} tokens, reply {c.completion_tokens}; "
-                     f"shell tool {c.shell_tool or 'none found'}; {len(c.tools)} tools: {tools[:300]}"
+                     f"shell tool {shell}; {len(c.tools)} tools: {tools[:300]}"
                      + (f"; {c.error}" if c.error else ""))
+    hints = next((c.suggestions for c in report.calls if c.tools and not c.shell_tool and c.suggestions), [])
+    if hints:
+        lines.append("  no shell tool recognised: if one of these runs commands, name it with the command: option "
+                     + " or ".join(f"shell_tool={h}" for h in hints)
+                     + " (KIND: string = a command line, argv = an argv array, list = a list of command strings)")
     if not report.calls:
         lines.append("  the harness made no model call: check its base URL / key variables (docs/harnesses.md)")
     lines.append(f"final     {report.final_message[:200]!r}")

@@ -19,6 +19,9 @@ comma-separated `key=value`, a list key repeated per item) or as the run config'
     final      where the final message is: `last_line` of stdout (default), all of `stdout`, or
                `file:PATH` (a file the harness writes; relative paths are in the workspace)
     shell      the shell that runs the template (default /bin/sh)
+    shell_tool the CLI's shell tool when the renderer's detector misses it: `NAME:ARG:KIND` (YAML:
+               `{name, arg, kind}`), KIND = string | argv | list (a list of whole command strings);
+               the bash tool formats then drive that tool (render/bash_format.py)
     name       the harness's name in rollout ids (spec only; default `cmd-<program>-<6 hex>`,
                rollout/plan.py `harness_tag`)
 
@@ -51,6 +54,7 @@ from harnessrl.harness.base import (
     quiet_env,
     result_from,
 )
+from harnessrl.render.bash_format import ShellOverride, ShellOverrideError, parse_shell_override
 
 PLACEHOLDERS = ("{task}", "{workspace}")
 LIST_KEYS = ("ro", "rw", "end_exits")
@@ -78,6 +82,7 @@ class CommandOptions:
     final: str = "last_line"
     shell: str = "/bin/sh"
     name: str = ""
+    shell_tool: ShellOverride | None = None
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -139,9 +144,27 @@ def parse_options(raw: dict[str, Any]) -> CommandOptions:
     name = str(raw.get("name", ""))
     if name and not _NAME.match(name):
         raise HarnessConfigError(f"name {name!r} must be 1-40 letters, digits, '_', '.' or '-' (it goes in rollout ids)")
+    try:
+        shell_tool = None if raw.get("shell_tool") in (None, "") else parse_shell_override(raw["shell_tool"])
+    except ShellOverrideError as e:
+        raise HarnessConfigError(str(e)) from None
     return CommandOptions(ro=tuple(str(p) for p in _as_list(raw.get("ro"))),
                           rw=tuple(str(p) for p in _as_list(raw.get("rw"))), end_exits=exits, final=final,
-                          shell=str(raw.get("shell", "/bin/sh")), name=name)
+                          shell=str(raw.get("shell", "/bin/sh")), name=name, shell_tool=shell_tool)
+
+
+def shell_tool_overrides(specs: list[str], options: dict[str, dict[str, Any]]) -> tuple[ShellOverride, ...]:
+    """The shell tools the `command:` harnesses among `specs` name (`shell_tool`), for the renderer
+    that serves them (`options`: spec -> run-config options). Other harnesses name none."""
+    out: list[ShellOverride] = []
+    for spec in specs:
+        if not spec.strip().startswith(("command:", "command[")):
+            continue
+        spec_options, _ = split_command_spec(spec)
+        found = parse_options(merge_options(spec_options, dict(options.get(spec) or {}))).shell_tool
+        if found is not None and found not in out:
+            out.append(found)
+    return tuple(out)
 
 
 def render_template(template: str, *, task: str, workspace: str) -> str:

@@ -51,6 +51,8 @@ PACKAGES: tuple[HarnessPackage, ...] = (
     HarnessPackage("openclaw", "npm", "openclaw", "2026.9.6", "openclaw", needs_node24=True, approx_mb=650),
     HarnessPackage("qwen-code", "npm", "@qwen-code/qwen-code", "0.24.4", "qwen", approx_mb=150),
     HarnessPackage("opencode", "npm", "opencode-ai", "1.18.33", "opencode", approx_mb=320),
+    # no adapter of its own: it runs as a `command:` harness (docs/harnesses.md, "Cline")
+    HarnessPackage("cline", "npm", "cline", "3.0.65", "cline", approx_mb=440),
 )
 HARNESS_NAMES = tuple(p.name for p in PACKAGES)
 

@@ -5,8 +5,10 @@ Small models (SmolLM2-135M) rarely write valid tool-call JSON but often write a 
 
 - The harness's *shell tool* is found from the request's tool schemas (`find_shell_tool`): a
   function tool with a required string property such as ``command`` / ``cmd`` (or an argv array,
-  Codex's older ``shell{command: [...]}``). Tool names only break ties. The harness's name is
-  never used.
+  Codex's older ``shell{command: [...]}``, or a list of whole command strings, Cline's
+  ``run_commands{commands: [...]}``). Tool names only break ties. The harness's name is never used.
+  A tool the schemas do not give away is named by a `ShellOverride` (a `command:` harness's
+  ``shell_tool=NAME:ARG:KIND`` option), which wins over the detector when the request offers it.
 - The system prompt gets a short instruction (`INSTRUCTION`) instead of the JSON tool list. The
   harness's other tools are not shown to the model.
 - A reply's ```bash / ```sh / ```shell blocks become ONE call of the shell tool. Several blocks
@@ -14,7 +16,8 @@ Small models (SmolLM2-135M) rarely write valid tool-call JSON but often write a 
   reply stopped on its own (not when it was cut by the length limit). The text outside the
   blocks is the reply's content.
 - Arguments fit the tool's schema: ``{prop: cmd}`` for a string property, ``{prop: ["bash",
-  "-lc", cmd]}`` for an argv array, plus the ``default`` of any other required property.
+  "-lc", cmd]}`` for an argv array, ``{prop: [cmd]}`` for a list of command strings, plus the
+  ``default`` of any other required property.
 - In history a shell call renders back as the same block (content, newline, block); any other
   call renders in the template's fallback convention (Hermes ``<tool_call>`` JSON), which the
   parser also reads. Every tool result renders as a fenced output block in a user turn
@@ -29,7 +32,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from harnessrl.render.messages import ToolCall, ToolSpec
 
@@ -73,13 +76,55 @@ def example_turns() -> list[dict[str, str]]:
     return turns
 
 
-_NAMES = ("command", "cmd", "script")  # property names that hold the command, best first
+_NAMES = ("command", "cmd", "script", "commands", "cmds")  # property names that hold the command, best first
 _TOOL_HINTS = ("bash", "shell", "exec_command", "exec", "run_shell", "terminal", "run", "execute")
 _LANGS = ("bash", "sh", "shell")
 _ARGV_SHELLS = ("bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/usr/bin/bash", "/bin/zsh")
 # ```bash at a line start, optional spaces, a newline, the body, then a closing ``` on its own line
 _BLOCK_RE = re.compile(r"(?m)^[ \t]*```[ \t]*(bash|sh|shell)[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.DOTALL | re.IGNORECASE)
 _OPEN_RE = re.compile(r"(?m)^[ \t]*```[ \t]*(bash|sh|shell)[ \t]*\n", re.IGNORECASE)
+
+# How a command goes into the shell tool's argument: "string" (the command line), "argv" (an array,
+# ["bash", "-lc", cmd]) or "list" (an array of whole command strings, [cmd]).
+ShellKind = Literal["string", "argv", "list"]
+SHELL_KINDS: tuple[str, ...] = ("string", "argv", "list")
+_LIST_PROPS = ("commands", "cmds")  # an array of strings under these names holds command lines, not argv
+
+
+class ShellOverrideError(ValueError):
+    """A shell tool override that is not NAME:ARG:KIND (the message shows the form)."""
+
+
+@dataclass(frozen=True)
+class ShellOverride:
+    """The shell tool named by hand, for a harness whose schemas the detector does not read:
+    the tool's name, the argument that holds the command, and how (`ShellKind`)."""
+
+    name: str
+    prop: str
+    kind: ShellKind
+
+    def spec(self) -> str:
+        """The `shell_tool=` value that gives this override."""
+        return f"{self.name}:{self.prop}:{self.kind}"
+
+
+def parse_shell_override(value: Any) -> ShellOverride:
+    """`NAME:ARG:KIND` (a `command:` spec option) or `{name, arg, kind}` (a run config's options)."""
+    form = "NAME:ARG:KIND with KIND string | argv | list, e.g. run_commands:commands:list"
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - {"name", "arg", "kind"})
+        if unknown:
+            raise ShellOverrideError(f"shell_tool has unknown keys {unknown}; give {{name, arg, kind}} or {form}")
+        parts = [str(value.get(k) or "") for k in ("name", "arg", "kind")]
+    elif isinstance(value, str):
+        parts = value.split(":")
+    else:
+        raise ShellOverrideError(f"shell_tool must be {form}, got {value!r}")
+    if len(parts) != 3 or not all(p.strip() for p in parts) or parts[2].strip() not in SHELL_KINDS:
+        raise ShellOverrideError(f"shell_tool must be {form}, got {value!r}")
+    name, prop, kind = (p.strip() for p in parts)
+    return ShellOverride(name, prop, kind)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -88,12 +133,16 @@ class ShellTool:
 
     name: str
     prop: str  # the property that holds the command
-    argv: bool  # True: the property is an array of strings (argv); False: a string
+    kind: ShellKind = "string"
     defaults: tuple[tuple[str, Any], ...] = ()  # other required properties with a schema default
     spec: ToolSpec | None = field(default=None, compare=False, repr=False)  # the tool as the request gave it
 
+    @property
+    def argv(self) -> bool:
+        return self.kind == "argv"
+
     def arguments(self, command: str) -> dict[str, Any]:
-        value: Any = ["bash", "-lc", command] if self.argv else command
+        value: Any = {"argv": ["bash", "-lc", command], "list": [command]}.get(self.kind, command)
         return {**dict(self.defaults), self.prop: value}
 
     def command_of(self, call: ToolCall) -> str | None:
@@ -106,7 +155,10 @@ class ShellTool:
                 return None
         if call.name != self.name or not isinstance(args, dict):
             return None
-        return command_text(args.get(self.prop))
+        value = args.get(self.prop)
+        if self.kind == "list":
+            return list_command_text(value)
+        return command_text(value)
 
 
 def command_text(value: Any) -> str | None:
@@ -120,8 +172,17 @@ def command_text(value: Any) -> str | None:
     return None
 
 
-def _prop_kind(schema: Any) -> str | None:
-    """"string" | "argv" | None for one property schema."""
+def list_command_text(value: Any) -> str | None:
+    """A script from a list of whole command strings (one per line), or a lone string."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    return None
+
+
+def _prop_kind(schema: Any, prop: str) -> ShellKind | None:
+    """The ShellKind of one property schema named `prop`, or None when it holds no command."""
     if not isinstance(schema, dict):
         return None
     types = schema.get("type")
@@ -131,8 +192,24 @@ def _prop_kind(schema: Any) -> str | None:
     if "array" in types:
         items = schema.get("items")
         if isinstance(items, dict) and items.get("type") == "string":
-            return "argv"
+            return "list" if prop in _LIST_PROPS else "argv"
     return None
+
+
+def _required(tool: ToolSpec) -> list[str]:
+    required = tool.parameters.get("required") if isinstance(tool.parameters, dict) else None
+    return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+
+
+def _defaults(props: dict[str, Any], others: list[str]) -> list[tuple[str, Any]] | None:
+    """The schema defaults of the other required properties; None when one has none."""
+    out = []
+    for r in others:
+        spec = props.get(r)
+        if not isinstance(spec, dict) or "default" not in spec:
+            return None  # a required property we could not fill: the call would be refused
+        out.append((r, spec["default"]))
+    return out
 
 
 def _candidate(tool: ToolSpec) -> tuple[tuple[int, ...], ShellTool] | None:
@@ -142,35 +219,66 @@ def _candidate(tool: ToolSpec) -> tuple[tuple[int, ...], ShellTool] | None:
     props = tool.parameters.get("properties")
     if not isinstance(props, dict):
         return None
-    required = tool.parameters.get("required")
-    required = [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+    required = _required(tool)
     for rank, prop in enumerate(_NAMES):
-        kind = _prop_kind(props.get(prop))
+        kind = _prop_kind(props.get(prop), prop)
         if kind is None:
             continue
         others = [r for r in required if r != prop]
-        defaults = []
-        for r in others:
-            spec = props.get(r)
-            if not isinstance(spec, dict) or "default" not in spec:
-                return None  # a required property we could not fill: the call would be refused
-            defaults.append((r, spec["default"]))
+        defaults = _defaults(props, others)
+        if defaults is None:
+            return None
         name = tool.name.lower()
         hint = next((len(_TOOL_HINTS) - i for i, h in enumerate(_TOOL_HINTS) if name == h), 0)
         partial = int(any(h in name for h in ("bash", "shell", "exec", "command")))
         score = (int(prop in required), int(kind == "string"), -rank, hint, partial, -len(others))
-        return score, ShellTool(tool.name, prop, kind == "argv", tuple(defaults), tool)
+        return score, ShellTool(tool.name, prop, kind, tuple(defaults), tool)
     return None
 
 
-def find_shell_tool(tools: list[ToolSpec] | None) -> ShellTool | None:
-    """The request's shell tool, recognised from the schemas (see the module docstring), or None."""
+def _overridden(tools: list[ToolSpec], overrides: tuple[ShellOverride, ...]) -> ShellTool | None:
+    """The first override whose tool the request offers (required properties with a default filled)."""
+    by_name = {t.name: t for t in tools if t.kind == "function"}
+    for o in overrides:
+        tool = by_name.get(o.name)
+        if tool is None:
+            continue
+        props = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
+        props = props if isinstance(props, dict) else {}
+        defaults = _defaults(props, [r for r in _required(tool) if r != o.prop and "default" in (props.get(r) or {})])
+        return ShellTool(o.name, o.prop, o.kind, tuple(defaults or ()), tool)
+    return None
+
+
+def find_shell_tool(tools: list[ToolSpec] | None, overrides: tuple[ShellOverride, ...] = ()) -> ShellTool | None:
+    """The request's shell tool: an override's tool when the request offers one, else the one
+    recognised from the schemas (see the module docstring), or None."""
+    found = _overridden(list(tools or []), overrides)
+    if found is not None:
+        return found
     best: tuple[tuple[int, ...], ShellTool] | None = None
     for tool in tools or []:
-        found = _candidate(tool)
-        if found is not None and (best is None or found[0] > best[0]):
-            best = found
+        cand = _candidate(tool)
+        if cand is not None and (best is None or cand[0] > best[0]):
+            best = cand
     return best[1] if best else None
+
+
+def override_suggestions(tools: list[ToolSpec] | None, limit: int = 3) -> list[ShellOverride]:
+    """For a request whose shell tool the detector misses: the overrides that could name it (each
+    function tool's string or string-array properties), tools whose names suggest commands first."""
+    out: list[tuple[tuple[int, int], ShellOverride]] = []
+    for i, tool in enumerate(tools or []):
+        props = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
+        if tool.kind != "function" or not isinstance(props, dict):
+            continue
+        name = tool.name.lower()
+        hinted = int(any(h in name for h in (*_TOOL_HINTS, "command", "cmd")))
+        for prop, schema in props.items():
+            kind = _prop_kind(schema, prop)
+            if kind is not None:
+                out.append(((-hinted, i), ShellOverride(tool.name, prop, kind)))
+    return [o for _, o in sorted(out, key=lambda x: x[0])][:limit]
 
 
 # ---- rendering ------------------------------------------------------------------------------

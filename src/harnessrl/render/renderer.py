@@ -12,6 +12,7 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
 
+from harnessrl.render.bash_format import ShellOverride
 from harnessrl.render.errors import RenderError
 from harnessrl.render.harness_text import SpecialTextEscape
 from harnessrl.render.incremental import incremental_is_exact
@@ -51,6 +52,7 @@ class Renderer:
         tool_format: str | None = None,
         template_kwargs: dict[str, Any] | None = None,
         verify_incremental: bool = False,
+        shell_overrides: Sequence[ShellOverride] = (),
     ):
         source = chat_template or getattr(tokenizer, "chat_template", None)
         if not isinstance(source, str) or not source.strip():
@@ -58,7 +60,7 @@ class Renderer:
         self.tokenizer = tokenizer
         self.chat_template = source
         self.template_kwargs = dict(template_kwargs or {})
-        self.info: TemplateInfo = detect(source, tool_format)
+        self.info: TemplateInfo = detect(source, tool_format, tuple(shell_overrides))
         self.verify_incremental = verify_incremental
         # harness text never becomes control tokens (harness_text.py, docs/render.md)
         self.escape = SpecialTextEscape(getattr(tokenizer, "all_special_tokens", []) or [])

@@ -27,14 +27,20 @@ class TemplateInfo:
     reasoning_key: str | None  # message field the template reads thinking from ("reasoning_content")
     thinks: bool  # the template knows <think> blocks
     fallback_format: str = "hermes"  # the template's own convention: used by "bash" when no shell tool is offered
+    # shell tools named by hand (a `command:` harness's shell_tool option): they win when offered
+    shell_overrides: tuple[bash_format.ShellOverride, ...] = ()
 
     def shell_tool(self, tools: list[ToolSpec] | None) -> bash_format.ShellTool | None:
         """The shell tool the "bash" format drives for these tools (None: another format, or none found)."""
-        return bash_format.find_shell_tool(tools) if self.tool_format in SHELL_FORMATS else None
+        if self.tool_format not in SHELL_FORMATS:
+            return None
+        return bash_format.find_shell_tool(tools, self.shell_overrides)
 
 
-def detect(source: str, tool_format: str | None = None) -> TemplateInfo:
-    """Capabilities of a template from its jinja source; ``tool_format`` overrides the convention."""
+def detect(source: str, tool_format: str | None = None,
+           shell_overrides: tuple[bash_format.ShellOverride, ...] = ()) -> TemplateInfo:
+    """Capabilities of a template from its jinja source; ``tool_format`` overrides the convention,
+    ``shell_overrides`` name shell tools the schemas do not give away (render/bash_format.py)."""
     if tool_format is not None and tool_format not in TOOL_FORMATS:
         raise TemplateError(f"unknown tool format {tool_format!r}; choose one of {', '.join(TOOL_FORMATS)}")
     native = "tools" in source and "tool_call" in source
@@ -43,7 +49,7 @@ def detect(source: str, tool_format: str | None = None) -> TemplateInfo:
     reasoning_key = "reasoning_content" if "reasoning_content" in source else None
     thinks = "<think>" in source or reasoning_key is not None
     return TemplateInfo(native_tools=native, tool_format=fmt, reasoning_key=reasoning_key, thinks=thinks,
-                        fallback_format=default)
+                        fallback_format=default, shell_overrides=tuple(shell_overrides))
 
 
 def _custom_args(call: ToolCall) -> Any:

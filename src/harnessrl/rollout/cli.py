@@ -154,6 +154,7 @@ def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_di
 
     from harnessrl.engine.model import ModelNotFound
     from harnessrl.harness import HarnessConfigError, check_harnesses
+    from harnessrl.harness.command import shell_tool_overrides
     from harnessrl.proxy.server import ProxyStartError
     from harnessrl.rollout.proxy_link import ProxyLinkError
     from harnessrl.rollout.jobs import RolloutsFailed, run_groups
@@ -166,8 +167,9 @@ def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_di
 
     sandbox_cfg = SandboxConfig(type=cfg.sandbox.type, host_uid=cfg.sandbox.host_uid)
     specs, harness_options = harness_specs(cfg, flags.harness, evaluated=split == "eval")
-    local = functools.partial(local_proxy, cfg, scripted=flags.engine == SCRIPTED)
     try:
+        local = functools.partial(local_proxy, cfg, scripted=flags.engine == SCRIPTED,
+                                  shell_overrides=shell_tool_overrides(specs, harness_options))
         task_list = load_tasks(tasks) if isinstance(tasks, str) else tasks
         preflight(sandbox_cfg)  # a damaged host is named before the engine loads
         check_harnesses(specs, harness_options)  # so is a missing harness binary or path
@@ -178,7 +180,8 @@ def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_di
             records = run_groups(task_list, specs, n, proxy=link, store=store, sandbox_cfg=sandbox_cfg,
                                  concurrency=cfg.loop.concurrency, step=step, max_turns=cfg.loop.max_turns,
                                  harness_timeout_s=cfg.loop.rollout_timeout_s, harness_options=harness_options,
-                                 split=split, progress=progress)
+                                 split=split, progress=progress,
+                                 progress_every_s=cfg.output.progress_every_s)
     except (TaskError, HarnessConfigError, ValueError, ModelNotFound, ProxyStartError, ProxyLinkError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(code=2) from None

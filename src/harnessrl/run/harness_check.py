@@ -25,6 +25,9 @@ class CallSummary:
     tools: list[str]
     shell_tool: str  # "" when the renderer finds none
     error: str = ""
+    shell_kind: str = ""  # how the command goes in: string | argv | list ("" when none found)
+    # when none is found among tools: the `shell_tool=NAME:ARG:KIND` options that could name one
+    suggestions: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -43,10 +46,11 @@ class CheckReport:
         return asdict(self)
 
 
-def summarize_call(call: Any) -> CallSummary:
-    """One stored call as the check shows it (tools read back through the call's own protocol)."""
+def summarize_call(call: Any, shell_overrides: tuple[Any, ...] = ()) -> CallSummary:
+    """One stored call as the check shows it (tools read back through the call's own protocol;
+    `shell_overrides`: the shell tools the spec names, render/bash_format.py: ShellOverride)."""
     from harnessrl.proxy.protocols import WIRE_PROTOCOLS
-    from harnessrl.render.bash_format import find_shell_tool
+    from harnessrl.render.bash_format import find_shell_tool, override_suggestions
 
     tools: list[Any] = []
     wire = next((w for w in WIRE_PROTOCOLS if w.name == call.protocol), None)
@@ -55,12 +59,13 @@ def summarize_call(call: Any) -> CallSummary:
             tools = wire.parse(call.request).tools
         except Exception:  # noqa: BLE001 - a request the proxy refused: shown without its tools
             tools = []
-    shell = find_shell_tool(tools)
+    shell = find_shell_tool(tools, shell_overrides)
     meta = call.meta or {}
     return CallSummary(seq=call.seq, protocol=call.protocol, status=call.status,
                        prompt_tokens=len(call.prompt_ids) or int(meta.get("n_prompt") or 0),
                        completion_tokens=len(call.sampled_ids), tools=[t.name for t in tools],
-                       shell_tool=shell.name if shell else "",
+                       shell_tool=shell.name if shell else "", shell_kind=shell.kind if shell else "",
+                       suggestions=[] if shell else [o.spec() for o in override_suggestions(tools)],
                        error=str(meta.get("error_kind") or "") + (": " + str(meta["error"])[:200] if meta.get("error") else ""))
 
 
@@ -70,6 +75,7 @@ def check_harness(spec: str, run_dir: Path, *, sandbox: str = "bwrap", options: 
     (it answers every call with one fixed sentence) and report what the harness sent.
     Raises HarnessConfigError (bad option, missing binary or path) before anything starts."""
     from harnessrl.harness import check_harnesses
+    from harnessrl.harness.command import shell_tool_overrides
     from harnessrl.rollout.jobs import RolloutsFailed, run_groups
     from harnessrl.run.config import RunConfig
     from harnessrl.run.serve_config import local_proxy
@@ -79,11 +85,12 @@ def check_harness(spec: str, run_dir: Path, *, sandbox: str = "bwrap", options: 
 
     opts = {spec: dict(options)} if options else {}
     check_harnesses([spec], opts)
+    shells = shell_tool_overrides([spec], opts)
     task = load_tasks(CHECK_TASK)[0]
     cfg = RunConfig()
     store = RunStore(run_dir)
     try:
-        with local_proxy(cfg, store, scripted=True) as local:
+        with local_proxy(cfg, store, scripted=True, shell_overrides=shells) as local:
             try:
                 run_groups([task], [spec], 1, proxy=local, store=store, sandbox_cfg=SandboxConfig(type=sandbox),
                            concurrency=1, max_turns=max_turns, harness_timeout_s=timeout_s, start_retries=0,
@@ -98,4 +105,4 @@ def check_harness(spec: str, run_dir: Path, *, sandbox: str = "bwrap", options: 
     return CheckReport(spec=spec, rollout_id=record.rollout_id, status=record.status,
                        exit_code=meta.get("exit_code"), error=record.error or "",
                        final_message=str(meta.get("final_message") or ""),
-                       calls=[summarize_call(c) for c in sorted(calls, key=lambda c: c.seq)])
+                       calls=[summarize_call(c, shells) for c in sorted(calls, key=lambda c: c.seq)])

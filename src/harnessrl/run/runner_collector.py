@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from harnessrl.engine import resolve_model
 from harnessrl.harness import HarnessConfigError, start_hint
+from harnessrl.harness.command import shell_tool_overrides
 from harnessrl.render.renderer import Renderer
 from harnessrl.rollout.jobs import RunOptions, make_adapters, run_plans
 from harnessrl.rollout.plan import GroupPlan
@@ -32,7 +33,9 @@ class RunnerCollector:
 
     def __init__(self, cfg, engine: Any, store: Any, model_dir: Path):
         self.cfg, self.store = cfg, store
-        renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format)
+        entries = cfg.harness_entries()
+        shells = shell_tool_overrides([h.name for h in entries], {h.name: dict(h.options) for h in entries})
+        renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format, shell_overrides=shells)
         self.proxy = start_proxy(cfg, engine, store, renderer)  # the way `harnessrl eval --from-run` serves
         self.sandbox_cfg = SandboxConfig(type=cfg.sandbox.type, host_uid=cfg.sandbox.host_uid)
         self.samples = SampleCheck(_warn)  # token-identical GRPO groups: warned once per run
@@ -67,8 +70,9 @@ class RunnerCollector:
         opts = RunOptions(sandbox_cfg=self.sandbox_cfg, max_turns=loop.max_turns,
                           harness_timeout_s=loop.rollout_timeout_s,
                           memory_reserve_gib=loop.memory_reserve_gib)
+        on_done = (lambda rec: progress(1, rec.harness, rec.status)) if progress else None
         run_plans(plans, proxy=LocalProxy(self.proxy), store=self.store, opts=opts, adapters=self._adapters,
-                  concurrency=loop.concurrency, on_done=(lambda rec: progress(1, rec.harness)) if progress else None)
+                  concurrency=loop.concurrency, on_done=on_done)
         self.samples.check(self.store, [(p.group_id, [j.rollout_id for j in p.jobs()]) for p in plans])
 
     def close(self) -> None:

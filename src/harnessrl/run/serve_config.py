@@ -19,6 +19,7 @@ from harnessrl.engine import make_engine, resolve_model
 from harnessrl.engine.base import Engine
 from harnessrl.engine.factory import EngineConfig
 from harnessrl.proxy.server import ProxyServer
+from harnessrl.render.bash_format import ShellOverride
 from harnessrl.render.renderer import Renderer
 from harnessrl.rollout.proxy_link import LocalProxy
 from harnessrl.run.config import ConfigError, RunConfig, build_config, load_config
@@ -105,13 +106,16 @@ def engine_config(cfg: RunConfig, model_dir: Path, renderer: Renderer, scripted:
 
 
 @contextlib.contextmanager
-def local_proxy(cfg: RunConfig, store: RunStore, scripted: bool = False) -> Iterator[LocalProxy]:
+def local_proxy(cfg: RunConfig, store: RunStore, scripted: bool = False,
+                shell_overrides: tuple[ShellOverride, ...] = ()) -> Iterator[LocalProxy]:
     """An engine and a started proxy in this process, serving as `cfg` trains; the store records how
-    (meta "render" and "serve", as `harnessrl serve` writes them)."""
+    (meta "render" and "serve", as `harnessrl serve` writes them). `shell_overrides`: the shell tools
+    the served `command:` harnesses name (harness/command.py: shell_tool_overrides)."""
     from harnessrl.engine.model import smollm2_tokenizer_dir
 
     model_dir = smollm2_tokenizer_dir() if scripted and cfg.model.path is None else resolve_model(cfg.model.path)
-    renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format)
+    renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format,
+                                        shell_overrides=shell_overrides)
     engine = make_engine(engine_config(cfg, Path(model_dir), renderer, scripted))
     store.set_meta("render", {"tool_format": renderer.info.tool_format, "history": "exact"})
     store.set_meta("serve", {"default_temperature": cfg.serve.default_temperature,
