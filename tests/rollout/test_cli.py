@@ -34,6 +34,10 @@ def test_eval_json_attached_to_a_proxy(renderer, store, tmp_path):
     assert per_task[tasks[1].id]["pass@1"] == 0.0 and per_task[tasks[1].id]["statuses"] == {"ok": 2}
     assert summary["per_harness"]["builtin"]["n_rollouts"] == 2 * len(per_task)
     assert "per category" in out.stderr  # the table went to stderr
+    # stderr is a pipe: plain progress lines, not a live bar (harnessrl/plain_progress.py)
+    total = 2 * len(per_task)
+    assert f"rollouts: start, 0/{total} rollouts" in out.stderr
+    assert f"rollouts: done {total}/{total} rollouts (ok {total})" in out.stderr
     lo, hi = summary["per_harness"]["builtin"]["pass@1_ci95"]
     assert lo <= summary["per_harness"]["builtin"]["pass@1"] <= hi and "bootstrap" in summary["ci_method"]
 

@@ -66,7 +66,7 @@ class EngineCollector:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if progress:
-            progress(1)
+            progress(1, plan.harness, "ok")
 
     async def _run(self, plans, progress):
         await asyncio.gather(*(self._one(p, i, progress) for p in plans for i in range(p.n)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -83,3 +84,30 @@ def test_display_is_inert_off_a_terminal():
         d.phase(1, "rollouts")
         d.step_done(1, 10.0, "step 1")
         assert d.eta_s() == 30.0  # 3 steps of 10 s left counting the current one
+
+
+def test_plain_progress_lines_when_stdout_is_a_pipe(tmp_path):
+    """`harnessrl train` into a pipe (CI, nohup, | tee): every phase that runs rollouts and the update
+    print a start line, progress lines (each rollout here: output.progress_every_s=0) and an end line."""
+    from harnessrl.engine import make_tiny_model
+
+    model = make_tiny_model(tmp_path / "model", seed=3)
+    here = Path(__file__).parent
+    ov = [f"model.path={model}", "engine.type=hf", f"output.run_dir={tmp_path / 'run'}", "output.tensorboard=false",
+          "output.progress_every_s=0", "loop.steps=1", "loop.groups_per_step=2", "loop.n_per_group=2",
+          "loop.eval_size=2", "loop.max_tokens=4", "filters.truncated=keep", "algorithm.token_budget=64"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(here), os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, str(here / "run_fake.py"), "0", "fresh", *ov], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    for phase, total in (("baseline eval · eval (held-out pass@1)", 2), ("step 1/1 · rollouts", 4),
+                         ("step 1/1 · eval (held-out pass@1)", 2)):
+        mine = [line for line in lines if line.startswith(phase + ": ")]
+        assert mine[0] == f"{phase}: start, 0/{total} rollouts", lines
+        assert any(line.startswith(f"{phase}: 1/{total} rollouts (ok 1)") for line in mine), mine
+        assert mine[-1].startswith(f"{phase}: done {total}/{total} rollouts (ok {total}), "), mine
+    update = [line for line in lines if line.startswith("step 1/1 · train (tree-packed update): ")]
+    assert update[0].endswith(": start, running") and "done in " in update[-1], lines
+    assert any(line.startswith("step 1: reward") for line in lines)  # the step line comes after its phases
+    assert "\x1b[" not in out.stdout  # no live bars, no colour codes into a pipe

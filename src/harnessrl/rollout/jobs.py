@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 from harnessrl.errors import HarnessRLError
+from harnessrl.plain_progress import PlainProgress
 from harnessrl.rollout.branching import branch_lineage
 from harnessrl.rollout.memory_gate import MemoryGate
 from harnessrl.rollout.plan import GroupPlan, RolloutJob, next_attempt, plan_cross
@@ -79,7 +80,7 @@ def run_groups(tasks: list[Task], harness_specs: list[str], n: int, *, proxy: Pr
                sandbox_cfg: SandboxConfig | None = None, concurrency: int = 4, step: int = 0, model: str = "",
                max_turns: int = 8, harness_timeout_s: float = 600.0, start_retries: int = 2,
                harness_options: dict[str, dict[str, Any]] | None = None, split: str = "rollout",
-               progress: bool = True) -> list[RolloutRecord]:
+               progress: bool = True, progress_every_s: float = 30.0) -> list[RolloutRecord]:
     """Plan every task x harness (n rollouts each, ids from `plan_cross` under the store's next
     attempt), run them and return their RolloutRecords (also written to `store`), in plan order.
 
@@ -90,7 +91,7 @@ def run_groups(tasks: list[Task], harness_specs: list[str], n: int, *, proxy: Pr
                       harness_timeout_s=harness_timeout_s, start_retries=start_retries, step=step,
                       harness_options=harness_options or {})
     plans = plan_cross(tasks, harness_specs, n, step=step, attempt=next_attempt(store), split=split)
-    with _progress(sum(p.n for p in plans), progress) as on_done:
+    with _progress(sum(p.n for p in plans), progress, progress_every_s) as on_done:
         records = run_plans(plans, proxy=proxy, store=store, opts=opts, concurrency=concurrency, on_done=on_done)
     SampleCheck(_warn).check(store, [(p.group_id, [j.rollout_id for j in p.jobs()]) for p in plans])
     return records
@@ -432,11 +433,14 @@ def sandbox_config_for(cfg: SandboxConfig | None, adapter: HarnessAdapter) -> Sa
 
 
 class _progress:
-    """A rich progress bar (or nothing) that counts finished rollouts and passes."""
+    """A rich progress bar on stderr (or nothing) that counts finished rollouts and passes; when
+    stderr is not a terminal, plain lines instead (start, at least every `every_s`, end: plain_progress.py)."""
 
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.enabled = total, enabled
+    def __init__(self, total: int, enabled: bool, every_s: float = 30.0):
+        self.total, self.enabled, self.every_s = total, enabled, every_s
         self.done = self.ok = 0
+        self.bar: Any = None
+        self.plain: PlainProgress | None = None
 
     def __enter__(self) -> OnDone:
         if not self.enabled:
@@ -444,8 +448,14 @@ class _progress:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        console = Console(stderr=True)
+        if not console.is_terminal:
+            self.plain = PlainProgress("rollouts", lambda line: print(line, file=sys.stderr, flush=True), self.total,
+                                       self.every_s)
+            self.plain.start()
+            return lambda record: self.plain.advance(1, record.status) if self.plain else None
         self.bar = Progress(TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True))
+                            TextColumn("{task.description}"), TimeElapsedColumn(), console=console)
         self.bar.start()
         self.tid = self.bar.add_task("", total=self.total)
         return self._advance
@@ -456,5 +466,7 @@ class _progress:
         self.bar.update(self.tid, advance=1, description=f"ok {self.ok}/{self.done}")
 
     def __exit__(self, *exc: object) -> None:
-        if self.enabled:
+        if self.plain is not None:
+            self.plain.finish()
+        elif self.bar is not None:
             self.bar.stop()

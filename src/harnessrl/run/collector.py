@@ -15,7 +15,7 @@ from typing import Callable, Protocol, Sequence
 
 from harnessrl.rollout.plan import GroupPlan
 
-Progress = Callable[..., None]  # progress(n, harness=None): n more rollouts of that harness finished
+Progress = Callable[..., None]  # progress(n, harness=None, status=None): n more rollouts of that harness ended so
 
 
 class Collector(Protocol):

@@ -264,9 +264,20 @@ class ClusterSection(_Strict):
 
 class OutputConfig(_Strict):
     run_dir: str = "runs/latest"  # "{time}" is replaced by the start time (YYYYmmdd-HHMMSS)
+class WandbSection(_Strict):
+    """An optional Weights & Biases run mirroring the step metrics, eval tables, plots and tree page
+    (run/tracking.py); a logger error is a warning, never a failed run."""
+
+    project: str = "harnessrl"
+    name: str | None = None  # None: the run dir's name
+    mode: Literal["online", "offline", "disabled"] = "online"  # offline: <run_dir>/wandb, `wandb sync` later
+
+
     tensorboard: bool = True
     checkpoint_every: int = Field(1, ge=1)
     keep_checkpoints: int = Field(2, ge=1)
+    wandb: WandbSection | None = None  # None: no W&B run (the default)
+    progress_every_s: float = Field(30.0, ge=0)  # off a terminal: a progress line at least this often (0: each rollout)
 
 
 class RunConfig(_Strict):

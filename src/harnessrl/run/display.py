@@ -1,9 +1,12 @@
 """What a run shows in the terminal: live progress on a TTY, one line per step, a closing summary.
 
 On a terminal, a live block (rich) shows the current step and phase with the run's ETA and one bar
-per harness (rollouts done / total). Off a terminal (CI, `| tee`) nothing live is drawn: each step
-prints one line. Both end with `summary_table` (held-out pass@1 before/after per harness, wall time
-per phase, where the outputs are).
+per harness (rollouts done / total). Off a terminal (CI, `nohup`, `| tee`) nothing live is drawn:
+each phase that runs rollouts (evals, the step's rollouts, branch waves) and the update print plain
+lines instead, at the start, at least every `plain_every_s` seconds and at the end (done/total,
+statuses so far, rate: harnessrl/plain_progress.py); the other phases print only when they run
+longer than that. Each step prints one line. Both end with `summary_table` (held-out pass@1
+before/after per harness, wall time per phase, where the outputs are).
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColu
 from rich.table import Table
 from rich.text import Text
 
+from harnessrl.plain_progress import PlainProgress
 from harnessrl.run.heldout import change_text
 from harnessrl.run.record import step_records
 from harnessrl.run.report import eval_table
 from harnessrl.run.transfer import Cell
 
 PHASES = ("rollout", "branch", "tree", "train", "sync", "eval", "checkpoint")
+ANNOUNCED = ("train",)  # phases (by the start of their name) whose plain lines start at once, like rollouts'
 
 
 class _Bars(ProgressColumn):
@@ -40,8 +45,10 @@ class _Bars(ProgressColumn):
 class RunDisplay:
     """Live progress of a run (a context manager); inert when the console is not a terminal."""
 
-    def __init__(self, console: Console, total_steps: int, first_step: int):
+    def __init__(self, console: Console, total_steps: int, first_step: int, plain_every_s: float = 30.0):
         self.console = console
+        self.plain_every_s = plain_every_s
+        self._plain: PlainProgress | None = None  # off a terminal: the lines of the phase that runs
         self.total_steps = total_steps
         self.first_step = first_step
         self.step_times: list[float] = []
@@ -58,7 +65,30 @@ class RunDisplay:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._end_plain()
         self._progress.__exit__(*exc)
+
+    @property
+    def plain(self) -> bool:
+        """Whether progress goes out as plain lines (the console is not a terminal)."""
+        return not self.console.is_terminal
+
+    def _print_plain(self, line: str) -> None:
+        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    def _start_plain(self, name: str, total: int | None, quiet: bool) -> None:
+        self._end_plain()
+        if self.plain:
+            self._plain = PlainProgress(name, self._print_plain, total, self.plain_every_s, quiet=quiet)
+            self._plain.start()
+
+    def _end_plain(self) -> None:
+        if self._plain is not None:
+            self._plain.finish()
+            self._plain = None
+
+    def _where(self, step: int) -> str:
+        return "baseline eval" if step == 0 else f"step {step}/{self.total_steps}"
 
     def eta_s(self) -> float | None:
         """Seconds left: mean step time so far x steps left (None before the first step ends)."""
@@ -70,32 +100,41 @@ class RunDisplay:
     def phase(self, step: int, name: str) -> None:
         self._step, self._phase = step, name
         eta = self.eta_s()
-        where = "baseline eval" if step == 0 else f"step {step}/{self.total_steps}"
+        where = self._where(step)
         text = f"[bold]{where}[/bold] · {name}" + (f" · run ETA {_hms(eta)}" if eta is not None else "")
         self._progress.update(self._header, description=text)
+        self._start_plain(f"{where} · {name}", None, quiet=not name.startswith(ANNOUNCED))
 
     def rollouts(self, plans: Sequence[Any]) -> tuple[Callable[..., None], Callable[[], None]]:
-        """(advance(n, harness=None), close) for one batch of planned groups: a bar per harness."""
+        """(advance(n, harness=None, status=None), close) for one batch of planned groups: a bar per
+        harness, or off a terminal plain lines for the batch (done/total, statuses, rate)."""
         totals: dict[str, int] = {}
         for p in plans:
             totals[p.harness] = totals.get(p.harness, 0) + p.n
         bars = {h: self._progress.add_task(f"  {h}", total=n) for h, n in totals.items()}
         first = next(iter(bars.values()), None)
+        self._start_plain(f"{self._where(self._step)} · {self._phase}", sum(totals.values()), quiet=False)
+        plain = self._plain
 
-        def advance(n: int = 1, harness: str | None = None) -> None:
+        def advance(n: int = 1, harness: str | None = None, status: str | None = None) -> None:
             bar = bars.get(harness) if harness is not None else first
             if bar is None and harness is not None:  # a record names the harness, a plan may add :profile
                 bar = next((b for h, b in bars.items() if h.split(":")[0] == harness), first)
             if bar is not None:
                 self._progress.advance(bar, n)
+            if plain is not None:
+                plain.advance(n, status)
 
         def close() -> None:
             for bar in bars.values():
                 self._progress.remove_task(bar)
+            if plain is not None and plain is self._plain:
+                self._end_plain()
 
         return advance, close
 
     def step_done(self, step: int, seconds: float, line: str) -> None:
+        self._end_plain()
         self.step_times.append(seconds)
         self.console.print(line)
 

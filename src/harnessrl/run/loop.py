@@ -110,7 +110,8 @@ def run_training(cfg: RunConfig, resume: bool = False, console: Console | None =
         # Open the run: store, resume point, trainer and engine (at the resumed weights), tasks, collector.
         parts = open_run(cfg, resume, console, collector_factory or default_collector, tasks_loader or default_tasks)
         try:
-            with RunDisplay(console, cfg.loop.steps, parts.start_step) as display:
+            every_s = cfg.output.progress_every_s  # off a terminal: a plain progress line at least this often
+            with RunDisplay(console, cfg.loop.steps, parts.start_step, every_s) as display:
                 # Baseline: held-out eval of the initial policy, recorded once per run as step 0.
                 if 0 not in {s for s, _ in parts.store.list_steps()}:
                     record_step(parts.store, parts.log, 0, baseline_record(parts, display))
