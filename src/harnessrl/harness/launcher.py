@@ -11,7 +11,10 @@ the sandbox) and env values may hold `@PATH@` (the sandbox's PATH). The launcher
 - on the time limit, or when it gets SIGTERM/SIGINT, sends SIGTERM then SIGKILL to every
   descendant and exits 124 (timeout) / 143 (terminated);
 - after a normal exit kills leftover descendants (they would hold the output pipes open);
-- prints the files named in `collect` as one last stdout line `@@HARNESSRL_FILES <json>`.
+- prints the files named in `collect` as a stdout line `@@HARNESSRL_FILES <json>`;
+- prints, as its very last stdout line, `@@HARNESSRL_CPU <json>`: the CPU seconds (user, system)
+  of the harness's whole process tree (every descendant is its child, so getrusage(RUSAGE_CHILDREN)
+  holds them all once reaped) and of the launcher itself.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import sys
 import time
 
 FILES_MARKER = "@@HARNESSRL_FILES "
+CPU_MARKER = "@@HARNESSRL_CPU "
 RUN_TOKEN = "@RUN@"
 PATH_TOKEN = "@PATH@"
 TIMEOUT_EXIT = 124
@@ -142,6 +146,15 @@ def collect(paths: list[str], limit: int = 4_000_000) -> dict[str, str | None]:
     return out
 
 
+def cpu_report() -> dict:
+    """CPU seconds of the reaped process tree (harness_*) and of this launcher (launcher_*)."""
+    import resource
+
+    tree, me = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
+    return {"harness_user_s": round(tree.ru_utime, 4), "harness_system_s": round(tree.ru_stime, 4),
+            "launcher_user_s": round(me.ru_utime, 4), "launcher_system_s": round(me.ru_stime, 4)}
+
+
 def main(raw_spec: dict) -> int:
     keys = list(raw_spec.get("collect", []))
     spec = substitute(raw_spec, run_root(str(raw_spec.get("run_id", "run"))))
@@ -181,7 +194,9 @@ def main(raw_spec: dict) -> int:
         sys.stdout.flush()
         got = collect(spec["collect"])
         sys.stdout.write("\n" + FILES_MARKER + json.dumps(dict(zip(keys, got.values()))) + "\n")
-        sys.stdout.flush()
+    reap()
+    sys.stdout.write("\n" + CPU_MARKER + json.dumps(cpu_report()) + "\n")
+    sys.stdout.flush()
     if code < 0:  # killed by a signal: shell convention
         code = 128 - code
     return code

@@ -51,6 +51,7 @@ from harnessrl.run.logs import library_logs
 from harnessrl.run.metrics_log import MetricsLog, read_jsonl
 from harnessrl.run.record import (REDONE, EvalResult, PolicyLag, RolloutStats, StepRecord, TreeTotals,
                                   UpdateStats)
+from harnessrl.run.profile import CpuMeter, cache_text, profile_markdown, profile_store
 from harnessrl.run.report import write_plots, write_report
 from harnessrl.run.setup import make_trainer, seed_everything
 from harnessrl.store.run_store import RunStore
@@ -135,17 +136,18 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
     """One step: rollouts -> trees -> advantages -> update -> weight sync (-> eval) -> checkpoint."""
     cfg = parts.cfg
     times: dict[str, float] = {}
+    t_step, meter = time.perf_counter(), CpuMeter(parts.engine)  # the step's wall; CPU per phase (run/profile.py)
 
     # Collect: the step's planned groups run (or were started ahead, while earlier steps trained),
     # then the groups are read back from the store, so what trains is exactly what was recorded.
     display.phase(step, "rollouts")
     plans = step_plans(cfg, parts.attempt, parts.train_tasks, step)
-    with timed(times, "rollout"):
+    with timed(times, "rollout", meter):
         if not parts.ahead.wait(step):
             run_shown(parts.collector, plans, display)
     # Branch: chosen decisions of the finished groups re-run through the same harness (loop.branching);
     # the branches join their parents' groups.
-    with timed(times, "branch"):
+    with timed(times, "branch", meter):
         run_branches(parts, plans, display)
         groups = read_groups(parts.store, plans)
     start_ahead(parts, step)
@@ -153,14 +155,14 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
     # Trees + advantages: one prefix tree per group, advantages from the configured estimator;
     # what trains is kept in the run dir for the tree views (trees.html shows exactly this).
     display.phase(step, "trees + advantages")
-    with timed(times, "tree"):
+    with timed(times, "tree", meter):
         trees, advs = step_advantages(groups, cfg.algorithm, cfg.filters, lambda t: tree_values(parts.trainer, t))
         save_trained(parts.run_dir, step, cfg.filters.model_dump(mode="json"), trees, advs)
 
     # Update: one tree-packed PPO/GRPO update (tokens sampled too many versions ago leave the loss).
     display.phase(step, "train (tree-packed update)")
     lag, update = None, None
-    with timed(times, "train"):
+    with timed(times, "train", meter):
         if trees:
             trees, advs = harness_ordered(trees, advs)
             batch = concat_batch([t.flat() for t in trees], advs, harnesses=[t.harness for t in trees])
@@ -169,23 +171,24 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
 
     # Sync: the engine serves the updated policy as version `step`; new calls record that version.
     display.phase(step, "weight sync")
-    with timed(times, "sync"):
+    with timed(times, "sync", meter):
         parts.trainer.sync_weights(parts.engine, step)
     version = int(parts.engine.policy_version)
 
     # Eval: held-out pass@1 per harness on every eval set (every loop.eval_every steps, and the last).
     ev = None
     if is_eval_step(cfg, step):
-        with timed(times, "eval"):
+        with timed(times, "eval", meter):
             ev = evaluate(parts, step, display)
 
     # Checkpoint (atomic), before the caller records the step: a recorded step can always be resumed.
     display.phase(step, "checkpoint")
-    with timed(times, "checkpoint"):
+    with timed(times, "checkpoint", meter):
         if step % cfg.output.checkpoint_every == 0 or step == cfg.loop.steps:
             save_step_checkpoint(parts, step)
     return StepRecord(policy_version=version, time=times, rollouts=step_rollout_stats(cfg, groups),
-                      trees=tree_totals(trees, len(groups)), lag=lag, update=update, eval=ev)
+                      trees=tree_totals(trees, len(groups)), lag=lag, update=update, eval=ev,
+                      engine=meter.engine_work(), cpu=meter.phases, wall_s=time.perf_counter() - t_step)
 
 
 # -- opening and closing a run ---------------------------------------------------------------------
@@ -471,10 +474,12 @@ def compact(agg: dict[str, Any]) -> dict[str, Any]:
 def baseline_record(parts: RunParts, display: RunDisplay) -> StepRecord:
     """Step 0: the held-out eval of the initial policy (an empty one when eval is off)."""
     times: dict[str, float] = {}
-    with timed(times, "eval"):
+    t0, meter = time.perf_counter(), CpuMeter(parts.engine)
+    with timed(times, "eval", meter):
         ev = evaluate(parts, 0, display)
     return StepRecord(policy_version=int(parts.engine.policy_version), time=times,
-                      eval=ev or EvalResult(pass_at_1={}))
+                      eval=ev or EvalResult(pass_at_1={}), engine=meter.engine_work(), cpu=meter.phases,
+                      wall_s=time.perf_counter() - t0)
 
 
 def save_step_checkpoint(parts: RunParts, step: int) -> Path:
@@ -516,7 +521,7 @@ def step_line(step: int, rec: StepRecord) -> str:
             f"mismatch KL {u.mismatch_kl or 0.0:.4f} "
             f"tokens {u.tokens_computed:.0f}/{per_call:.0f} "
             f"time " + " ".join(f"{k} {v:.0f}s" for k, v in rec.time.items())
-            + (f" | grad cos {cos}" if cos else "")
+            + (f" | grad cos {cos}" if cos else "") + (f" | {cache}" if (cache := cache_text(rec.engine)) else "")
             + (f" | {held:.0f} rollouts held for memory" if held else "") + (f" | eval {ev}" if ev else ""))
 
 
@@ -533,7 +538,7 @@ def finish_run(parts: RunParts, console: Console, log_file: Path | None = None) 
     cfg_yaml = yaml.safe_dump(cfg_json, sort_keys=False)
     changes = held_out_changes(parts.store.list_rollouts(), cfg_json)
     report = write_report(records, parts.run_dir, plots, f"harnessrl run {parts.run_dir.name}", cfg_yaml, trees,
-                          changes_markdown(changes))
+                          changes_markdown(changes), profile_markdown(profile_store(parts.store)))
     console.print(summary_table(records, parts.run_dir, report.with_suffix(".html"), plots_dir, log_file, trees))
     if changes:
         console.print(changes_table(changes))
@@ -557,10 +562,12 @@ def write_last_trees(parts: RunParts, step: int, console: Console) -> Path | Non
 
 
 @contextmanager
-def timed(times: dict[str, float], key: str) -> Iterator[None]:
-    """Add the seconds the block takes to times[key]."""
-    t0 = time.perf_counter()
+def timed(times: dict[str, float], key: str, cpu: CpuMeter | None = None) -> Iterator[None]:
+    """Add the seconds the block takes to times[key] (and its CPU seconds to `cpu`'s phase key)."""
+    t0, c0 = time.perf_counter(), cpu.begin() if cpu is not None else {}
     try:
         yield
     finally:
         times[key] = times.get(key, 0.0) + time.perf_counter() - t0
+        if cpu is not None:
+            cpu.end(key, c0)

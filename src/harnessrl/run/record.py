@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 from harnessrl.train.update_stats import UpdateStats
 
-__all__ = ["REDONE", "EvalResult", "PolicyLag", "RolloutStats", "StepRecord", "TreeTotals", "UpdateStats",
-           "step_records"]
+__all__ = ["REDONE", "EngineWork", "EvalResult", "PolicyLag", "RolloutStats", "SamplingStats", "StepRecord",
+           "TreeTotals", "UpdateStats", "step_records"]
 
 Part = TypeVar("Part")
 
@@ -73,6 +73,49 @@ class PolicyLag:
 
 
 @dataclass
+class EngineWork:
+    """What the engine itself reported over the step's requests (engine/engine_stats.py): the prompt
+    tokens it was sent, those its prefix cache served (so it computed the rest), and the
+    request-seconds of prefill and decode."""
+
+    engine_requests: float
+    engine_prompt_tokens: float
+    engine_cached_tokens: float
+    engine_reported: float  # requests that reported their cached tokens
+    engine_prefill_s: float | None = None
+    engine_decode_s: float | None = None
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        """Share of the sent prompt tokens the prefix cache served (None: the engine reported none)."""
+        if not self.engine_reported or not self.engine_prompt_tokens:
+            return None
+        return self.engine_cached_tokens / self.engine_prompt_tokens
+
+
+@dataclass
+class SamplingStats:
+    """Which groups the step sampled and which could teach (run/collect.py, loop.sampler and
+    loop.dynamic_sampling): informative = the group's rewards differ (mixed outcomes)."""
+
+    informative_groups: float  # informative groups trained per slot of loop.groups_per_step (<= 1)
+    sampled_informative: float  # informative groups / groups sampled (the sampler's hit rate)
+    groups_sampled: float  # the step's groups, replacements included
+    extra_groups: float  # groups beyond loop.groups_per_step (oversampled and replacements)
+    wasted_rollouts: float  # rollouts (branches included) of groups without contrast
+    rollouts_sampled: float
+    pick_pass_rate: float  # the mean estimated pass rate of the step's picks (the tracker's, at planning)
+    dropped_groups: dict[str, float] = field(default_factory=dict)  # reason -> groups left out of the update
+    branch_points: float | None = None  # branch points that ran (loop.branching)
+    branch_mixed: float | None = None  # share of them whose subtree has mixed outcomes
+    borrowed_points: float | None = None  # of those, on a passing rollout of an earlier step
+    borrowed_mixed: float | None = None
+    branch_policy: str | None = None
+    sampler_picks: list[dict[str, Any]] = field(default_factory=list)  # {group, task, harness, p, weight}
+    dropped_log: list[dict[str, Any]] = field(default_factory=list)  # {group, task, harness, reason, rollouts}
+
+
+@dataclass
 class EvalResult:
     """Held-out evaluation: pass@1 per harness on the headline set, and per eval set and harness
     the aggregate (pass@k, its 95% interval, task and rollout counts)."""
@@ -103,17 +146,26 @@ class StepRecord:
     lag: PolicyLag | None = None
     update: UpdateStats | None = None
     eval: EvalResult | None = None
+    engine: EngineWork | None = None
+    sampling: SamplingStats | None = None
+    # phase -> CPU seconds of the run's processes (run/profile.py CpuMeter: run, children, engine)
+    cpu: dict[str, dict[str, float]] = field(default_factory=dict)
+    wall_s: float | None = None  # the whole step, start to record
 
     def to_json(self) -> dict[str, Any]:
         """The flat JSON object the store keeps for the step."""
         out: dict[str, Any] = {}
-        for part in (self.rollouts, self.trees, self.lag, self.update):
+        for part in (self.rollouts, self.trees, self.lag, self.update, self.engine, self.sampling):
             if part is not None:
                 out.update(_present(part))
         out["policy_version"] = self.policy_version
         if self.eval is not None:
             out.update(self.eval.to_json())
         out["time"] = dict(self.time)
+        if self.cpu:
+            out["cpu"] = {k: dict(v) for k, v in self.cpu.items()}
+        if self.wall_s is not None:
+            out["wall_s"] = self.wall_s
         return out
 
     @classmethod
@@ -122,7 +174,10 @@ class StepRecord:
         a redone row (REDONE) or one of an older version reads as the parts it holds."""
         return cls(policy_version=int(row.get("policy_version", -1)), time=dict(row.get("time") or {}),
                    rollouts=_part(RolloutStats, row), trees=_part(TreeTotals, row), lag=_part(PolicyLag, row),
-                   update=_part(UpdateStats, row), eval=EvalResult.from_json(row))
+                   update=_part(UpdateStats, row), eval=EvalResult.from_json(row), engine=_part(EngineWork, row),
+                   sampling=_part(SamplingStats, row),
+                   cpu={k: dict(v) for k, v in (row.get("cpu") or {}).items() if isinstance(v, dict)},
+                   wall_s=row.get("wall_s") if isinstance(row.get("wall_s"), (int, float)) else None)
 
 
 def step_records(rows: list[dict[str, Any]]) -> list[tuple[int, StepRecord]]:

@@ -133,9 +133,11 @@ def _agg(a: dict[str, Any] | None) -> str:
 
 
 def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path], title: str,
-                 config_yaml: str, tree_page: Path | None = None, changes: list[str] | None = None) -> Path:
+                 config_yaml: str, tree_page: Path | None = None, changes: list[str] | None = None,
+                 extra: list[str] | None = None) -> Path:
     """report.md (before/after held-out pass@1 per harness, totals, plots, config) and the same as a
-    self-contained report.html (plots inlined, tree view linked) to open in a browser; returns the .md."""
+    self-contained report.html (plots inlined, tree view linked) to open in a browser; returns the .md.
+    `extra`: markdown sections after the run's totals (e.g. the cost budget, run/profile.py)."""
     before, after = eval_table(records)
     steps = step_records(records)
     train_steps = [rec for step, rec in steps if step > 0]
@@ -170,6 +172,7 @@ def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path]
             facts.append(f"trainer/engine mismatch KL(engine||trainer): first {gaps[0]:.4f}, last {gaps[-1]:.4f}, "
                          f"max {max(gaps):.4f}")
         lines += ["## Run", ""] + [f"- {f}" for f in facts] + [""]
+    lines += extra or []
     if tree_page is not None:
         lines += ["## Trees", "", f"[prefix trees of the last step, with rewards and advantages]"
                                   f"({tree_page.relative_to(run_dir)})", ""]
@@ -178,12 +181,14 @@ def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path]
     lines += ["## Config", "", "```yaml", config_yaml.rstrip(), "```", ""]
     path = Path(run_dir) / "report.md"
     path.write_text("\n".join(lines))
-    _write_html(Path(run_dir) / "report.html", title, rows, facts, plots, tree_page, run_dir, config_yaml, sets)
+    _write_html(Path(run_dir) / "report.html", title, rows, facts, plots, tree_page, run_dir, config_yaml, sets,
+                extra or [])
     return path
 
 
 def _write_html(path: Path, title: str, rows: list[list[str]], facts: list[str], plots: list[Path],
-                tree_page: Path | None, run_dir: Path, config_yaml: str, sets: list[str]) -> None:
+                tree_page: Path | None, run_dir: Path, config_yaml: str, sets: list[str],
+                extra: list[str]) -> None:
     import base64
     import html
 
@@ -207,6 +212,7 @@ def _write_html(path: Path, title: str, rows: list[list[str]], facts: list[str],
         out.append("</table>")
     if facts:
         out.append("<h2>Run</h2><ul>" + "".join(f"<li>{e(f)}</li>" for f in facts) + "</ul>")
+    out.append(_markdown_html(extra))
     if tree_page is not None:
         rel = tree_page.relative_to(run_dir)
         out.append(f"<h2>Trees</h2><p><a id='trees' href='{e(str(rel))}'>prefix trees of the last step</a> "
@@ -219,6 +225,30 @@ def _write_html(path: Path, title: str, rows: list[list[str]], facts: list[str],
         out.append("</div>")
     out.append(f"<h2>Config</h2><pre>{e(config_yaml)}</pre></body></html>")
     path.write_text("".join(out), encoding="utf-8")
+
+
+def _markdown_html(lines: list[str]) -> str:
+    """HTML of simple markdown: '## ' headings, '- ' items, '|' tables, other lines as paragraphs."""
+    import html
+
+    out, table = [], False
+    for line in lines:
+        is_row = line.startswith("|")
+        if table and not is_row:
+            out.append("</table>")
+            table = False
+        if is_row and not line.startswith("|---"):
+            cells = [html.escape(c.strip()) for c in line.strip().strip("|").split("|")]
+            tag = "td" if table else "th"
+            out.append(("" if table else "<table>") + "<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>")
+            table = True
+        elif line.startswith("## "):
+            out.append(f"<h2>{html.escape(line[3:])}</h2>")
+        elif line.startswith("- "):
+            out.append(f"<p>&bull; {html.escape(line[2:])}</p>")
+        elif line.strip() and not is_row:
+            out.append(f"<p>{html.escape(line)}</p>")
+    return "".join(out) + ("</table>" if table else "")
 
 
 def _pct(x: float | None) -> str:
