@@ -27,6 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harnessrl.engine.factory import EngineConfig, EngineSettings, EngineType
 from harnessrl.errors import HarnessRLError
 from harnessrl.rollout.branching import BranchingConfig
+from harnessrl.rollout.difficulty import SamplerConfig
+from harnessrl.rollout.informative import DynamicSamplingConfig
 from harnessrl.train.settings import PPOSettings
 from harnessrl.tree.filters import FilterConfig
 
@@ -241,6 +243,20 @@ class LoopConfig(_Strict):
     # branching rollouts (rollout/branching.py): after a step's groups end, `points` decisions per
     # group are re-run `width` times through the same harness, the earlier calls replayed
     branching: BranchingConfig = BranchingConfig()
+    # which tasks a step draws (rollout/difficulty.py): uniform, or difficulty (tasks near p = 0.5)
+    sampler: SamplerConfig = SamplerConfig()
+    # informative groups (rollout/informative.py): a group with one outcome is dropped and replaced,
+    # at most max_extra_groups a step
+    dynamic_sampling: DynamicSamplingConfig = DynamicSamplingConfig()
+
+    @model_validator(mode="after")
+    def _informative_groups_possible(self) -> "LoopConfig":
+        if self.dynamic_sampling.enabled and self.n_per_group < 2:
+            raise ValueError("loop.dynamic_sampling keeps groups with mixed outcomes: it needs "
+                             f"loop.n_per_group >= 2, got {self.n_per_group}")
+        if self.branching.borrow and not self.branching.enabled:
+            raise ValueError("loop.branching.borrow branches all-fail groups: set loop.branching.points >= 1")
+        return self
 
 
 class RaySection(_Strict):

@@ -3,7 +3,7 @@
     for step in 1..N:
         plans    = plan_step(step)                      # groups: task x harness x n, harnesses mixed by weight
         collector.run(plans)                            # rollouts via the runner -> proxy -> store
-        groups   = read_groups(store, plans)            # exactly what was recorded
+        groups   = collect_groups(...)                  # read back; branched; uniform ones replaced (run/collect.py)
         trees    = build_tree(calls, rollouts)          # one prefix tree per group
         advs     = grpo | tree_grpo | ppo: gae(critic)  # per-token contributions (algo/estimator.py)
         trainer.update(concat_batch(trees, advs))       # tree-packed PPO/GRPO
@@ -36,10 +36,12 @@ from harnessrl.algo.estimator import step_advantages
 from harnessrl.algo.trained import save_trained
 from harnessrl.engine import Engine, ModelNotFound, make_engine, resolve_model
 from harnessrl.engine.factory import resolve_engine_type, resolved_dtype
-from harnessrl.rollout.branching import branch_plans, branching_summary
+from harnessrl.rollout.branching import branching_summary
+from harnessrl.rollout.difficulty import DifficultyTracker
 from harnessrl.rollout.groups import PlannedGroup, read_groups
 from harnessrl.rollout.pass_at_k import harness_summary, pass_at_1, summarize
-from harnessrl.rollout.plan import GroupPlan, next_attempt, plan_eval, plan_step
+from harnessrl.rollout.plan import GroupPlan, next_attempt, plan_eval
+from harnessrl.run.collect import collect_groups, sampling_text, step_plans
 from harnessrl.run.runner_collector import default_collector
 from harnessrl.run.collector import Collector, RolloutsAhead
 from harnessrl.run.task_sets import default_tasks
@@ -93,6 +95,7 @@ class RunParts:
     start_step: int
     closers: list[Callable[[], None]] = field(default_factory=list)  # e.g. the Ray trainer actor and cluster
     ahead: RolloutsAhead = field(default_factory=lambda: RolloutsAhead(1))  # loop.max_policy_lag > 0
+    tracker: DifficultyTracker = field(default_factory=DifficultyTracker)  # pass rates per task (loop.sampler)
 
 
 CollectorFactory = Callable[[RunConfig, Any, Any, Path], Collector]
@@ -141,15 +144,21 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
     # Collect: the step's planned groups run (or were started ahead, while earlier steps trained),
     # then the groups are read back from the store, so what trains is exactly what was recorded.
     display.phase(step, "rollouts")
-    plans = step_plans(cfg, parts.attempt, parts.train_tasks, step)
+    plans = step_plans(cfg, parts.attempt, parts.train_tasks, step, parts.tracker)
     with timed(times, "rollout", meter):
         if not parts.ahead.wait(step):
             run_shown(parts.collector, plans, display)
-    # Branch: chosen decisions of the finished groups re-run through the same harness (loop.branching);
-    # the branches join their parents' groups.
-    with timed(times, "branch", meter):
-        run_branches(parts, plans, display)
-        groups = read_groups(parts.store, plans)
+    # Branch + informative groups: chosen decisions of the finished groups re-run through the same
+    # harness (loop.branching) and join their parents' groups; with loop.dynamic_sampling a group
+    # with one outcome is dropped and replaced (run/collect.py). The tracker keeps the pass rates.
+    def wave(more: Sequence[GroupPlan], key: str) -> None:
+        display.phase(step, "branching rollouts" if key == "branch" else "replacement groups (+ branches)")
+        with timed(times, key, meter):
+            run_shown(parts.collector, more, display)
+
+    collected = collect_groups(cfg, parts.store, parts.tracker, parts.attempt, parts.train_tasks, plans, wave)
+    groups = collected.groups
+    parts.tracker.save(parts.run_dir)
     start_ahead(parts, step)
 
     # Trees + advantages: one prefix tree per group, advantages from the configured estimator;
@@ -186,8 +195,9 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
     with timed(times, "checkpoint", meter):
         if step % cfg.output.checkpoint_every == 0 or step == cfg.loop.steps:
             save_step_checkpoint(parts, step)
-    return StepRecord(policy_version=version, time=times, rollouts=step_rollout_stats(cfg, groups),
-                      trees=tree_totals(trees, len(groups)), lag=lag, update=update, eval=ev,
+    return StepRecord(policy_version=version, time=times, rollouts=step_rollout_stats(cfg, collected.sampled),
+                      trees=tree_totals(trees, len(collected.sampled)), lag=lag, update=update, eval=ev,
+                      sampling=collected.stats,
                       engine=meter.engine_work(), cpu=meter.phases, wall_s=time.perf_counter() - t_step)
 
 
@@ -221,8 +231,9 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
         train_tasks, eval_sets = load_tasks(cfg, tasks_loader, store, console)
         collector = collector_factory(cfg, engine, store, run_dir)
         opened.pop_all()  # from here on the run owns them (close_run)
+    tracker = DifficultyTracker.load(run_dir, cfg.loop.sampler, last_step=last)  # the resumed steps' estimates
     return RunParts(cfg, run_dir, store, trainer, engine, collector, train_tasks, eval_sets, model_dir,
-                    attempt, log, last + 1, closers, RolloutsAhead(max(cfg.loop.max_policy_lag, 1)))
+                    attempt, log, last + 1, closers, RolloutsAhead(max(cfg.loop.max_policy_lag, 1)), tracker)
 
 
 def with_run_dir(cfg: RunConfig) -> RunConfig:
@@ -328,11 +339,6 @@ def close_run(parts: RunParts) -> None:
 
 # -- collecting ------------------------------------------------------------------------------------
 
-def step_plans(cfg: RunConfig, attempt: int, train_tasks: list, step: int) -> list[GroupPlan]:
-    return plan_step(step, attempt, train_tasks, {h.name: h.weight for h in cfg.harnesses},
-                     cfg.loop.groups_per_step, cfg.loop.n_per_group, cfg.loop.seed)
-
-
 def run_shown(collector: Collector, plans: Sequence[GroupPlan], display: RunDisplay) -> None:
     """Run the plans' rollouts with a progress bar per harness."""
     advance, close = display.rollouts(plans)
@@ -347,22 +353,12 @@ def step_rollout_stats(cfg: RunConfig, groups: Sequence[PlannedGroup]) -> Rollou
     return RolloutStats(**harness_summary(groups), branching=branching)
 
 
-def run_branches(parts: RunParts, plans: Sequence[GroupPlan], display: RunDisplay) -> None:
-    """The branch waves of the step's recorded groups (rollout/branching.py), when loop.branching is on."""
-    cfg = parts.cfg.loop.branching
-    if cfg.enabled:
-        waves = branch_plans(parts.store, plans, cfg, parts.cfg.loop.seed)
-        if waves:
-            display.phase(plans[0].step, "branching rollouts")
-            run_shown(parts.collector, waves, display)
-
-
 def start_ahead(parts: RunParts, step: int) -> None:
     """Asynchronous rollouts: start the rollouts of steps step+1 .. step+max_policy_lag (those not
     yet started) in the background, so they sample while this step trains and syncs."""
     cfg = parts.cfg
     for s in range(step + 1, min(step + cfg.loop.max_policy_lag, cfg.loop.steps) + 1):
-        parts.ahead.start(s, parts.collector, step_plans(cfg, parts.attempt, parts.train_tasks, s))
+        parts.ahead.start(s, parts.collector, step_plans(cfg, parts.attempt, parts.train_tasks, s, parts.tracker))
 
 
 # -- trees, advantages, update ---------------------------------------------------------------------
@@ -522,7 +518,9 @@ def step_line(step: int, rec: StepRecord) -> str:
             f"tokens {u.tokens_computed:.0f}/{per_call:.0f} "
             f"time " + " ".join(f"{k} {v:.0f}s" for k, v in rec.time.items())
             + (f" | grad cos {cos}" if cos else "") + (f" | {cache}" if (cache := cache_text(rec.engine)) else "")
-            + (f" | {held:.0f} rollouts held for memory" if held else "") + (f" | eval {ev}" if ev else ""))
+            + (f" | {held:.0f} rollouts held for memory" if held else "")
+            + (f" | {samp}" if (samp := sampling_text(rec.sampling, rec.trees.groups_trained if rec.trees else 0)) else "")
+            + (f" | eval {ev}" if ev else ""))
 
 
 # -- finishing -------------------------------------------------------------------------------------

@@ -1,0 +1,191 @@
+"""A training step's groups, from plan to what trains: the sampler's picks, the step's groups,
+their branch waves and (loop.dynamic_sampling) the replacements of groups without contrast.
+
+    plans   = step_plans(step)                     # loop.sampler: uniform, or tasks near p = 0.5
+    (the loop runs them, or they ran ahead)
+    rounds: the round's groups are read back and observed by the tracker (rollout/difficulty.py);
+            mixed ones (and all-fail ones with a borrowed prefix) branch, uniform ones are dropped;
+            replacements for the missing informative groups run with the branch wave
+    -> Collected(groups that train, every group sampled, the step's SamplingStats)
+
+Without dynamic sampling every group branches and trains, as before; the stats still say how many
+had contrast (rollout/informative.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harnessrl.rollout.branching import branch_plans, branch_point_outcomes
+from harnessrl.rollout.difficulty import DifficultyTracker, Observation, picks_summary, planned_from, task_family
+from harnessrl.rollout.groups import MIXED, PlannedGroup, counted, group_outcome, read_groups
+from harnessrl.rollout.informative import (DroppedGroup, dropped, informative_share, replacement_harnesses,
+                                           triage)
+from harnessrl.rollout.pass_at_k import rollout_passed
+from harnessrl.rollout.plan import GroupPlan, TaskWeight, plan_more, plan_step
+from harnessrl.run.record import SamplingStats
+
+Wave = Callable[[Sequence[GroupPlan], str], None]  # run plans; the phase key they are timed under
+
+
+@dataclass
+class Collected:
+    groups: list[PlannedGroup]  # what trains (dynamic sampling: the informative groups only)
+    sampled: list[PlannedGroup]  # every group the step ran, as recorded at the end
+    stats: SamplingStats
+    dropped: list[DroppedGroup] = field(default_factory=list)
+
+
+def task_weight(cfg: Any, tracker: DifficultyTracker, step: int) -> TaskWeight | None:
+    """The sampler's weight of a (task, harness) when step `step` is planned (None: uniform)."""
+    if cfg.loop.sampler.type != "difficulty":
+        return None
+    return lambda t, h: tracker.weight(t.id, task_family(t), h, step)
+
+
+def step_plans(cfg: Any, attempt: int, train_tasks: list, step: int, tracker: DifficultyTracker) -> list[GroupPlan]:
+    """The step's own groups (and loop.dynamic_sampling.oversample more), drawn by loop.sampler
+    from the observations of the steps that had ended when its rollouts could start."""
+    seen = tracker.until(planned_from(step, cfg.loop.max_policy_lag))
+    n = cfg.loop.groups_per_step + cfg.loop.dynamic_sampling.upfront()
+    return plan_step(step, attempt, train_tasks, {h.name: h.weight for h in cfg.harnesses}, n,
+                     cfg.loop.n_per_group, cfg.loop.seed, task_weight(cfg, seen, step))
+
+
+def pick_log(plans: Sequence[GroupPlan], tracker: DifficultyTracker, step: int) -> list[dict[str, Any]]:
+    """The sampler's picks as the record keeps them: group, task, harness, estimated p, weight."""
+    out = []
+    for p in plans:
+        fam = task_family(p.task)
+        out.append({"group": p.group_id, "task": p.task.id, "harness": p.harness,
+                    "p": round(tracker.pass_rate(p.task.id, fam, p.harness, step), 4),
+                    "weight": round(tracker.weight(p.task.id, fam, p.harness, step), 4)})
+    return out
+
+
+def observe(tracker: DifficultyTracker, step: int, groups: Sequence[PlannedGroup]) -> None:
+    """Add each group's fresh samples to the tracker, with its longest passing rollout (a prefix an
+    all-fail group of a later step may borrow)."""
+    for g in groups:
+        fresh = counted(g.rollouts, fresh_only=True)
+        passing = sorted((r for r in fresh if rollout_passed(r, g.plan.task) and r.call_count >= 2),
+                         key=lambda r: (-r.call_count, r.sample_idx))
+        tracker.observe(Observation(step, g.plan.task.id, task_family(g.plan.task), g.plan.harness,
+                                    sum(rollout_passed(r, g.plan.task) for r in fresh), len(fresh),
+                                    passing[0].rollout_id if passing else ""))
+
+
+def collect_groups(cfg: Any, store: Any, tracker: DifficultyTracker, attempt: int, train_tasks: list,
+                   plans: Sequence[GroupPlan], wave: Wave) -> Collected:
+    """The step's groups once its planned groups' own samples are recorded (see the module
+    docstring); `wave(plans, key)` runs more rollouts (branches and replacements)."""
+    loop, reward = cfg.loop, cfg.algorithm.reward
+    ds, br = loop.dynamic_sampling, loop.branching
+    step = plans[0].step
+    weights = {h.name: h.weight for h in cfg.harnesses}
+    picks = pick_log(plans, tracker.until(planned_from(step, loop.max_policy_lag)), step)
+    borrow = _borrow(tracker, step) if br.enabled and br.borrow else None
+    budget = ds.max_extra_groups - ds.upfront() if ds.enabled else 0
+    sampled: list[GroupPlan] = list(plans)
+    kept: list[PlannedGroup] = []
+    lost: list[PlannedGroup] = []
+    dropped_log: list[DroppedGroup] = []
+    pending: list[GroupPlan] = list(plans)
+
+    def replacements(need: int) -> list[GroupPlan]:
+        nonlocal budget
+        count = min(need, budget) if ds.enabled else 0
+        if count <= 0:
+            return []
+        harnesses = replacement_harnesses(weights, loop.groups_per_step, [g.plan.harness for g in kept], count)
+        more = plan_more(step, attempt, train_tasks, harnesses, len(sampled), loop.n_per_group, loop.seed,
+                         task_weight(cfg, tracker, step), exclude=[p.task.id for p in sampled])
+        budget -= len(more)
+        sampled.extend(more)
+        picks.extend(pick_log(more, tracker, step))
+        return more
+
+    while pending:
+        groups = read_groups(store, pending)
+        observe(tracker, step, groups)
+        if ds.enabled:
+            triaged = triage(groups, reward, borrow)
+            branchable = triaged.mixed + triaged.borrowable
+            for g, why in triaged.uniform:
+                lost.append(g)
+                dropped_log.append(dropped(g, why))
+            new = replacements(loop.groups_per_step - len(kept) - len(triaged.mixed))
+        else:
+            branchable, new = list(groups), []
+        waves = branch_plans(store, [g.plan for g in branchable], br, loop.seed, borrow) if br.enabled else []
+        if waves or new:
+            wave([*waves, *new], "rollout" if new else "branch")
+        for g in read_groups(store, [g.plan for g in branchable]) if waves else branchable:
+            outcome = group_outcome(g.rollouts, g.plan.task, reward)
+            if ds.enabled and outcome != MIXED:  # an all-fail group whose borrowed prefix did not help
+                lost.append(g)
+                dropped_log.append(dropped(g, f"{outcome}_borrowed"))
+            else:
+                kept.append(g)
+        pending = new
+        if not pending and len(kept) < loop.groups_per_step:
+            pending = replacements(loop.groups_per_step - len(kept))
+            if pending:
+                wave(pending, "rollout")
+    stats = sampling_stats(kept + lost, kept, dropped_log, picks, loop.groups_per_step, reward,
+                           br.policy if br.enabled else None)
+    return Collected(kept, kept + lost, stats, dropped_log)
+
+
+def _borrow(tracker: DifficultyTracker, step: int) -> Callable[[GroupPlan], str | None]:
+    def borrow(plan: GroupPlan) -> str | None:
+        found = tracker.borrowable(plan.task.id, plan.harness, before=step)
+        return found.rollout_id if found else None
+    return borrow
+
+
+def sampling_stats(sampled: Sequence[PlannedGroup], trained: Sequence[PlannedGroup], dropped_log: list[DroppedGroup],
+                   picks: list[dict[str, Any]], groups_per_step: int, reward: str,
+                   branch_policy: str | None) -> SamplingStats:
+    """The step's SamplingStats from its final groups (run/record.py)."""
+    mixed = {g.plan.group_id for g in sampled if group_outcome(g.rollouts, g.plan.task, reward) == MIXED}
+    informative_trained = sum(g.plan.group_id in mixed for g in trained)
+    points = Counter[str]()
+    for g in sampled:
+        points.update(branch_point_outcomes(g.rollouts, g.plan.task, reward))
+    n_points = points["points"]
+    return SamplingStats(
+        informative_groups=round(informative_share(informative_trained, groups_per_step), 4),
+        sampled_informative=round(len(mixed) / len(sampled), 4) if sampled else 0.0,
+        groups_sampled=float(len(sampled)), extra_groups=float(max(len(sampled) - groups_per_step, 0)),
+        wasted_rollouts=float(sum(len(g.rollouts) for g in sampled if g.plan.group_id not in mixed)),
+        rollouts_sampled=float(sum(len(g.rollouts) for g in sampled)),
+        pick_pass_rate=round(picks_summary(picks), 4),
+        dropped_groups={k: float(v) for k, v in sorted(Counter(d.reason for d in dropped_log).items())},
+        branch_points=float(n_points) if branch_policy else None,
+        branch_mixed=round(points["mixed"] / n_points, 4) if branch_policy and n_points else None,
+        borrowed_points=float(points["borrowed_points"]) if branch_policy else None,
+        borrowed_mixed=(round(points["borrowed_mixed"] / points["borrowed_points"], 4)
+                        if branch_policy and points["borrowed_points"] else None),
+        branch_policy=branch_policy, sampler_picks=picks, dropped_log=[d.to_json() for d in dropped_log])
+
+
+def sampling_text(s: SamplingStats | None, groups_trained: float | None) -> str:
+    """The step line's part about informative groups ("" without stats); a step that trained no
+    group says so, and why."""
+    if s is None:
+        return ""
+    text = (f"informative groups {s.informative_groups:.0%} of the batch, {s.sampled_informative:.0%} of "
+            f"{s.groups_sampled:.0f} sampled")
+    if s.dropped_groups:
+        text += " (dropped " + ", ".join(f"{k} {v:.0f}" for k, v in s.dropped_groups.items()) + ")"
+    if s.wasted_rollouts:
+        text += f", {s.wasted_rollouts:.0f} rollouts without contrast"
+    if s.branch_mixed is not None:
+        text += f", branch points with mixed outcomes {s.branch_mixed:.0%}"
+    if not groups_trained:
+        text += "; nothing trained: no group had mixed outcomes"
+    return text
