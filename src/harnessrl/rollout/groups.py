@@ -117,5 +117,6 @@ def group_outcome(rollouts: Sequence[RolloutRecord], task: Any, reward: str = "p
         return "unscored"
     if len({trained_outcome(r, task, reward) for r in kept}) > 1:
         return MIXED
-    passed = [rollout_passed(r, task) for r in kept]
-    return "all_pass" if all(passed) else "all_fail" if not any(passed) else "same_score"
+    if all(rollout_passed(r, task) for r in kept):
+        return "all_pass"
+    return "same_score" if reward == "score" and trained_outcome(kept[0], task, reward) > 0 else "all_fail"
