@@ -1,4 +1,5 @@
-"""Task sandboxes: a fresh sandbox holding a task's workspace (the runner opens one per rollout),
+"""Task sandboxes: a fresh sandbox holding a task's workspace (the runner opens one per rollout; on
+the task's image when it names one, with the image's files at the workspace path copied in first),
 and `tasks validate`: a verifier must fail the untouched workspace and pass the reference solution
 (where the task has one)."""
 
@@ -21,8 +22,19 @@ def open_task_sandbox(task: Task, cfg: Any = None, proxy: Any = None) -> Any:
     from harnessrl.sandbox import SandboxConfig, make_sandbox
 
     mount = check_mount_dir(task.input_mount_dir, f"task {task.id!r}")
-    cfg = SandboxConfig.model_validate({**(cfg or SandboxConfig()).model_dump(), "workspace_mount": mount})
+    fields = {**(cfg or SandboxConfig()).model_dump(), "workspace_mount": mount}
+    image = None
+    if task.image:  # ImageError (a SandboxError) names the image: the runner records a sandbox_error
+        from harnessrl.tasks.images import image_sandbox_fields, prepare_image, sandbox_owner
+
+        image = prepare_image(task.image, owner=sandbox_owner(int(fields["host_uid"])))
+        fields = image_sandbox_fields(image, fields)
+    cfg = SandboxConfig.model_validate(fields)
     with tempfile.TemporaryDirectory(prefix="harnessrl-task-") as tmp:
+        if image is not None:
+            from harnessrl.tasks.images import seed_workspace
+
+            seed_workspace(image, mount, Path(tmp))
         write_tree(Path(tmp), task.files)
         return make_sandbox(cfg, workspace_src=tmp, proxy=proxy)
 

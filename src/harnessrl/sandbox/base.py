@@ -133,6 +133,8 @@ class SandboxConfig(BaseModel):
     max_output_bytes: int = Field(8 << 20, gt=0)
     seccomp: bool = Field(True, description="bwrap: the default seccomp profile (sandbox/seccomp.py)")
     hostname: str = "sandbox"
+    rootfs: str | None = Field(None, description="bwrap: an unpacked image root shown as / under a fresh writable "
+                               "layer, instead of the host's system dirs (sandbox/rootfs.py; tasks/images.py)")
 
     @field_validator("workspace_mount", "home")
     @classmethod

@@ -63,7 +63,7 @@ from harnessrl.sandbox.base import (
     SandboxError,
     SandboxUnavailable,
 )
-from harnessrl.sandbox import entry_helper
+from harnessrl.sandbox import entry_helper, rootfs
 from harnessrl.sandbox.bwrap_enter import NAMESPACES, NS_GET_PARENT, entry_argv, entry_wrapper
 from harnessrl.sandbox.bwrap_mounts import SYSTEM_PATH, bwrap_argv, host_binds, inner_path_env, sandbox_cache_dir
 from harnessrl.sandbox.cgroups import SandboxCgroups
@@ -310,7 +310,10 @@ class BwrapSandbox(Sandbox):
     def _keeper(self) -> tuple[list[str], bool]:
         """(the keeper's argv, whether it is pid 1): bash as pid 1 (KEEPER), or without bash the
         shell keeper under bwrap's own init (then a harness can end its sandbox)."""
-        if os.path.exists("/bin/bash") or os.path.exists("/usr/bin/bash"):
+        root = self.config.rootfs
+        if root is not None and (rootfs.has_program(root, "/bin/bash") or rootfs.has_program(root, "/usr/bin/bash")):
+            return ["bash", "--norc", "--noprofile", "-c", KEEPER], True
+        if root is None and (os.path.exists("/bin/bash") or os.path.exists("/usr/bin/bash")):
             return ["bash", "--norc", "--noprofile", "-c", KEEPER], True
         return ["sh", "-c", SH_KEEPER], False
 
@@ -318,7 +321,13 @@ class BwrapSandbox(Sandbox):
         """As root: (host path -> staged path, the argv prefix that stages them and becomes
         cfg.host_uid before bwrap). The prefix makes a private mount namespace for bwrap and
         binds each host path onto an empty mount point under this sandbox's scratch dir, which
-        the unprivileged uid can traverse. Not root: nothing to stage."""
+        the unprivileged uid can traverse. Not root: nothing to stage. On a ``cfg.rootfs`` the
+        prefix also mounts the image's overlay (rootfs.py), bound as / by bwrap_argv."""
+        if self.config.rootfs is not None:
+            rootfs.check_root(self.config.rootfs)
+            if self._host_uid is None:
+                raise SandboxUnavailable("a sandbox on an image root (sandbox.rootfs) needs harnessrl to run as "
+                                         "root here: its per-rollout writable layer is an overlay mount")
         if self._host_uid is None:
             return {}, []
         stage = self._root / "stage"
@@ -337,6 +346,9 @@ class BwrapSandbox(Sandbox):
                 point.touch(mode=0o644)
             staged[host] = str(point)
             prefix += ["--bind", host, str(point)]
+        if self.config.rootfs is not None:
+            staged[self.config.rootfs] = str(stage / "root")
+            prefix += rootfs.overlay_step(self.config, str(stage / "root"), self._host_uid)
         return staged, prefix + ["--become", f"{self._host_uid}:{self._host_uid}", "--"]
 
     def _proxy_listener(self, port: int) -> socket.socket:
@@ -465,7 +477,7 @@ class BwrapSandbox(Sandbox):
             result = run_to_completion(
                 entry_wrapper(join, self._rlimits, self._fsize_mb)
                 + enter
-                + ["env", "-C", workdir, "--", *with_pwd(workdir, argv)],
+                + rootfs.enter_dir_argv(self.config, workdir, argv if self.config.rootfs else with_pwd(workdir, argv)),
                 env={**self._env, **(env or {})},
                 cwd=str(self._root),
                 timeout_s=timeout_s if timeout_s is not None else self.config.wall_time_s,

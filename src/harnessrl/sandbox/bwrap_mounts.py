@@ -26,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harnessrl.sandbox import rootfs
 from harnessrl.sandbox.base import SandboxConfig, SandboxError
 
 ETC_KEEP = (
@@ -77,6 +78,8 @@ def python_prefixes() -> list[str]:
 
 
 def inner_path_env(cfg: SandboxConfig) -> str:
+    if cfg.rootfs is not None:  # the image's tools, not this venv's python, answer to `python3`
+        return rootfs.path_env(SYSTEM_PATH)
     venv_bin = os.path.join(os.path.realpath(sys.prefix), "bin")
     return f"{venv_bin}:{SYSTEM_PATH}" if cfg.python else SYSTEM_PATH
 
@@ -169,7 +172,12 @@ def host_binds(cfg: SandboxConfig) -> list[tuple[str, str]]:
     """(host path, inner path) of every read-only bind that is not a system directory: the
     curated /etc, the interpreter's prefixes and ``cfg.extra_ro_binds``. As root, bwrap runs as
     an unprivileged host uid that may not be able to traverse /root to reach a venv or a harness
-    cache, so the sandbox object stages these first (``staged``, see BwrapSandbox._stage)."""
+    cache, so the sandbox object stages these first (``staged``, see BwrapSandbox._stage).
+    On a ``cfg.rootfs``: the identity files over the image's /etc and the runtime (rootfs.py)."""
+    if cfg.rootfs is not None:
+        etc = rootfs.identity_dir(cfg, sandbox_cache_dir(), identity_files(cfg))
+        own = [(str(etc / name), f"/etc/{name}") for name in rootfs.ETC_IDENTITY]
+        return [*own, *rootfs.runtime_binds(cfg), *_ro_binds(cfg)]
     return [(str(sandbox_etc(cfg)), "/etc"), *_ro_binds(cfg)]
 
 
@@ -206,7 +214,11 @@ def bwrap_argv(
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     args += ["--info-fd", str(info_fd), "--block-fd", str(block_fd)]
-    args += _system_args() + ro(str(sandbox_etc(cfg)), "/etc")
+    if cfg.rootfs is not None:  # the image under its writable layer (staged by BwrapSandbox._stage)
+        etc = rootfs.identity_dir(cfg, sandbox_cache_dir(), identity_files(cfg))
+        args += rootfs.root_args(cfg, stage.get(cfg.rootfs, cfg.rootfs), etc, ro)
+    else:
+        args += _system_args() + ro(str(sandbox_etc(cfg)), "/etc")
     args += ["--proc", "/proc", "--dev", "/dev"]
     for knob in PROC_READ_ONLY:
         if os.path.exists(f"/proc/{knob}"):
@@ -215,5 +227,6 @@ def bwrap_argv(
     args += ["--size", ws, "--tmpfs", cfg.workspace_mount]
     for host, inner in _ro_binds(cfg):
         args += ro(host, inner)
-    args += ["--remount-ro", "/", "--chdir", cfg.workspace_mount]
+    args += [] if cfg.rootfs is not None else ["--remount-ro", "/"]  # a rootfs's layer stays writable
+    args += ["--chdir", cfg.workspace_mount]
     return args + (["--as-pid-1"] if as_pid_1 else []) + ["--", *init]

@@ -8,6 +8,9 @@ single-threaded. The steps run in the order given, then no_new_privs is set, the
 
 - ``--private-mounts``: a new mount namespace whose mounts propagate nowhere (host root only).
 - ``--bind SRC DST``: bind SRC onto the existing DST (recursively), in that namespace.
+- ``--overlay LOWER:POINT:BYTES:UID``: in that namespace, a tmpfs of BYTES at POINT.layer holding
+  the upper dir (owned by UID, mode of LOWER) and an overlay of it over LOWER at POINT (an image's
+  writable layer, sandbox/rootfs.py).
 - ``--become UID:GID``: no supplementary groups, then gid and uid (all three of each) become
   these. Used first when the host user is root: the sandbox's namespaces belong to that
   unprivileged uid (bwrap ran as it), whose processes own no host inode.
@@ -116,6 +119,24 @@ def become(libc: ctypes.CDLL, uid: int, gid: int) -> None:
         _fail(f"setresuid({uid})")
 
 
+def mount_overlay(libc: ctypes.CDLL, value: str) -> None:
+    lower, point, size, owner = value.rsplit(":", 3)
+    layer = point + ".layer"
+    os.makedirs(layer, mode=0o700, exist_ok=True)
+    os.makedirs(point, mode=0o755, exist_ok=True)
+    if libc.mount(b"tmpfs", layer.encode(), b"tmpfs", 0, f"size={int(size)},mode=0700".encode()) != 0:
+        _fail(f"tmpfs for the writable layer at {layer}")
+    upper, work = f"{layer}/upper", f"{layer}/work"
+    os.mkdir(upper)
+    os.mkdir(work)
+    os.chmod(upper, os.stat(lower).st_mode & 0o7777)
+    os.chown(upper, int(owner), int(owner))
+    os.chmod(layer, 0o755)
+    opts = f"lowerdir={lower},upperdir={upper},workdir={work}".encode()
+    if libc.mount(b"overlay", point.encode(), b"overlay", 0, opts) != 0:
+        _fail(f"overlay of {lower} at {point}")
+
+
 def run_step(libc: ctypes.CDLL, flag: str, value: str) -> None:
     if flag == "--become":
         uid, _, gid = value.partition(":")
@@ -138,6 +159,8 @@ def run_step(libc: ctypes.CDLL, flag: str, value: str) -> None:
             _fail("unshare(mount)")
         if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
             _fail("making / private")
+    elif flag == "--overlay":
+        mount_overlay(libc, value)
     elif flag == "--bind":
         src, dst = value.split("\0")
         if libc.mount(src.encode(), dst.encode(), None, MS_BIND | MS_REC, None) != 0:

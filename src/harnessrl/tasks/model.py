@@ -1,7 +1,8 @@
 """The in-memory task: what every loader (ClawGym directory, native directory, built-in suite) produces.
 
 A task is an instruction, the files of the agent's starting workspace, and a verifier that runs
-after the agent, in a fresh sandbox on a copy of the workspace (tasks/verifier.py). All file contents are held as bytes, so two loaders of the
+after the agent, in a fresh sandbox on a copy of the workspace (tasks/verifier.py). A task may name
+an image (`image`, tasks/images.py): its rollouts and its verifier then run on that root file system. All file contents are held as bytes, so two loaders of the
 same task give equal objects and a task never depends on the directory it was read from.
 """
 
@@ -23,7 +24,8 @@ CLAWGYM_MOUNT = "/root/.openclaw/workspace"
 # Where a task may present its workspace: DEFAULT_MOUNT itself, or a directory strictly below one of
 # these (never `/`, system paths such as /proc, /sys, /dev, /etc, /usr, /bin, /lib*, /var, /run, or
 # a root itself, which would hide the HOME or /tmp the sandbox mounts there).
-MOUNT_ROOTS = ("/workspace", "/root", "/home", "/mnt", "/data", "/srv", "/tmp")
+MOUNT_ROOTS = ("/workspace", "/root", "/home", "/mnt", "/data", "/srv", "/tmp", "/app")
+WHOLE_MOUNTS = (DEFAULT_MOUNT, "/app")  # accepted themselves: /app is the WORKDIR of Terminal-Bench images
 _MOUNT_PART = re.compile(r"[A-Za-z0-9._+@=-]+")
 
 
@@ -41,11 +43,11 @@ def check_mount_dir(value: object, where: str) -> str:
     text = value if isinstance(value, str) else ""
     ok = (text.startswith("/") and not text.startswith("//") and posixpath.normpath(text) == text
           and all(_MOUNT_PART.fullmatch(p) and p not in (".", "..") for p in text.split("/")[1:])
-          and (text == DEFAULT_MOUNT or any(text.startswith(root + "/") for root in MOUNT_ROOTS)))
+          and (text in WHOLE_MOUNTS or any(text.startswith(root + "/") for root in MOUNT_ROOTS)))
     if not ok:
         raise TaskError(f"{where}: input_mount_dir {value!r} is not accepted; it must be an absolute, "
                         f"normalised path (no '.', '..', '//' or trailing '/'; letters, digits and ._+@=- "
-                        f"only) that is {DEFAULT_MOUNT} or lies below one of {', '.join(MOUNT_ROOTS)} "
+                        f"only) that is {' or '.join(WHOLE_MOUNTS)} or lies below one of {', '.join(MOUNT_ROOTS)} "
                         f"(e.g. {CLAWGYM_MOUNT})")
     return text
 
@@ -93,6 +95,7 @@ class Task:
     pass_rule: PassRule = ">="
     input_mount_dir: str = DEFAULT_MOUNT
     reference_solution: tuple[str, ...] = ()  # shell commands run in the workspace; () = none
+    image: str = ""  # the root file system the task runs on (tasks/images.py); "" = the host's system dirs
     metadata: dict[str, Any] = field(default_factory=dict)
     source: str = ""  # where it was loaded from ("builtin", a directory path); not part of equality
 

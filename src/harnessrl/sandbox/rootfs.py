@@ -1,0 +1,212 @@
+"""A bwrap sandbox on a task's own root file system (an unpacked image, ``SandboxConfig.rootfs``).
+
+What differs from a sandbox on the host's system directories (bwrap_mounts.py):
+- ``/`` is an overlay: the image read-only below, a fresh tmpfs of ``scratch_mb`` above (mounted in
+  the private mount namespace that stages bwrap, so it dies with the sandbox). A rollout may write
+  anywhere, and nothing it writes reaches the image or the next rollout. Files of an unpacked image
+  belong to the sandbox's host uid (tasks/images.py), so the sandbox user owns the image as root
+  owns a container's.
+- ``/etc`` is the image's, with ``passwd``/``group`` (the image's plus the sandbox user) and
+  ``hosts``/``hostname`` bound read-only over it.
+- the harness runtime comes from the host: ``node`` at ``RUNTIME_BIN`` (first on PATH), the
+  interpreter prefixes as before, and every host library they load that the image lacks, bound
+  read-only at its own path (a root without a C library gets the host's). Where the image has a
+  library, its own copy is used.
+- commands change directory with the image's ``sh`` (``cd``), not ``env -C``, which busybox lacks.
+The image needs ``/bin/sh`` (and ``tar`` for copies in and out); ``check_root`` says so by name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from harnessrl.sandbox.base import SandboxConfig, SandboxError
+
+RUNTIME_BIN = "/.harnessrl/rt/bin"
+ETC_IDENTITY = ("passwd", "group", "hosts", "hostname")
+# Changes to the directory in $1 and runs the rest, with PWD naming it (see bwrap.with_pwd).
+ENTER_DIR = 'cd -- "$1" || exit 125; PWD=$1; export PWD; shift; exec "$@"'
+MAX_LINKS = 40
+# extension modules of the in-sandbox harness launcher (harness/launcher.py) with libraries of their own
+LAUNCHER_EXTENSIONS = ("_ctypes",)
+
+
+class ImageRootError(SandboxError):
+    """The task's root file system cannot host a sandbox (no shell, not a directory); the message
+    names the image and what it lacks."""
+
+
+def resolve_in_root(root: Path, path: str) -> Path | None:
+    """The host path of ``path`` as seen inside ``root`` (symlinks resolved within it, absolute ones
+    against ``root``, never the host's /), or None when it does not exist."""
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    cur: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if cur:
+                cur.pop()
+            continue
+        host = root.joinpath(*cur, part)
+        if host.is_symlink():
+            hops += 1
+            if hops > MAX_LINKS:
+                return None
+            target = os.readlink(host)
+            parts = [p for p in target.split("/") if p not in ("", ".")] + parts
+            if target.startswith("/"):
+                cur = []
+            continue
+        if not host.exists():
+            return None
+        cur.append(part)
+    return root.joinpath(*cur)
+
+
+def check_root(root: str, name: str = "") -> None:
+    """ImageRootError unless ``root`` is a directory with a usable /bin/sh."""
+    label = name or root
+    base = Path(root)
+    if not base.is_dir():
+        raise ImageRootError(f"image {label}: its root file system {root} is not a directory")
+    sh = resolve_in_root(base, "/bin/sh")
+    if sh is None or not sh.is_file():
+        raise ImageRootError(f"image {label} has no shell (/bin/sh): a sandbox needs /bin/sh (and tar) in "
+                             "the image; add them to the image (e.g. busybox or dash)")
+
+
+def has_program(root: str, path: str) -> bool:
+    found = resolve_in_root(Path(root), path)
+    return found is not None and found.is_file()
+
+
+def host_node() -> str | None:
+    """The host's node binary (resolved), if any."""
+    found = shutil.which("node", path="/usr/local/bin:/usr/bin:/bin")
+    return os.path.realpath(found) if found else None
+
+
+def host_libraries(executables: list[str]) -> list[str]:
+    """Paths (as the loader names them, e.g. /lib/x86_64-linux-gnu/libc.so.6) of the shared
+    libraries and the loader that ``executables`` need on this host (``ldd``)."""
+    out: list[str] = []
+    for exe in executables:
+        try:
+            text = subprocess.run(["ldd", exe], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        for line in text.splitlines():
+            words = line.split()
+            path = words[2] if len(words) >= 3 and words[1] == "=>" else words[0] if words else ""
+            if path.startswith("/") and path not in out:
+                out.append(path)
+    return out
+
+
+def _extension_paths(names: tuple[str, ...]) -> list[str]:
+    """Files of this interpreter's extension modules ``names`` (those that are shared objects)."""
+    import importlib.util
+
+    out = []
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin and spec.origin.endswith(".so"):
+            out.append(spec.origin)
+    return out
+
+
+def runtime_binds(cfg: SandboxConfig) -> list[tuple[str, str]]:
+    """(host, inner) read-only binds that let the harness runtime run on ``cfg.rootfs``: node at
+    RUNTIME_BIN and each host library it or this interpreter loads that the image lacks."""
+    assert cfg.rootfs is not None
+    import sys
+
+    root = Path(cfg.rootfs)
+    node = host_node()
+    exes = [os.path.realpath(sys.executable), *_extension_paths(LAUNCHER_EXTENSIONS)] + ([node] if node else [])
+    binds = [(node, f"{RUNTIME_BIN}/node")] if node else []
+    for lib in host_libraries(exes):
+        if resolve_in_root(root, lib) is None and os.path.exists(lib):
+            binds.append((os.path.realpath(lib), lib))
+    return binds
+
+
+def _merged(image_text: str, wanted: list[str]) -> str:
+    """``image_text`` (a passwd or group file) plus the ``wanted`` lines whose name and id it lacks."""
+    lines = [ln for ln in image_text.splitlines() if ln.strip()]
+    names = {ln.split(":", 1)[0] for ln in lines}
+    ids = {ln.split(":")[2] for ln in lines if ln.count(":") >= 2}
+    for w in wanted:
+        name, _, rest = w.partition(":")
+        uid = rest.split(":")[1] if rest.count(":") >= 1 else ""
+        if name not in names and uid not in ids:
+            lines.append(w)
+    return "\n".join(lines) + "\n"
+
+
+def identity_dir(cfg: SandboxConfig, cache: Path, ours: dict[str, str]) -> Path:
+    """A directory with passwd, group, hosts and hostname for the sandbox on ``cfg.rootfs``: the
+    image's users and groups plus those of ``ours`` (bwrap_mounts.identity_files), bound over the
+    image's, read-only."""
+    assert cfg.rootfs is not None
+    root = Path(cfg.rootfs)
+    files = dict(ours)
+    for name in ("passwd", "group"):
+        found = resolve_in_root(root, f"/etc/{name}")
+        text = found.read_text(errors="replace") if found is not None and found.is_file() else ""
+        files[name] = _merged(text, ours[name].splitlines())
+    digest = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()[:16]
+    final = cache / f"rootfs-etc-{digest}"
+    if final.is_dir():
+        return final
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="rootfs-etc-build-", dir=cache))
+    for name, text in files.items():
+        (tmp / name).write_text(text)
+        (tmp / name).chmod(0o644)
+    tmp.chmod(0o755)
+    try:
+        tmp.rename(final)
+    except OSError:  # built concurrently: keep theirs
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def root_args(cfg: SandboxConfig, merged: str, etc_dir: Path, ro) -> list[str]:
+    """bwrap arguments for the root: the overlay at ``merged`` as /, the identity files over the
+    image's /etc and the runtime binds. ``ro(host, inner)`` makes one read-only bind (staged)."""
+    args = ["--bind", merged, "/"]
+    for name in ETC_IDENTITY:
+        args += ro(str(etc_dir / name), f"/etc/{name}")
+    for host, inner in runtime_binds(cfg):
+        args += ro(host, inner)
+    return args
+
+
+def overlay_step(cfg: SandboxConfig, point: str, owner: int) -> list[str]:
+    """entry_helper's --overlay step: the image below, a tmpfs of scratch_mb above, at ``point``."""
+    assert cfg.rootfs is not None
+    lower = os.path.realpath(cfg.rootfs)
+    for path in (lower, point):
+        if any(c in path for c in ",:\\\n"):
+            raise ImageRootError(f"image root {path}: paths with ',', ':' or '\\' cannot be overlay layers")
+    return ["--overlay", f"{lower}:{point}:{cfg.scratch_mb << 20}:{owner}"]
+
+
+def enter_dir_argv(cfg: SandboxConfig, workdir: str, argv: list[str]) -> list[str]:
+    """The argv that runs ``argv`` in ``workdir`` inside: ``env -C`` on the host's system, the
+    image's ``sh`` on a rootfs."""
+    if cfg.rootfs is None:
+        return ["env", "-C", workdir, "--", *argv]
+    return ["sh", "-c", ENTER_DIR, "sh", workdir, *argv]
+
+
+def path_env(image_path: str) -> str:
+    """PATH inside a sandbox on a rootfs: the harness runtime first, then the image's PATH."""
+    return f"{RUNTIME_BIN}:{image_path}" if image_path else RUNTIME_BIN
