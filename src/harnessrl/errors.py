@@ -35,6 +35,8 @@ Errors are defined next to the code that raises them; this module only holds the
     ├── RolloutsFailed         rollout/jobs.py       every rollout of a batch failed before calling the model
     ├── SFTDataError           run/sft_data.py       no usable SFT data: no passing rollout, mixed tokenizers
     ├── TransferError          run/transfer.py       a run holds no before/after eval to compare
+    ├── ExperimentError        run/experiment.py     an experiment file, arm or seed list is invalid
+    ├── BaselineError          run/shared_baseline.py a shared baseline eval cannot serve a run
     ├── StoreError             store/run_store.py    the run store is unusable (schema, corruption)
     ├── ExportError            store/export.py       an export format or path is invalid
     ├── RunNotFound            tree/run_trees.py     the directory holds no run store

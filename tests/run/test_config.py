@@ -22,7 +22,7 @@ def test_every_shipped_config_validates_via_cli():
 
 def test_validate_reports_bad_file(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("loop:\n  steps: 0\nalgorithm:\n  name: dpo\n")
+    bad.write_text("loop:\n  steps: -1\nalgorithm:\n  name: dpo\n")
     res = CliRunner().invoke(app, ["config", "validate", str(bad)])
     assert res.exit_code == 1
     assert "loop.steps" in res.output and "algorithm.name" in res.output

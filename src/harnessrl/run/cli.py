@@ -9,10 +9,11 @@ from rich.console import Console
 
 
 def register(app: typer.Typer) -> None:
-    """Add this stage's commands to the top-level app: `train`, `sft`, `transfer` and `config validate`."""
+    """Add this stage's commands to the top-level app: `train`, `sft`, `transfer`, `experiment` and `config validate`."""
     app.command("train")(train)
     app.command("sft")(sft)
     app.command("transfer")(transfer)
+    app.command("experiment")(experiment)
     app.command("profile")(profile)
     config_app = typer.Typer(help="Run configs: validate YAML files against the RunConfig schema.")
     config_app.command("validate")(validate)
@@ -119,6 +120,67 @@ def profile(run_dir: Path = typer.Argument(..., help="a run dir (harnessrl train
         raise typer.Exit(2)
     for part in render_table(profile_run_dir(run_dir), run_dir.name):
         console.print(part)
+
+
+def experiment(
+    args: list[str] = typer.Argument(None, help="an experiment file (configs/experiments/*.yaml) and/or "
+                                                "key=value overrides for every run"),
+    config: Path = typer.Option(None, "--config", "-c", help="the base run config (replaces the file's)"),
+    arms: list[str] = typer.Option(None, "--arm", help="NAME='key=value ...': an arm (adds to or replaces the file's)"),
+    seeds: str = typer.Option(None, "--seeds", help="comma-separated seeds, e.g. 0,1,2 (default: the file's, else 0,1,2)"),
+    out: Path = typer.Option(None, "--out", "-o", help="the experiment directory (default: the file's)"),
+    report_only: bool = typer.Option(False, "--report-only", help="only write the results of the finished runs"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="library output here, not in each run's run.log"),
+) -> None:
+    """Arms x seeds of training runs against one shared baseline eval per seed; each arm's held-out
+    change over seeds (hierarchical bootstrap) as experiment.md + experiment.png. Finished runs are skipped."""
+    import signal
+
+    from harnessrl.run.experiment import ExperimentError, load_spec, plan_runs, run_experiment, write_experiment_results
+    from harnessrl.run.shared_baseline import BaselineError
+
+    console = Console()
+    files = [a for a in args or [] if "=" not in a]
+    if len(files) > 1:
+        console.print(f"[red]experiment refused:[/red] one experiment file at most, got {files}")
+        raise typer.Exit(2)
+    try:
+        spec = load_spec(Path(files[0]) if files else None, config, arms or [], seeds, out,
+                         [a for a in args or [] if "=" in a])
+        baselines, runs = plan_runs(spec)
+    except ExperimentError as err:
+        console.print(f"[red]experiment refused:[/red] {err}")
+        raise typer.Exit(2) from None
+    if not report_only:
+        from harnessrl.rollout.jobs import RolloutsFailed
+        from harnessrl.run.loop import TrainError
+        from harnessrl.sandbox.base import SandboxUnavailable
+
+        def _stop(signum, frame):  # noqa: ARG001 - SIGTERM unwinds like Ctrl-C, so engines are shut down
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, _stop)
+        console.print(f"[bold]harnessrl experiment[/bold] {len(spec.arms)} arms x {len(spec.seeds)} seeds "
+                      f"+ {len(baselines)} baseline evals -> {spec.out}")
+        try:
+            run_experiment(spec, console, verbose=verbose)
+        except (ExperimentError, BaselineError) as err:
+            console.print(f"[red]experiment refused:[/red] {err}")
+            raise typer.Exit(2) from None
+        except (TrainError, RolloutsFailed, SandboxUnavailable) as err:
+            console.print(f"[red]experiment stopped:[/red] {err}\nRun the same command again to continue "
+                          "(finished runs are skipped, an interrupted one resumes).")
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            console.print("[yellow]stopped[/yellow]; run the same command again to continue")
+            raise typer.Exit(130) from None
+    results, missing = write_experiment_results(spec, runs)
+    text = (Path(spec.out) / "experiment.md").read_text()
+    console.print(text, markup=False, highlight=False)
+    console.print(f"[green]wrote[/green] {Path(spec.out) / 'experiment.md'}"
+                  + (f", {Path(spec.out) / 'experiment.png'}" if results else ""))
+    if missing and report_only:
+        raise typer.Exit(1)
 
 
 def validate(files: list[Path] = typer.Argument(..., help="config files to check")) -> None:

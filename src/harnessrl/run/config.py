@@ -216,14 +216,14 @@ class AlgorithmConfig(PPOSettings):
 
 
 class OptimizerConfig(_Strict):
-    lr: float = Field(1e-6, gt=0)
+    lr: float = Field(1e-6, ge=0)  # 0: a null arm that trains nothing (harnessrl experiment's control)
     weight_decay: float = Field(0.0, ge=0)
     betas: tuple[float, float] = (0.9, 0.999)
     grad_clip: float = Field(1.0, gt=0)
 
 
 class LoopConfig(_Strict):
-    steps: int = Field(10, ge=1)
+    steps: int = Field(10, ge=0)  # 0: only the baseline eval (step 0), as harnessrl experiment runs it
     groups_per_step: int = Field(4, ge=1)
     n_per_group: int = Field(4, ge=1)
     eval_every: int = Field(5, ge=0)  # 0: only before and after
