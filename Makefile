@@ -32,6 +32,12 @@ system:
 	  echo "installing bubblewrap and libseccomp2"; \
 	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap libseccomp2; }
+	@# image tasks (tasks/images.py): skopeo reads image layouts and archives, umoci unpacks them
+	@# rootless; busybox-static builds the tests' small image
+	@{ command -v skopeo >/dev/null 2>&1 && command -v umoci >/dev/null 2>&1 && command -v busybox >/dev/null 2>&1; } || { \
+	  echo "installing skopeo, umoci and busybox-static"; \
+	  SUDO=$$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq skopeo umoci busybox-static; }
 
 # headless Chromium for the tree page's browser test (tests/tree/test_html_browser.py)
 browser:

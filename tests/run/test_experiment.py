@@ -9,6 +9,7 @@ the null arm's does not, and their paired difference excludes 0."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -149,3 +150,13 @@ def test_adopt_baseline_copies_step_0_and_refuses_a_training_run(tmp_path):
         adopt_baseline(tmp_path / "trained", tmp_path / "arm2")
     with pytest.raises(BaselineError, match="no baseline"):
         adopt_baseline(tmp_path / "nothing", tmp_path / "arm3")
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "configs" / "experiments").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_every_shipped_experiment_plans_3_seeds_of_8_steps(path, monkeypatch):
+    monkeypatch.chdir(path.parents[2])  # an experiment names its config from the repository root
+    spec = load_spec(path)
+    baselines, runs = plan_runs(spec)
+    assert len(spec.seeds) >= 3 and len(spec.arms) >= 2 and len(baselines) == len(spec.seeds)
+    assert all(r.cfg.loop.steps >= 8 for r in runs)

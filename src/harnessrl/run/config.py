@@ -67,6 +67,8 @@ class LoraConfig(_Strict):
 class ModelConfig(_Strict):
     path: str | None = None  # None: the default model (SmolLM2-135M-Instruct); else HF dir or id
     dtype: Literal["float32", "bfloat16"] = "float32"
+    # the trainer's forward/backward over those weights; auto: the engine's served dtype when bf16 (train = serve)
+    compute_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     attention: Literal["auto", "sdpa", "flex"] = "auto"  # auto: flex on CUDA, sdpa elsewhere
     lora: LoraConfig | None = None
     gradient_checkpointing: bool = False
@@ -278,8 +280,6 @@ class ClusterSection(_Strict):
     ray: RaySection = RaySection()
 
 
-class OutputConfig(_Strict):
-    run_dir: str = "runs/latest"  # "{time}" is replaced by the start time (YYYYmmdd-HHMMSS)
 class WandbSection(_Strict):
     """An optional Weights & Biases run mirroring the step metrics, eval tables, plots and tree page
     (run/tracking.py); a logger error is a warning, never a failed run."""
@@ -289,11 +289,13 @@ class WandbSection(_Strict):
     mode: Literal["online", "offline", "disabled"] = "online"  # offline: <run_dir>/wandb, `wandb sync` later
 
 
+class OutputConfig(_Strict):
+    run_dir: str = "runs/latest"  # "{time}" is replaced by the start time (YYYYmmdd-HHMMSS)
     tensorboard: bool = True
-    checkpoint_every: int = Field(1, ge=1)
-    keep_checkpoints: int = Field(2, ge=1)
     wandb: WandbSection | None = None  # None: no W&B run (the default)
     progress_every_s: float = Field(30.0, ge=0)  # off a terminal: a progress line at least this often (0: each rollout)
+    checkpoint_every: int = Field(1, ge=1)
+    keep_checkpoints: int = Field(2, ge=1)
 
 
 class RunConfig(_Strict):

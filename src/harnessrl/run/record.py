@@ -151,6 +151,8 @@ class StepRecord:
     # phase -> CPU seconds of the run's processes (run/profile.py CpuMeter: run, children, engine)
     cpu: dict[str, dict[str, float]] = field(default_factory=dict)
     wall_s: float | None = None  # the whole step, start to record
+    # harness -> calls, tokens, context, failure modes, trained share of the step's rollouts (run/dynamics.py)
+    dynamics: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The flat JSON object the store keeps for the step."""
@@ -166,6 +168,8 @@ class StepRecord:
             out["cpu"] = {k: dict(v) for k, v in self.cpu.items()}
         if self.wall_s is not None:
             out["wall_s"] = self.wall_s
+        if self.dynamics:
+            out["dynamics"] = {h: dict(d) for h, d in self.dynamics.items()}
         return out
 
     @classmethod
@@ -177,7 +181,8 @@ class StepRecord:
                    update=_part(UpdateStats, row), eval=EvalResult.from_json(row), engine=_part(EngineWork, row),
                    sampling=_part(SamplingStats, row),
                    cpu={k: dict(v) for k, v in (row.get("cpu") or {}).items() if isinstance(v, dict)},
-                   wall_s=row.get("wall_s") if isinstance(row.get("wall_s"), (int, float)) else None)
+                   wall_s=row.get("wall_s") if isinstance(row.get("wall_s"), (int, float)) else None,
+                   dynamics={h: dict(d) for h, d in (row.get("dynamics") or {}).items() if isinstance(d, dict)})
 
 
 def step_records(rows: list[dict[str, Any]]) -> list[tuple[int, StepRecord]]:

@@ -10,10 +10,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from harnessrl.engine.factory import resolved_dtype
 from harnessrl.run.config import RunConfig
 from harnessrl.train.critic import ValueModel
 from harnessrl.train.checkpoint import load_trainer_state
 from harnessrl.train.packing import attention_backend, hf_attention
+from harnessrl.train.settings import resolve_compute_dtype
 from harnessrl.train.trainer import Trainer
 from harnessrl.train.weights import apply_lora, is_peft
 
@@ -63,7 +65,14 @@ def build_trainer(cfg: RunConfig, policy, model_dir: Path) -> Trainer:
     return Trainer(policy, opt, cfg.algorithm, cfg.algorithm.token_budget, backend,
                    grad_clip=o.grad_clip, epochs=cfg.algorithm.epochs, reference=reference, critic=critic,
                    critic_optimizer=critic_opt, use_lora_reference=want_ref and is_peft(policy),
-                   harness_grad_cosine=cfg.algorithm.harness_grad_cosine)
+                   harness_grad_cosine=cfg.algorithm.harness_grad_cosine, compute_dtype=compute_dtype(cfg))
+
+
+def compute_dtype(cfg: RunConfig) -> torch.dtype | None:
+    """The trainer's compute dtype over the master weights (`model.compute_dtype`, auto: the dtype
+    the engine serves in when it is bf16); None when it is the weights' own."""
+    name = resolve_compute_dtype(cfg.model.compute_dtype, cfg.model.dtype, resolved_dtype(cfg.engine))
+    return None if name == cfg.model.dtype else getattr(torch, name)
 
 
 def make_trainer(cfg: RunConfig, weights_dir: Path, model_dir: Path, ckpt_dir: Path | None,

@@ -132,6 +132,8 @@ class SandboxConfig(BaseModel):
     env_passthrough: list[str] = Field(default_factory=list, description="host env names to copy in")
     max_output_bytes: int = Field(8 << 20, gt=0)
     seccomp: bool = Field(True, description="bwrap: the default seccomp profile (sandbox/seccomp.py)")
+    read_only_proc: bool = Field(False, description="bwrap: /proc read-only (no /proc/<pid>/mem writes); "
+                                 "the verifier's sandbox has it (sandbox/views.py)")
     hostname: str = "sandbox"
     rootfs: str | None = Field(None, description="bwrap: an unpacked image root shown as / under a fresh writable "
                                "layer, instead of the host's system dirs (sandbox/rootfs.py; tasks/images.py)")

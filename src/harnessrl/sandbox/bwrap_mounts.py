@@ -228,5 +228,6 @@ def bwrap_argv(
     for host, inner in _ro_binds(cfg):
         args += ro(host, inner)
     args += [] if cfg.rootfs is not None else ["--remount-ro", "/"]  # a rootfs's layer stays writable
+    args += ["--remount-ro", "/proc"] if cfg.read_only_proc else []
     args += ["--chdir", cfg.workspace_mount]
     return args + (["--as-pid-1"] if as_pid_1 else []) + ["--", *init]

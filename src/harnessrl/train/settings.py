@@ -26,3 +26,21 @@ class PPOSettings(BaseModel):
         if self.mis_low >= self.mis_high:
             raise ValueError("mis_low must be below mis_high")
         return self
+
+
+ComputeDtype = Literal["auto", "float32", "bfloat16"]
+
+
+def resolve_compute_dtype(setting: str, weights_dtype: str, engine_dtype: str) -> str:
+    """The dtype the trainer computes in (`model.compute_dtype`, train/precision.py) over master
+    weights of `weights_dtype` (`model.dtype`). auto: the engine's served dtype (`engine_dtype`,
+    resolved) when it is bfloat16, so both sides round the weights the same way; float32 otherwise
+    (an fp32 or fp16 engine, or a server whose dtype is its own `auto`, which is bf16 on GPUs:
+    set bfloat16 there). Never finer than the weights themselves."""
+    if setting not in ("auto", "float32", "bfloat16"):
+        raise ValueError(f"compute_dtype {setting!r}: use auto, float32 or bfloat16")
+    if weights_dtype == "bfloat16":
+        return "bfloat16"
+    if setting == "auto":
+        return "bfloat16" if engine_dtype == "bfloat16" else "float32"
+    return setting

@@ -7,6 +7,11 @@ then takes one optimizer step per epoch. A critic, when present, is trained on t
 When the batch mixes harnesses (and `harness_grad_cosine`), the first epoch also splits the policy
 gradient by harness and reports how the harnesses' gradients agree (train/harness_grads.py).
 
+`compute_dtype` (bfloat16 under a bf16 engine: `model.compute_dtype`, train/precision.py): every
+forward and backward, the old-logprob and reference passes included, computes with the master
+weights rounded to that dtype, i.e. the weights the engine serves after a sync; gradients and the
+optimizer step stay on the fp32 masters, and `sync_weights` sends the rounded weights.
+
 `Trainer` is the in-process backend of `train.protocol.TrainerBackend` (update, tree values, weight
 sync, checkpoints); the Ray backend runs one inside an actor (cluster/ray_trainer.py).
 """
@@ -27,6 +32,7 @@ from harnessrl.train.critic import forest_values
 from harnessrl.train.harness_grads import HarnessGradients, gradient_agreement, harness_pieces
 from harnessrl.train.losses import PPOSettings, policy_loss, value_loss
 from harnessrl.train.packing import PackedChunk, pack_forest, token_logprobs
+from harnessrl.train.precision import compute_weights, served_weights
 from harnessrl.train.update_stats import TokenSums, UpdateStats
 from harnessrl.train.weights import is_peft
 
@@ -69,7 +75,8 @@ class Trainer:
 
     def __init__(self, policy, optimizer, settings: PPOSettings, token_budget: int, backend: str = "sdpa",
                  grad_clip: float = 1.0, epochs: int = 1, reference=None, critic=None, critic_optimizer=None,
-                 use_lora_reference: bool = False, ranks=None, harness_grad_cosine: bool = True):
+                 use_lora_reference: bool = False, ranks=None, harness_grad_cosine: bool = True,
+                 compute_dtype: torch.dtype | None = None):
         self.policy = policy
         self.optimizer = optimizer
         self.settings = settings
@@ -85,6 +92,8 @@ class Trainer:
         # over several processes; None = one process trains every chunk.
         self.ranks = ranks
         self.harness_grad_cosine = harness_grad_cosine  # per-harness gradients of mixed batches
+        # the dtype the policy (and reference) compute in over their own weights; None: their own
+        self.compute_dtype = compute_dtype
         if ranks is not None and ranks.world > 1 and critic is not None:
             raise ValueError("the PPO critic is not sharded yet: use grpo or tree_grpo with several trainer ranks")
 
@@ -92,16 +101,17 @@ class Trainer:
         if self.reference is None and not self.use_lora_reference:
             return None
         with torch.no_grad():
-            if self.use_lora_reference:
+            if self.use_lora_reference:  # inside update's compute_weights block: the policy is cast
                 with self.policy.disable_adapter():
                     return token_logprobs(self.policy, chunk, tg.local, tg.temperature, self.backend)[0]
-            return token_logprobs(self.reference, chunk, tg.local, tg.temperature, self.backend)[0]
+            with compute_weights(self.reference, self.compute_dtype):
+                return token_logprobs(self.reference, chunk, tg.local, tg.temperature, self.backend)[0]
 
     def _old_logprobs(self, work) -> list[torch.Tensor] | None:
         need = self.epochs > 1 or self.settings.is_mode == "mis"
         if not need:
             return None
-        with torch.no_grad():
+        with torch.no_grad(), compute_weights(self.policy, self.compute_dtype):
             return [token_logprobs(self.policy, c, tg.local, tg.temperature, self.backend)[0]
                     for c, tg, _ in work]
 
@@ -134,11 +144,12 @@ class Trainer:
             # from its second epoch on (tests/scale/test_fsdp.py, the mis_epochs case)
             params = [p for p in self.policy.parameters() if p.requires_grad]
             split = HarnessGradients(params) if token_harness is not None and epoch == 0 else None
-            for i, (chunk, tg, live) in enumerate(work):
-                chunk_sums = self._chunk_backward(chunk, tg, None if old is None else old[i], denom, world, live,
-                                                  split, token_harness)
-                if live:
-                    sums.add(chunk_sums)
+            with compute_weights(self.policy, self.compute_dtype):  # one cast of the weights per epoch
+                for i, (chunk, tg, live) in enumerate(work):
+                    chunk_sums = self._chunk_backward(chunk, tg, None if old is None else old[i], denom, world,
+                                                      live, split, token_harness)
+                    if live:
+                        sums.add(chunk_sums)
             if split is not None:
                 split.finish()
                 if len(split.parts) >= 2:
@@ -251,7 +262,8 @@ class Trainer:
         return forest_values(self.critic, forest_of_flat(flat), self.token_budget, self.backend)
 
     def sync_weights(self, engine: Engine, version: int) -> None:
-        engine.update_weights(list(self.named_weights()), version)
+        """The weights the trainer computes with (cast to compute_dtype) into the engine."""
+        engine.update_weights(list(served_weights(self.named_weights(), self.compute_dtype)), version)
 
     def save_checkpoint(self, run_dir: Path, step: int, source_dir: Path | None, keep: int) -> Path:
         return save_checkpoint(run_dir, step, self.policy, self.state(), source_dir, keep=keep)

@@ -7,8 +7,16 @@ Every kind scores content, never a file merely existing: `file_absent` is only a
 `all` check beside a content check. Code from the workspace (the agent's) runs only in child
 processes whose output is captured, so it can never write to this script's stdout, the reward
 channel. Stdlib only: it runs under the sandbox's python3, not the project's venv.
+
+Those children cannot reach this process (docs/security.md, "The verifier"): this script makes
+itself non-dumpable first (PR_SET_DUMPABLE 0: no /proc/<pid>/mem, /proc/<pid>/fd or pidfd_getfd
+by a process of the same uid, without relying on Yama), and each child starts in a session of its
+own and, where the kernel has Landlock, in a Landlock domain of its own, which shuts it out of
+every process outside it: ptrace-class access (mem, fds, process_vm_*) and, from Landlock ABI 6,
+signals and abstract unix sockets.
 """
 
+import ctypes
 import hashlib
 import json
 import os
@@ -79,9 +87,55 @@ def _same(a, b, tol=1e-6):
     return a == b
 
 
-def _run(cmd, timeout, stdin=""):
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_RESTRICT_SELF = 444, 446  # the same number on every architecture
+LANDLOCK_SCOPE_ALL = 0x3  # abstract unix sockets | signals (ABI >= 6)
+LANDLOCK_ACCESS_FS_MAKE_BLOCK = 1 << 11  # before ABI 6 a domain must handle some access: one nobody needs
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+def _libc():
     try:
-        return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def protect_self():
+    """This process becomes non-dumpable: processes of its uid cannot open its memory or fds."""
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def _own_domain():
+    """In the child, before exec: a Landlock domain of its own (nothing where Landlock is missing)."""
+    libc = _libc()
+    if libc is None:
+        return
+    abi = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0, 1)  # LANDLOCK_CREATE_RULESET_VERSION
+    if abi < 1:
+        return
+    if abi >= 6:
+        attr, size = _RulesetAttr(0, 0, LANDLOCK_SCOPE_ALL), ctypes.sizeof(_RulesetAttr)
+    else:
+        attr, size = _RulesetAttr(LANDLOCK_ACCESS_FS_MAKE_BLOCK, 0, 0), 8
+    fd = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0)
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if fd < 0 or libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, fd, 0) != 0:
+        os._exit(126)  # a child that cannot be shut out does not run
+    os.close(fd)
+
+
+def _run(cmd, timeout, stdin=""):
+    """The agent's code in a child: output captured, its own session and Landlock domain."""
+    try:
+        return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout,
+                              start_new_session=True, preexec_fn=_own_domain)
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -150,6 +204,7 @@ def score(check, top=True):
 
 
 def main():
+    protect_self()
     here = os.path.dirname(os.path.abspath(__file__))
     with open(os.path.join(here, "checks.json"), encoding="utf-8") as f:
         checks = json.load(f)
