@@ -1,4 +1,5 @@
-"""Advantage estimators on a prefix tree: ``grpo``, ``tree_grpo`` (TreeRL), ``gae``.
+"""Advantage estimators on a prefix tree: ``grpo``, ``tree_grpo`` (TreeRL), ``gae`` (the estimator of
+algorithm ``ppo``: ESTIMATORS and TokenAdvantages.estimator name it ``ppo``).
 
 All three return ``TokenAdvantages`` (see ``algo.contributions`` for the packed form and the exact
 PPO algebra on shared tokens). Only kept rollouts (``RolloutInfo.kept``) enter: filtered rollouts
@@ -192,7 +193,7 @@ def gae(tree: PrefixTree, values: np.ndarray, *, gamma: float = 1.0, lam: float 
         rets.append(adv + values[q])
     cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
     rows = (cat(toks, np.int64), cat(rols, np.int32), cat(advs, np.float64), cat(wts, np.float64))
-    return _finish("gae", tree, ids, rows, cat(pths, np.int32), cat(rets, np.float64), norm,
+    return _finish("ppo", tree, ids, rows, cat(pths, np.int32), cat(rets, np.float64), norm,
                    None, None)
 
 
@@ -242,4 +243,5 @@ def _finish(name: str, tree: PrefixTree, ids: tuple[str, ...], rows, path: np.nd
         rollout_adv=rollout_adv, **parts)
 
 
-ESTIMATORS = {"grpo": grpo, "tree_grpo": tree_grpo, "gae": gae}
+# The estimators by their config name (algorithm.name): `ppo` is GAE over the critic's values.
+ESTIMATORS = {"grpo": grpo, "tree_grpo": tree_grpo, "ppo": gae}

@@ -86,7 +86,7 @@ class TokenAdvantages:
     def ret_mean(self) -> np.ndarray:
         """float32 [N]: weighted mean return (nan where none): the value-loss target."""
         if self.returns is None:
-            raise ValueError(f"{self.estimator} advantages carry no returns (use gae)")
+            raise ValueError(f"{self.estimator} advantages carry no returns (use ppo)")
         w = self.weight_sum
         s = self._segment_sum(self.weight.astype(np.float64) * self.returns)
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -24,6 +24,8 @@ from harnessrl.algo.contributions import TokenAdvantages
 from harnessrl.tree.nodes import PrefixTree
 
 DIR = "advantages"
+# Estimator names older runs stored, read as today's name (runs before the rename wrote "gae" for ppo).
+STORED_NAMES = {"gae": "ppo"}
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def load_trained(run_dir: str | Path, step: int) -> TrainedStep | None:
         meta = json.loads(str(data["meta"]))
         trees = [TrainedTree(
             group_id=t["group_id"], rewards=t["rewards"], fingerprint=int(t["fingerprint"]),
-            view=AdvantageView(t["estimator"], data[f"adv_mean_{i}"],
+            view=AdvantageView(STORED_NAMES.get(t["estimator"], t["estimator"]), data[f"adv_mean_{i}"],
                                data[f"node_value_{i}"] if f"node_value_{i}" in data else None,
                                t["rollout_adv"]))
             for i, t in enumerate(meta["trees"])]
