@@ -23,6 +23,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from harnessrl.store.records import served_calls
+
 if TYPE_CHECKING:
     from harnessrl.rollout.groups import PlannedGroup
     from harnessrl.tree.nodes import PrefixTree
@@ -46,7 +48,7 @@ def harness_dynamics(groups: Sequence[PlannedGroup], trees: Sequence[PrefixTree]
             a = acc.setdefault(r.harness, {"calls": [], "prompt": [], "completion": [], "per_rollout": [],
                                            "context": [], "status": Counter(), "errors": Counter(), "length": 0})
             a["status"][r.status] += 1
-            served = [c for c in calls_by_rollout.get(r.rollout_id, ()) if c.status == "ok" and len(c.sampled_ids)]
+            served = served_calls(calls_by_rollout.get(r.rollout_id, []))
             for c in calls_by_rollout.get(r.rollout_id, ()):
                 if c.status != "ok":
                     a["errors"][str((c.meta or {}).get("error_kind") or "other")] += 1

@@ -47,6 +47,7 @@ from harnessrl.run.collector import Collector, RolloutsAhead
 from harnessrl.run.task_sets import default_tasks
 from harnessrl.run.config import RunConfig
 from harnessrl.run.display import RunDisplay, changes_table, summary_table
+from harnessrl.run.dynamics import harness_dynamics
 from harnessrl.run.errors import TrainError
 from harnessrl.run.heldout import changes_markdown, held_out_changes
 from harnessrl.run.logs import library_logs
@@ -56,6 +57,7 @@ from harnessrl.run.record import (REDONE, EvalResult, PolicyLag, RolloutStats, S
 from harnessrl.run.profile import CpuMeter, cache_text, profile_markdown, profile_store
 from harnessrl.run.report import write_plots, write_report
 from harnessrl.run.setup import make_trainer, seed_everything
+from harnessrl.run.tracking import Tracker, log_run_end, open_tracker
 from harnessrl.store.run_store import RunStore
 from harnessrl.train.batch import TrainBatch, concat_batch
 from harnessrl.train.checkpoint import latest_checkpoint
@@ -197,7 +199,7 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
             save_step_checkpoint(parts, step)
     return StepRecord(policy_version=version, time=times, rollouts=step_rollout_stats(cfg, collected.sampled),
                       trees=tree_totals(trees, len(collected.sampled)), lag=lag, update=update, eval=ev,
-                      sampling=collected.stats,
+                      sampling=collected.stats, dynamics=harness_dynamics(collected.sampled, trees),
                       engine=meter.engine_work(), cpu=meter.phases, wall_s=time.perf_counter() - t_step)
 
 
@@ -226,8 +228,11 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
         opened.callback(engine.close)  # closed before the closers (they may stop the Ray cluster)
         if last > 0:
             trainer.sync_weights(engine, last)
-        log = open_metrics_log(run_dir, cfg.output.tensorboard, store, last)
-        opened.callback(log.close)
+        # output.wandb: step metrics (with the JSONL and TensorBoard), tables, plots and pages at the end
+        tracker = open_tracker(cfg.output.wandb, run_dir, cfg.model_dump(mode="json"), store,
+                               lambda msg: console.print(f"[yellow]warning:[/yellow] {msg}"))
+        log = open_metrics_log(run_dir, cfg.output.tensorboard, store, last, tracker)
+        opened.callback(log.close)  # finishes the tracker
         train_tasks, eval_sets = load_tasks(cfg, tasks_loader, store, console)
         collector = collector_factory(cfg, engine, store, run_dir)
         opened.pop_all()  # from here on the run owns them (close_run)
@@ -292,9 +297,11 @@ def start_trainer_and_engine(cfg: RunConfig, weights_dir: Path, model_dir: Path,
     return make_trainer(cfg, weights_dir, model_dir, ckpt_dir), make_engine(engine_cfg), []
 
 
-def open_metrics_log(run_dir: Path, tensorboard: bool, store: RunStore, last: int) -> MetricsLog:
-    """metrics.jsonl (and TensorBoard) holding the store's records of steps 0..last, each once."""
-    log = MetricsLog(run_dir, tensorboard)
+def open_metrics_log(run_dir: Path, tensorboard: bool, store: RunStore, last: int,
+                     tracker: Tracker | None = None) -> MetricsLog:
+    """metrics.jsonl (and TensorBoard) holding the store's records of steps 0..last, each once;
+    the tracker gets the steps logged from now on."""
+    log = MetricsLog(run_dir, tensorboard, tracker)
     log.rewrite([(s, m) for s, m in store.list_steps() if s <= last])
     return log
 
@@ -540,6 +547,7 @@ def finish_run(parts: RunParts, console: Console, log_file: Path | None = None) 
     console.print(summary_table(records, parts.run_dir, report.with_suffix(".html"), plots_dir, log_file, trees))
     if changes:
         console.print(changes_table(changes))
+    log_run_end(parts.log.tracker, records, plots, changes, [report, report.with_suffix(".html"), trees])
     return RunResult(parts.run_dir, report, plots_dir, last, records)
 
 

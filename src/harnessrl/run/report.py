@@ -1,11 +1,19 @@
-"""End-of-run PNG plots (matplotlib, Agg) and a short markdown report from the step records."""
+"""End-of-run PNG plots (matplotlib, Agg) and a short markdown report from the step records.
+
+report.md holds: held-out pass@1 before/after (and per eval set, with the held-out change table),
+the run's totals, "Informative groups" (run/report_sampling.py), "Harness dynamics"
+(run/dynamics.py), the cost budget, the tree page link, the plots and the config; report.html is
+the same, self-contained.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from harnessrl.run.dynamics import dynamics_lines, plot_dynamics
 from harnessrl.run.record import StepRecord, step_records
+from harnessrl.run.report_sampling import sampling_lines
 
 PANELS = (  # (file stem, title, metric keys; "x/*" = every sub-key of x)
     ("reward", "mean reward per harness (train rollouts)", ["reward/*"]),
@@ -22,6 +30,10 @@ PANELS = (  # (file stem, title, metric keys; "x/*" = every sub-key of x)
     ("tokens", "tokens: trained (decisions) / computed / unique tree / per-call", [
         "tokens_trained", "tokens_computed", "unique_tree_tokens", "per_call_tokens", "per_rollout_tokens"]),
     ("time", "step time split (s)", ["time/*"]),
+    ("informative", "informative groups: trained per slot / of those sampled; mean picked p; branch points mixed",
+     ["informative_groups", "sampled_informative", "pick_pass_rate", "branch_mixed"]),
+    ("wasted_rollouts", "rollouts sampled / without contrast; groups dropped per reason, extra groups",
+     ["rollouts_sampled", "wasted_rollouts", "dropped_groups/*", "extra_groups"]),
 )
 Y_LIMITS = {"grad_cosine": (-1.05, 1.05)}  # panels with a fixed y range (file stem -> (low, high))
 
@@ -53,7 +65,8 @@ def _series(records: list[dict[str, Any]], key: str) -> dict[str, tuple[list[int
 
 
 def write_plots(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """One PNG per panel that has data; returns the files written."""
+    """One PNG per panel that has data, and the harness dynamics plot (run/dynamics.py); returns
+    the files written."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -84,7 +97,8 @@ def write_plots(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
-    return written
+    dynamics = plot_dynamics(records, out_dir)
+    return written + ([dynamics] if dynamics is not None else [])
 
 
 def eval_table(records: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
@@ -172,18 +186,26 @@ def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path]
             facts.append(f"trainer/engine mismatch KL(engine||trainer): first {gaps[0]:.4f}, last {gaps[-1]:.4f}, "
                          f"max {max(gaps):.4f}")
         lines += ["## Run", ""] + [f"- {f}" for f in facts] + [""]
-    lines += extra or []
+    sections = sampling_lines(records, plots, run_dir) + dynamics_lines(records, _plot(plots, "harness_dynamics"),
+                                                                        run_dir)
+    lines += sections + (extra or [])
     if tree_page is not None:
         lines += ["## Trees", "", f"[prefix trees of the last step, with rewards and advantages]"
                                   f"({tree_page.relative_to(run_dir)})", ""]
-    if plots:
-        lines += ["## Plots", ""] + [f"![{p.stem}]({p.relative_to(run_dir)})" for p in plots] + [""]
+    shown = {line[2:line.index("]")] for line in sections if line.startswith("![")}  # the sections' plots
+    rest = [p for p in plots if p.stem not in shown]
+    if rest:
+        lines += ["## Plots", ""] + [f"![{p.stem}]({p.relative_to(run_dir)})" for p in rest] + [""]
     lines += ["## Config", "", "```yaml", config_yaml.rstrip(), "```", ""]
     path = Path(run_dir) / "report.md"
     path.write_text("\n".join(lines))
     _write_html(Path(run_dir) / "report.html", title, rows, facts, plots, tree_page, run_dir, config_yaml, sets,
-                extra or [])
+                sections + (extra or []))
     return path
+
+
+def _plot(plots: list[Path], stem: str) -> Path | None:
+    return next((p for p in plots if p.stem == stem), None)
 
 
 def _write_html(path: Path, title: str, rows: list[list[str]], facts: list[str], plots: list[Path],
@@ -228,7 +250,8 @@ def _write_html(path: Path, title: str, rows: list[list[str]], facts: list[str],
 
 
 def _markdown_html(lines: list[str]) -> str:
-    """HTML of simple markdown: '## ' headings, '- ' items, '|' tables, other lines as paragraphs."""
+    """HTML of simple markdown: '## ' headings, '- ' items, '|' tables, other lines as paragraphs;
+    image lines are left out (report.html inlines every plot)."""
     import html
 
     out, table = [], False
@@ -246,7 +269,7 @@ def _markdown_html(lines: list[str]) -> str:
             out.append(f"<h2>{html.escape(line[3:])}</h2>")
         elif line.startswith("- "):
             out.append(f"<p>&bull; {html.escape(line[2:])}</p>")
-        elif line.strip() and not is_row:
+        elif line.strip() and not is_row and not line.startswith("!["):
             out.append(f"<p>{html.escape(line)}</p>")
     return "".join(out) + ("</table>" if table else "")
 

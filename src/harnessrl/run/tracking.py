@@ -62,7 +62,7 @@ class SafeTracker:
 
     def __init__(self, inner: Tracker, warn: Warn, name: str = "W&B"):
         self.inner, self.warn, self.name = inner, warn, name
-        self.failed = False
+        self.failed = self.finished = False
 
     def _call(self, what: str, fn: Callable[[], None]) -> None:
         if self.failed:
@@ -87,18 +87,27 @@ class SafeTracker:
         self._call(f"artifact {name}", lambda: self.inner.log_files(name, kind, paths))
 
     def finish(self) -> None:
-        failed, self.failed = self.failed, False  # finishing is tried even after an error
-        self._call("finish", self.inner.finish)
-        self.failed = True  # nothing is logged after finish
-        if failed:
+        """Finish the tracker's run once; tried even after an error (W&B then closes its files)."""
+        if self.finished:
             return
+        self.finished = True
+        if not self.failed:
+            self._call("finish", self.inner.finish)
+        else:  # already warned once: close quietly
+            try:
+                self.inner.finish()
+            except Exception:  # noqa: BLE001 - a tracker must never fail a run
+                pass
+        self.failed = True  # nothing is logged after finish
 
 
 class WandbTracker:
-    """A W&B run (wandb.init with the run's config) in <run_dir>/wandb."""
+    """A W&B run (wandb.init with the run's config) in <run_dir>/wandb. Tables and images go to the
+    last step logged (W&B merges them into its row), so the step axis stays the run's steps."""
 
     def __init__(self, run: Any):
         self.run = run
+        self.step: int | None = None  # the last step logged
 
     @classmethod
     def start(cls, project: str, name: str, mode: str, run_dir: Path, run_id: str,
@@ -112,16 +121,17 @@ class WandbTracker:
 
     def log_step(self, step: int, metrics: Mapping[str, float]) -> None:
         self.run.log(dict(metrics), step=step)
+        self.step = step
 
     def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         import wandb
 
-        self.run.log({key: wandb.Table(columns=list(columns), data=[list(r) for r in rows])})
+        self.run.log({key: wandb.Table(columns=list(columns), data=[list(r) for r in rows])}, step=self.step)
 
     def log_images(self, key: str, paths: Sequence[Path]) -> None:
         import wandb
 
-        self.run.log({f"{key}/{Path(p).stem}": wandb.Image(str(p)) for p in paths})
+        self.run.log({f"{key}/{Path(p).stem}": wandb.Image(str(p)) for p in paths}, step=self.step)
 
     def log_files(self, name: str, kind: str, paths: Sequence[Path]) -> None:
         import wandb
