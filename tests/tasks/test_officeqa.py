@@ -24,6 +24,7 @@ from harnessrl.tasks.verifier import run_verifier
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = FIXTURES / "officeqa"
+OASI = "Federal Old-Age and Survivors Insurance (OASI) Trust Fund"
 
 
 def local_validate(tasks):
@@ -72,10 +73,10 @@ def test_missing_data_names_the_download(tmp_path):
     ("2,602", "2602", True), ("2,602", "The total was 2,602 million in 1940.", True), ("2,602", "2,603", False),
     ("1608.80%", "1608.8%", True), ("36080 million", "36080", True), ("36080 million", "36080000000", False),
     ("[0.096, −184.143]", "[0.096, -184.143]", True), ("[0.096, −184.143]", "[0.096]", False),
-    ("March 3, 1977", "March 3, 1977", True), ("March 3, 1977", "April 3, 1977", False), ("March 3, 1977", "3 1977", False),
+    ("March 3, 1977", "March 3, 1977", True), ("March 3, 1977", "April 3, 1977", False),
+    ("March 3, 1977", "3 1977", False),
     ("August 1986", "august 1986", True), ("1990", "1990", True),
-    ("Federal Old-Age and Survivors Insurance (OASI) Trust Fund", "the federal old-age and survivors insurance trust fund", True),
-    ("Federal Old-Age and Survivors Insurance (OASI) Trust Fund", "Highway Trust Fund", False),
+    (OASI, "the federal old-age and survivors insurance trust fund", True), (OASI, "Highway Trust Fund", False),
     ("2,602", " ".join(str(n) for n in range(2590, 2610)), False),  # a list of guesses is not an answer
     ("Highway", "Highway " + "x" * 300, False),  # nor is a page of text around the right word
     ("2,602", "", False),
@@ -123,9 +124,9 @@ def test_export_round_trips_through_the_cli(tmp_path, capsys):
 HOSTILE = {  # what an agent may leave in its workspace, hoping for reward 1
     "link_to_expected": "ln -s .verifier/expected.json answer.txt",
     "link_to_expected_abs": "ln -s \"$PWD/.verifier/expected.json\" answer.txt",
-    "planted_verifier": "mkdir -p .verifier && printf 'print(\"{\\\\\"reward\\\\\": 1}\")' > .verifier/officeqa_score.py"
-                        " && printf '{\"answer\": \"x\"}' > .verifier/expected.json && echo x > answer.txt",
-    "planted_json_module": "printf 'import sys; print(\"{\\\\\"reward\\\\\": 1}\"); sys.exit(0)' > json.py; echo 0 > answer.txt",
+    "planted_verifier": "mkdir -p .verifier && echo 'print(\"{\\\"reward\\\": 1}\")' > .verifier/officeqa_score.py"
+                        " && echo '{\"answer\": \"x\"}' > .verifier/expected.json && echo x > answer.txt",
+    "planted_json_module": "echo 'import sys; print(\"{\\\"reward\\\": 1}\"); sys.exit(0)' > json.py; echo 0 > answer.txt",
     "answer_dir": "mkdir answer.txt",
     "guesses": "seq 2500 2700 > answer.txt",
 }

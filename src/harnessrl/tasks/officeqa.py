@@ -74,8 +74,8 @@ def source_files(row: dict[str, str]) -> list[str]:
     the FRASER URLs of source_docs (`.../treasury-bulletin-407/january-1941-6529?page=15`)."""
     names = [f"treasury_bulletin_{y}_{m}" for y, m in _FILE_NAME.findall(row.get("source_files") or "")]
     if not names:
-        names = [f"treasury_bulletin_{y}_{MONTHS[m]:02d}" for m, y in _URL.findall((row.get("source_docs") or "").lower())
-                 if m in MONTHS]
+        urls = (row.get("source_docs") or "").lower()
+        names = [f"treasury_bulletin_{y}_{MONTHS[m]:02d}" for m, y in _URL.findall(urls) if m in MONTHS]
     return list(dict.fromkeys(names))
 
 
