@@ -11,7 +11,13 @@ One rollout: register key -> sandbox with the task's workspace (+ the harness's 
 harness run under a time limit -> verifier in a fresh sandbox on a copy of the workspace -> RolloutRecord.
 Start failures (the sandbox cannot be created, or the harness fails before making any model call)
 are retried up to `start_retries` times, then recorded as sandbox_error / harness_error. A retry
-never mixes two attempts' calls in one rollout: only attempts that made no call are retried.
+never mixes two attempts' calls in one rollout: only attempts that made no call are retried, each
+attempt has a proxy key of its own, closed before the next one starts (a late request of a failed
+attempt is refused), and the calls are counted again after that close. The rollout's record is its
+final attempt; the earlier ones are kept apart in `meta["earlier_attempts"]` (status and error).
+A workspace that passes a host-side limit when it is copied out to be scored (sandbox/treeops.py:
+entries, depth, path length, bytes, time) is the policy's doing: `workspace_limit`, reward 0,
+never retried (`meta["workspace_limit"]` names the limit).
 Once the policy has sampled a call, every end is scored by the verifier (a crash, a timeout, a
 context overflow, its own sandbox killed: 0 when nothing is left to score); the status still says
 how the harness ended. A rollout with any model call refused as too long for the model's context
@@ -42,6 +48,7 @@ from harnessrl.store.call_classes import classify_calls
 from harnessrl.store.records import Lineage, RolloutRecord
 from harnessrl.tasks.model import Task
 from harnessrl.rollout.task_sandbox import open_task_sandbox
+from harnessrl.sandbox.treeops import WorkspaceLimitExceeded
 from harnessrl.tasks.verifier import run_verifier
 
 if TYPE_CHECKING:
@@ -214,22 +221,31 @@ def run_rollout(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, store
                          meta={"harness_profile": profile.describe()} if hasattr(profile, "describe") else {})
     if job.branch is not None:
         base = replace(base, lineage=Lineage(job.branch.parent, job.branch.calls))
+    budget = call_budget(adapter, turns_for(job.task, opts))
+    replay = None if job.branch is None else Replay(job.branch.parent, job.branch.calls)
+
+    def register() -> str:
+        return link.register(job.rollout_id, max_calls=budget, **({"replay": replay} if replay else {}))
+
+    keys: list[str] = []  # the open key (at most one): each attempt registers its own
     try:
-        budget = call_budget(adapter, turns_for(job.task, opts))
-        replay = None if job.branch is None else Replay(job.branch.parent, job.branch.calls)
-        key = link.register(job.rollout_id, max_calls=budget, **({"replay": replay} if replay else {}))
+        keys.append(register())
     except Exception as e:  # noqa: BLE001 - recorded, the run goes on
         return _finish(store, replace(base, status="harness_error", error=f"proxy registration failed: {e}"), t0)
     gate = opts.gate or MemoryGate(0)
     try:
         with gate.admit() as waited_s:
-            record = _attempts(job, adapter, link, key, store, opts, base)
+            record = _attempts(job, adapter, link, keys, register, store, opts, base)
         if waited_s > 0.1:  # held back for memory before its sandbox started
             record = replace(record, durations={**record.durations, "memory_wait_s": round(waited_s, 3)})
+    except WorkspaceLimitExceeded as e:  # a backstop: the stages below turn it into a record themselves
+        record = replace(base, status="workspace_limit", reward=0.0, error=str(e), meta={**base.meta,
+                         "workspace_limit": e.limit})
     except Exception as e:  # noqa: BLE001 - a bug in one rollout must not kill the step
         record = replace(base, status="runner_error", error=f"runner error: {type(e).__name__}: {e}")
     finally:
-        link.close(key)
+        for key in keys:
+            link.close(key)
     return _finish(store, record, t0)
 
 
@@ -254,22 +270,26 @@ def _finish(store: RunStore, record: RolloutRecord, t0: float) -> RolloutRecord:
     return record
 
 
-def _attempts(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, key: str, store: RunStore, opts: RunOptions,
-              base: RolloutRecord) -> RolloutRecord:
+def _attempts(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, keys: list[str], register: Callable[[], str],
+              store: RunStore, opts: RunOptions, base: RolloutRecord) -> RolloutRecord:
+    """Attempts until one is not a start failure without calls (or retries run out). `keys` holds
+    the open key; a failed attempt's key is closed before its calls are counted, then a new one
+    is registered for the next attempt."""
     cfg = sandbox_config_for(opts.sandbox_cfg, adapter)
-    record = base
+    record, earlier, attempt = base, [], 0
     for attempt in range(opts.start_retries + 1):
-        record = _one_attempt(job, adapter, link, key, store, opts, cfg, base)
-        record = replace(record, meta={**record.meta, "attempts": attempt + 1})
-        if not _start_failure(record, store):
+        record = _one_attempt(job, adapter, link, keys[-1], store, opts, cfg, base)
+        if attempt == opts.start_retries or record.status not in START_STATUSES:
             break
-    return record
-
-
-def _start_failure(record: RolloutRecord, store: RunStore) -> bool:
-    if record.status == "sandbox_error":
-        return True
-    return record.status == "harness_error" and store.count_calls(record.rollout_id) == 0
+        link.close(keys.pop())  # from here on a late request of this attempt is refused
+        if store.count_calls(job.rollout_id):  # it did make a call: it is the final attempt, never retried
+            break
+        earlier.append({"status": record.status, "error": record.error[:500]})
+        keys.append(register())
+    meta = {**record.meta, "attempts": attempt + 1}
+    if earlier:
+        meta["earlier_attempts"] = earlier
+    return replace(record, meta=meta)
 
 
 def _one_attempt(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, key: str, store: RunStore,
@@ -331,6 +351,11 @@ def _run_in(sandbox: Sandbox, job: RolloutJob, adapter: HarnessAdapter, key: str
                    "transcript": _transcript(store, job.rollout_id)}
         verdict = run_verifier(job.task, sandbox, payload, opts.verifier_timeout_s)
         durations["verifier_s"] = verdict.duration_s
+    fault = getattr(sandbox, "workspace_fault", None)
+    if fault is not None:  # the workspace passed a host-side limit on its way to the verifier: the policy's
+        meta.update(verifier_status=verdict.status, workspace_limit=fault.limit)
+        return replace(base, status="workspace_limit", reward=0.0, error="; ".join(e for e in (error, str(fault)) if e),
+                       durations=durations, meta=meta)
     if verdict.status == "sandbox_error":  # the verifier's own sandbox did not start: the host's failure
         return replace(base, status="sandbox_error", error=verdict.error, durations=durations, meta=meta)
     meta["verifier_status"] = verdict.status

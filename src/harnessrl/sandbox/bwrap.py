@@ -70,7 +70,15 @@ from harnessrl.sandbox.cgroups import SandboxCgroups
 from harnessrl.sandbox.netbridge import ProxyBridge, listen_in_netns
 from harnessrl.sandbox.process import base_env, kill_process_group, run_to_completion
 from harnessrl.sandbox.seccomp import SeccompUnavailable, cached_filter
-from harnessrl.sandbox.tarcopy import COPY_IN, COPY_OUT, extract_safely
+from harnessrl.sandbox.tarcopy import COPY_IN, COPY_OUT, archive_cap, count_members, extract_safely
+from harnessrl.sandbox.treeops import (
+    HostCopyFailed,
+    TreeBudget,
+    TreeLimits,
+    WorkspaceLimitExceeded,
+    copy_tree,
+    remove_tree,
+)
 
 log = logging.getLogger(__name__)
 
@@ -148,12 +156,37 @@ def _json_or_none(data: bytes) -> dict | None:
         return None
 
 
-def _sweep_scratch_dirs(tmp: Path) -> None:
-    """Remove host scratch dirs left by sandbox owners that died before destroy()."""
-    for d in tmp.glob(SCRATCH_PREFIX + "*-*"):
+STALE_PREFIX = SCRATCH_PREFIX + "stale-"  # a dead owner's scratch dir that could not be removed
+SWEEP_BUDGET_S = 10.0  # time one sweep may spend removing dead owners' scratch dirs
+
+
+def sweep_scratch_dirs(tmp: Path, budget_s: float = SWEEP_BUDGET_S) -> list[str]:
+    """Remove host scratch dirs left by sandbox owners that died before destroy(); never raises.
+    One that cannot be removed (within the budget) is logged, renamed to STALE_PREFIX... so that
+    later sweeps skip it, and named in the returned list."""
+    problems: list[str] = []
+    deadline = time.monotonic() + budget_s
+    try:
+        found = list(tmp.glob(SCRATCH_PREFIX + "*-*"))
+    except OSError as e:
+        return [f"{tmp}: {e.strerror or e}"]
+    for d in found:
         owner = d.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
-        if owner.isdigit() and int(owner) != os.getpid() and not Path(f"/proc/{owner}").exists():
-            shutil.rmtree(d, ignore_errors=True)
+        if not owner.isdigit() or int(owner) == os.getpid() or Path(f"/proc/{owner}").exists():
+            continue
+        why = remove_tree(d, timeout_s=max(0.1, deadline - time.monotonic()))
+        if not why:
+            continue
+        try:
+            os.rename(d, d.with_name(STALE_PREFIX + d.name[len(SCRATCH_PREFIX):]))
+        except OSError:
+            pass
+        log.warning("stale sandbox scratch dir not removed, skipped (delete it by hand): %s", why)
+        problems.append(why)
+    return problems
+
+
+_sweep_scratch_dirs = sweep_scratch_dirs  # its older name
 
 
 def _start_error(msg: str) -> SandboxError:
@@ -166,6 +199,20 @@ def _start_error(msg: str) -> SandboxError:
             "kernel.apparmor_restrict_unprivileged_userns=0), or use type='local' (no isolation)."
         )
     return SandboxError(f"bwrap failed to start: {msg}")
+
+
+def place_tree(unpacked: Path, dest: Path, budget: TreeBudget) -> None:
+    """Move the extracted tree `unpacked` to `dest` (renamed when `dest` is missing or empty: no
+    second copy on the host), else merge it in with a bounded copy (links and holes kept)."""
+    try:
+        if dest.is_dir() and not dest.is_symlink() and not any(dest.iterdir()):
+            dest.rmdir()
+        if not dest.exists() and not dest.is_symlink():
+            os.rename(unpacked, dest)
+            return
+    except OSError:  # another file system (EXDEV), or dest appeared meanwhile
+        pass
+    copy_tree(unpacked, dest, budget=budget)
 
 
 def with_pwd(workdir: str, argv: list[str]) -> list[str]:
@@ -189,6 +236,9 @@ class BwrapSandbox(Sandbox):
         # largest file a run may write: bounds the host-side capture of its stdout/stderr too
         self._fsize_mb = max(cfg.workspace_mb, cfg.scratch_mb, 1024)
         self._lock = threading.Lock()
+        # what the host handles of this workspace (copy-out, the verifier's copy): bytes up to its tmpfs size
+        self.tree_limits = TreeLimits.for_workspace(cfg.workspace_mb)
+        self.workspace_fault: WorkspaceLimitExceeded | None = None  # set when the workspace passed a limit
         self._runs = 0
         self._closed = False
         self._bridge: ProxyBridge | None = None
@@ -228,7 +278,7 @@ class BwrapSandbox(Sandbox):
         cls, cfg: SandboxConfig, *, workspace_src: Path | None, proxy: ProxyEndpoint | None
     ) -> BwrapSandbox:
         _require_tools()
-        _sweep_scratch_dirs(Path(tempfile.gettempdir()))
+        sweep_scratch_dirs(Path(tempfile.gettempdir()))
         root = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         sb = cls(cfg, root, SandboxCgroups.create(cfg.memory_mb, cfg.max_procs))
         try:
@@ -380,15 +430,17 @@ class BwrapSandbox(Sandbox):
         user namespace, where host root has no uid (and the files must be the sandbox user's)."""
 
         def copy() -> None:
-            shutil.copytree(src, self.workspace, symlinks=True, dirs_exist_ok=True)
+            copy_tree(src, self.workspace, self.tree_limits)
 
         try:
             if self._host_uid is not None:
                 as_fs_user(self._host_uid, self._host_uid, copy)
             else:
                 copy()
-        except (OSError, shutil.Error) as e:
-            raise SandboxError(f"copying {src} into the workspace failed (workspace_mb too small?): {e}")
+        except WorkspaceLimitExceeded:
+            raise
+        except OSError as e:  # HostCopyFailed included: the host's problem
+            raise SandboxError(f"copying {src} into the workspace failed: {e}") from None
 
     @property
     def workspace(self) -> Path:
@@ -457,6 +509,7 @@ class BwrapSandbox(Sandbox):
         stdout_path=None,
         keep_background=False,
         extra_fds: tuple[int, ...] = (),
+        fsize_mb: int | None = None,
     ) -> ProcessResult:
         workdir = self.inner_path(cwd) if cwd else self.inner_workspace
         fds = self._ns_fds
@@ -475,7 +528,7 @@ class BwrapSandbox(Sandbox):
         before = cgroups.limit_events(leaf) if cgroups else {}
         try:
             result = run_to_completion(
-                entry_wrapper(join, self._rlimits, self._fsize_mb)
+                entry_wrapper(join, self._rlimits, fsize_mb or self._fsize_mb)
                 + enter
                 + rootfs.enter_dir_argv(self.config, workdir, argv if self.config.rootfs else with_pwd(workdir, argv)),
                 env={**self._env, **(env or {})},
@@ -531,22 +584,52 @@ class BwrapSandbox(Sandbox):
             raise SandboxError(f"copy_in {src} -> {dest} failed: {res.stderr.strip()}")
 
     def copy_out(self, inner_src: str, host_dest: Path | str) -> None:
-        src, dest = self.inner_path(inner_src), Path(host_dest)
-        with tempfile.TemporaryDirectory(dir=self._root) as tmp:
-            tar_path = Path(tmp) / "out.tar"
-            res = self.run(["sh", "-c", COPY_OUT, "sh", src], stdout_path=tar_path, timeout_s=300)
-            if not res.ok:
-                raise SandboxError(f"copy_out {src} failed: {res.stderr.strip()}")
-            unpacked = Path(tmp) / "x"
-            unpacked.mkdir()
+        """The tree or file at `inner_src` into `host_dest`, within ``self.tree_limits``:
+        WorkspaceLimitExceeded (also kept as ``workspace_fault``) past one, SandboxError when the
+        tar inside fails, HostCopyFailed (no SandboxError) when the host's own disk fails."""
+        budget = TreeBudget(self.tree_limits)
+        tmp = Path(tempfile.mkdtemp(prefix="out-", dir=self._root))
+        try:
+            self._copy_out(self.inner_path(inner_src), Path(host_dest), tmp, budget)
+        except WorkspaceLimitExceeded as e:
+            self.workspace_fault = e
+            raise
+        finally:
+            why = remove_tree(tmp)
+            if why:
+                log.warning("copy_out left %s", why)
+
+    def _copy_out(self, src: str, dest: Path, tmp: Path, budget: TreeBudget) -> None:
+        tar_path = tmp / "out.tar"
+        cap = archive_cap(budget)
+        cap_mb = -(-cap // (1 << 20)) if cap is not None else None
+        left = max(1.0, budget.deadline - time.monotonic())
+        res = self._run_tracked(["sh", "-c", COPY_OUT, "sh", src], stdout_path=tar_path, timeout_s=left,
+                                fsize_mb=cap_mb)
+        size = tar_path.stat().st_size if tar_path.exists() else 0
+        if cap_mb is not None and size >= cap_mb << 20:
+            raise WorkspaceLimitExceeded("bytes", f"its archive passed {cap_mb} MiB")
+        if res.timed_out:
+            raise WorkspaceLimitExceeded("time", f"not archived within {left:.0f} s")
+        unpacked = tmp / "x"
+        unpacked.mkdir()
+        try:
             with tarfile.open(tar_path) as tar:
+                count_members(tar, budget)  # WorkspaceLimitExceeded before anything is written
+                if not res.ok:
+                    raise SandboxError(f"copy_out {src} failed: {res.stderr.strip()[-500:]}")
                 names = tar.getnames()
-                extract_safely(tar, unpacked)
-            if names and names[0] in (".", "./"):
-                shutil.copytree(unpacked, dest, symlinks=True, dirs_exist_ok=True)
-            else:
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(str(unpacked / posixpath.basename(src)), dest)
+                extract_safely(tar, unpacked, budget)
+        except tarfile.TarError as e:
+            raise SandboxError(f"copy_out {src} failed: {res.stderr.strip()[-300:] or e}") from None
+        except OSError as e:  # every member is within the limits: the host's disk
+            raise HostCopyFailed(e.errno, f"copy_out {src}: host-side extraction failed: {e.strerror}",
+                                 e.filename) from None
+        if names and names[0] in (".", "./"):
+            place_tree(unpacked, dest, TreeBudget(self.tree_limits, deadline=budget.deadline))
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(unpacked / posixpath.basename(src)), dest)
 
     def destroy(self) -> None:
         with self._lock:
@@ -574,7 +657,9 @@ class BwrapSandbox(Sandbox):
             self._cgroups.remove()
         if release:
             self._close_ns_fds()
-        shutil.rmtree(self._root, ignore_errors=True)
+        why = remove_tree(self._root)
+        if why:  # the next sweep on this host retries it (and skips it for good if it cannot)
+            log.warning("sandbox scratch dir not removed: %s", why)
 
     def _close_ns_fds(self) -> None:
         with self._lock:

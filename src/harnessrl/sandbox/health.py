@@ -7,19 +7,28 @@ on the machine; the runner then blamed the harness install. This check names the
 - ``check_host_devices()``: the host's basic device nodes are character devices that everyone
   may read and write (``crw-rw-rw-``), as every program, bwrap included, expects;
 - ``preflight(cfg)``: that, then (bwrap) one sandbox starts and uses those devices from inside.
+  Creating it sweeps the scratch dirs of dead sandbox owners (bwrap.sweep_scratch_dirs:
+  iterative, bounded, never raises); one that cannot be removed is renamed ``harnessrl-sbx-stale-*``,
+  skipped from then on, and named in a warning here (``stale_scratch_dirs``), never a crash.
 
 Both raise HostUnfit (a SandboxUnavailable) whose message says what is wrong and how to fix it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
+import tempfile
+from pathlib import Path
 
 from harnessrl.sandbox.base import SandboxConfig, SandboxError, SandboxUnavailable
 
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 PROBE = "echo probe > /dev/null && head -c 8 /dev/urandom > /dev/null && head -c 8 /dev/zero > /dev/null && echo ok"
+
+
+log = logging.getLogger(__name__)
 
 
 class HostUnfit(SandboxUnavailable):
@@ -54,6 +63,10 @@ def preflight(cfg: SandboxConfig | None = None) -> None:
     check_host_devices()
     if cfg.type != "bwrap":
         return
+    stale = stale_scratch_dirs(Path(tempfile.gettempdir()))
+    if stale:
+        log.warning("%d sandbox scratch dir(s) could not be removed and are skipped (delete them as root): %s",
+                    len(stale), ", ".join(stale[:5]))
     try:
         with make_sandbox(cfg) as sb:
             res = sb.run(["sh", "-c", PROBE], timeout_s=60)
@@ -64,3 +77,13 @@ def preflight(cfg: SandboxConfig | None = None) -> None:
     if not res.ok or res.stdout.strip() != "ok":
         raise HostUnfit(f"a sandbox starts but cannot use its basic devices (exit {res.returncode}): "
                         f"{res.stderr.strip()[-400:]}")
+
+
+def stale_scratch_dirs(tmp: Path) -> list[str]:
+    """Scratch dirs of dead sandbox owners that a sweep could not remove (bwrap.STALE_PREFIX)."""
+    from harnessrl.sandbox.bwrap import STALE_PREFIX
+
+    try:
+        return sorted(str(p) for p in tmp.glob(STALE_PREFIX + "*"))
+    except OSError:
+        return []

@@ -39,6 +39,7 @@ from harnessrl.sandbox.base import (
     SandboxError,
 )
 from harnessrl.sandbox.process import base_env, run_to_completion
+from harnessrl.sandbox.treeops import TreeLimits, WorkspaceLimitExceeded, copy_tree, remove_tree
 
 
 class SandboxNotIsolatedWarning(UserWarning):
@@ -78,15 +79,14 @@ def private_mounts_argv() -> list[str] | None:
     return outer if probe.returncode == 0 else None
 
 
-def copy_tree_or_file(src: Path, dest: Path) -> None:
-    """Copy a file to the path ``dest`` or a directory's contents into ``dest`` (links kept)."""
-    if src.is_dir() and not src.is_symlink():
-        shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
-    elif src.exists() or src.is_symlink():
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dest, follow_symlinks=False)
-    else:
+def copy_tree_or_file(src: Path, dest: Path, limits: TreeLimits | None = None) -> None:
+    """Copy a file to the path ``dest`` or a directory's contents into ``dest`` (links, hard links
+    and holes kept), iteratively within `limits` (treeops.py: WorkspaceLimitExceeded past one)."""
+    if not (src.exists() or src.is_symlink()):
         raise SandboxError(f"copy source {src} does not exist")
+    if not (src.is_dir() and not src.is_symlink()):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    copy_tree(src, dest, limits)
 
 
 STOP_GRACE_S = 3.0  # a harness launcher ends its own process tree on SIGTERM (harness/launcher.py)
@@ -126,6 +126,8 @@ class LocalSandbox(Sandbox):
         self.inner_workspace = str(self._inner_root / "workspace")
         self.proxy_base = f"http://{proxy.host}:{proxy.port}" if proxy else None
         self._lock = threading.Lock()
+        self.tree_limits = TreeLimits.for_workspace(cfg.workspace_mb)  # what copy_out handles (treeops.py)
+        self.workspace_fault: WorkspaceLimitExceeded | None = None  # set when the workspace passed a limit
         self._pgids: set[int] = set()
         self._closed = False
         host_path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])
@@ -146,7 +148,7 @@ class LocalSandbox(Sandbox):
         for sub in ("workspace", "home", "tmp"):
             (root / sub).mkdir()
         if workspace_src is not None:
-            copy_tree_or_file(workspace_src, root / "workspace")
+            copy_tree_or_file(workspace_src, root / "workspace", TreeLimits.for_workspace(cfg.workspace_mb))
         return cls(cfg, root, proxy, private_mounts_argv())
 
     @property
@@ -224,7 +226,11 @@ class LocalSandbox(Sandbox):
 
     def copy_out(self, inner_src: str, host_dest: Path | str) -> None:
         self._check_open()
-        copy_tree_or_file(Path(self._host_path(self.inner_path(inner_src))), Path(host_dest))
+        try:
+            copy_tree_or_file(Path(self._host_path(self.inner_path(inner_src))), Path(host_dest), self.tree_limits)
+        except WorkspaceLimitExceeded as e:
+            self.workspace_fault = e
+            raise
 
     def destroy(self) -> None:
         with self._lock:
@@ -232,4 +238,6 @@ class LocalSandbox(Sandbox):
                 return
             self._closed = True
         end_groups(self._pgids, grace_s=STOP_GRACE_S)
-        shutil.rmtree(self._root, ignore_errors=True)
+        why = remove_tree(self._root)
+        if why:
+            warnings.warn(f"local sandbox dir not removed: {why}", RuntimeWarning, stacklevel=2)

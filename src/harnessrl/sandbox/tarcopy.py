@@ -1,21 +1,28 @@
 """Copying files in and out of a sandbox as tar streams, never through host paths.
 
 Inside, ``tar`` runs as the sandbox user (so a link planted by the harness resolves inside the
-sandbox); on the host, only members that stay inside the destination are extracted.
+sandbox), GNU tar with ``--sparse`` (holes stay holes; hard links are link members already). On
+the host the stream is first counted against TreeLimits (treeops.py: entries, depth, path length,
+apparent bytes; WorkspaceLimitExceeded past one), then only members that stay inside the
+destination are extracted, one by one under the same deadline.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 import tarfile
 from pathlib import Path
 
+from harnessrl.sandbox.treeops import SYMLINK_COST, TreeBudget
+
 log = logging.getLogger(__name__)
 
 COPY_OUT = (
-    'if [ -d "$1" ]; then exec tar -c -f - -C "$1" .; '
-    'else exec tar -c -f - -C "$(dirname -- "$1")" -- "$(basename -- "$1")"; fi'
+    'S=; case "$(tar --version 2>/dev/null)" in *GNU*) S=--sparse;; esac; '
+    'if [ -d "$1" ]; then exec tar -c $S -f - -C "$1" .; '
+    'else exec tar -c $S -f - -C "$(dirname -- "$1")" -- "$(basename -- "$1")"; fi'
 )
 COPY_IN = 'mkdir -p -- "$1" && exec tar -x --no-same-owner -f - -C "$1"'
 
@@ -70,9 +77,40 @@ def safe_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
     return keep
 
 
-def extract_safely(tar: tarfile.TarFile, dest: Path) -> None:
+def archive_cap(budget: TreeBudget) -> int | None:
+    """The most bytes a tar of a tree within `budget`'s limits can take (headers, long names)."""
+    lim = budget.limits
+    if lim.max_bytes is None:
+        return None
+    return lim.max_bytes + lim.max_entries * (1536 + 2 * lim.max_path_bytes) + (1 << 20)
+
+
+def count_members(tar: tarfile.TarFile, budget: TreeBudget) -> None:
+    """Read every member header, counting each against `budget` (WorkspaceLimitExceeded past a
+    limit, before anything is extracted). A hard link costs an entry; a sparse member its full size."""
+    for m in tar:
+        rel = posixpath.normpath(m.name)
+        if rel in (".", ""):
+            continue
+        size = m.size if m.isfile() else SYMLINK_COST if m.issym() else 0
+        budget.entry(rel.lstrip("/"), size)
+
+
+def extract_safely(tar: tarfile.TarFile, dest: Path, budget: TreeBudget | None = None) -> None:
+    """Extract the safe members (safe_members) into `dest`, one at a time, checking `budget`'s
+    deadline; modes (no set-id bits) and mtimes kept, owners not (the host copy is the runner's)."""
     members = safe_members(tar)
-    if hasattr(tarfile, "fully_trusted_filter"):  # members are vetted above
-        tar.extractall(dest, members=members, filter="fully_trusted")
-    else:
-        tar.extractall(dest, members=members)
+    trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}  # vetted above
+    dirs = []
+    for i, m in enumerate(members):
+        if budget is not None and i % 256 == 255:
+            budget.check_time()
+        tar.extract(m, dest, set_attrs=False, **trusted)  # type: ignore[arg-type]
+        target = dest / m.name
+        if m.isdir():
+            dirs.append((target, m.mode))
+        elif m.isfile():
+            target.chmod(m.mode & 0o777)
+            os.utime(target, (m.mtime, m.mtime), follow_symlinks=False)
+    for target, mode in reversed(dirs):  # last: a read-only directory must take its children first
+        target.chmod((mode & 0o777) | 0o700)

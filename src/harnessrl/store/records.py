@@ -15,8 +15,10 @@ PROMPT = -1
 # after it): scored like any policy end, never recorded as ok
 # cancelled: the run was interrupted (Ctrl-C, SIGTERM) while the rollout ran; its harness was ended
 # runner_error: a bug in harnessrl's own runner (reported with its traceback type); never the policy's
+# workspace_limit: the workspace the policy left passed a host-side limit on its way to the verifier
+# (entries, depth, path length, bytes, time; sandbox/treeops.py): scored 0, never retried
 ROLLOUT_STATUSES = ("ok", "harness_error", "timeout", "verifier_error", "sandbox_error", "context_exceeded",
-                    "cancelled", "runner_error")
+                    "workspace_limit", "cancelled", "runner_error")
 
 # How a status is treated (docs/training.md, "Rollout statuses"). The policy is an optimiser: an
 # outcome it can reach must never be cheaper than failing, so every end the policy caused is SCORED
