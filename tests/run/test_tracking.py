@@ -73,9 +73,9 @@ def overrides(tiny_dir, run_dir, *extra):
             "harnesses=[{name: builtin, weight: 1}, {name: mini-swe-agent, weight: 1}]", *extra]
 
 
-def run(cfg, console: Console | None = None):
-    return run_training(cfg, console=console or Console(quiet=True), collector_factory=fake_collector_factory(),
-                        tasks_loader=fake_tasks)
+def run(cfg, console: Console | None = None, resume: bool = False):
+    return run_training(cfg, resume=resume, console=console or Console(quiet=True),
+                        collector_factory=fake_collector_factory(), tasks_loader=fake_tasks)
 
 
 def test_an_offline_wandb_run_holds_the_step_metrics_tables_plots_and_pages(tiny_dir, tmp_path):
@@ -108,14 +108,21 @@ def test_an_offline_wandb_run_holds_the_step_metrics_tables_plots_and_pages(tiny
                                                                               ["builtin"]["pass@1"])
     end = rows[2]  # the end of the run: tables, plots, the pages as an artifact
     for table in ("eval", "held_out_change", "harness_dynamics"):
-        assert end[f"{table}/_type"] == "table-file", table
-    assert end["harness_dynamics/nrows"] == 4  # 2 steps x 2 harnesses
+        assert end[f"tables/{table}/_type"] == "table-file", table
+    assert end["tables/harness_dynamics/nrows"] == 4  # 2 steps x 2 harnesses
     assert end["plots/harness_dynamics/_type"] == "image-file" and end["plots/informative/_type"] == "image-file"
-    tables = {p.name.split("_")[0] for p in run_file.parent.glob("files/media/table/*.table.json")}
+    tables = {p.name.split("_")[0] for p in run_file.parent.glob("files/media/table/tables/*.table.json")}
     assert {"eval", "held", "harness"} <= tables
     (artifact,) = [r.artifact for r in records if r.WhichOneof("record_type") == "artifact"
                    and r.artifact.type == "run-pages"]
     assert {m.path for m in artifact.manifest.contents} >= {"report.md", "report.html", "trees.html"}
+
+    # --resume logs to the same W&B run: one more offline dir of that id, holding the new step
+    res = run(load_config(None, overrides(tiny_dir, run_dir, "loop.steps=3",
+                                          "output.wandb={project: harnessrl-test, mode: offline}")), resume=True)
+    (again,) = set((run_dir / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")) - {run_file}
+    rows = history(wandb_records(again))
+    assert sorted(rows) == [3] and rows[3]["loss"] == pytest.approx(res.records[-1]["loss"])
 
 
 def test_a_tracker_that_raises_is_one_warning_and_the_run_goes_on(tiny_dir, tmp_path, monkeypatch, capfd):

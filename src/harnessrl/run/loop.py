@@ -465,7 +465,7 @@ def closing_eval(parts: RunParts, display: RunDisplay) -> None:
         return
     rec.time["eval"] = times["eval"]
     parts.store.put_step(last, rec.to_json())
-    parts.log.rewrite(parts.store.list_steps())
+    parts.log.amend(last, rec.to_json(), parts.store.list_steps())
 
 
 def compact(agg: dict[str, Any]) -> dict[str, Any]:

@@ -55,6 +55,13 @@ class MetricsLog:
                 fh.write(json.dumps({"step": step, **m}) + "\n")
         tmp.replace(self.path)
 
+    def amend(self, step: int, metrics: dict[str, Any], steps: list[tuple[int, dict[str, Any]]]) -> None:
+        """A recorded step's record changed (the closing eval of a cut-short run): the JSONL file is
+        rewritten from the store's `steps`, the tracker gets the step's scalars again."""
+        self.rewrite(steps)
+        if self.tracker is not None:
+            self.tracker.log_step(step, flatten_metrics(metrics))
+
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         with open(self.path, "a") as fh:
             fh.write(json.dumps({"step": step, **metrics}) + "\n")

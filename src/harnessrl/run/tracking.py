@@ -7,10 +7,11 @@ more class with the same five methods and a branch in `open_tracker`.
     output.wandb: {project: harnessrl, name: null, mode: online | offline | disabled}
 
 Every step's record goes out as flat scalars (`reward/builtin`, `eval_sets/test/builtin/pass@1`,
-`dynamics/codex/calls_per_rollout`, ...) at its step; at the end of the run, the eval table (per
-eval step, set and harness), the held-out change table (run/heldout.py), the harness dynamics table
-(run/dynamics.py), the plots, and the report and tree pages as an artifact. A tracker never fails a
-run: `SafeTracker` turns any error of the tracker into one warning and stops tracking.
+`dynamics/codex/calls_per_rollout`, ...) at its step; at the end of the run, the tables
+`tables/eval` (per eval step, set and harness), `tables/held_out_change` (run/heldout.py) and
+`tables/harness_dynamics` (run/dynamics.py), the plots (`plots/<stem>`), and the report and tree
+pages as the artifact `run-pages`. A tracker never fails a run: `SafeTracker` turns any error of
+the tracker into one warning and stops tracking.
 
 A resumed run continues the same W&B run: its id is kept in the run store (meta `wandb_run_id`).
 """
@@ -103,7 +104,8 @@ class SafeTracker:
 
 class WandbTracker:
     """A W&B run (wandb.init with the run's config) in <run_dir>/wandb. Tables and images go to the
-    last step logged (W&B merges them into its row), so the step axis stays the run's steps."""
+    last step logged (W&B merges them into its row), so the step axis stays the run's steps; before
+    any step (a resumed run with nothing left to run) they gather in one row, committed at finish."""
 
     def __init__(self, run: Any):
         self.run = run
@@ -126,12 +128,18 @@ class WandbTracker:
     def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         import wandb
 
-        self.run.log({key: wandb.Table(columns=list(columns), data=[list(r) for r in rows])}, step=self.step)
+        self._log({key: wandb.Table(columns=list(columns), data=[list(r) for r in rows])})
 
     def log_images(self, key: str, paths: Sequence[Path]) -> None:
         import wandb
 
-        self.run.log({f"{key}/{Path(p).stem}": wandb.Image(str(p)) for p in paths}, step=self.step)
+        self._log({f"{key}/{Path(p).stem}": wandb.Image(str(p)) for p in paths})
+
+    def _log(self, data: dict[str, Any]) -> None:
+        if self.step is None:
+            self.run.log(data, commit=False)
+        else:
+            self.run.log(data, step=self.step)
 
     def log_files(self, name: str, kind: str, paths: Sequence[Path]) -> None:
         import wandb
@@ -199,9 +207,11 @@ def change_rows(changes: Sequence[tuple[str, Cell]]) -> list[list[Any]]:
 
 
 def summary_tables(records: list[dict[str, Any]], changes: Sequence[tuple[str, Cell]]) -> dict[str, Table]:
-    """The tables the end of a run sends (those with rows)."""
-    tables = {"eval": (EVAL_COLUMNS, eval_rows(records)), "held_out_change": (CHANGE_COLUMNS, change_rows(changes)),
-              "harness_dynamics": (list(DYNAMICS_COLUMNS), dynamics_rows(records))}
+    """The tables the end of a run sends (those with rows), under tables/ (apart from the scalars
+    eval/<harness>)."""
+    tables = {"tables/eval": (EVAL_COLUMNS, eval_rows(records)),
+              "tables/held_out_change": (CHANGE_COLUMNS, change_rows(changes)),
+              "tables/harness_dynamics": (list(DYNAMICS_COLUMNS), dynamics_rows(records))}
     return {k: v for k, v in tables.items() if v[1]}
 
 
