@@ -229,9 +229,9 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
         if last > 0:
             trainer.sync_weights(engine, last)
         # output.wandb: step metrics (with the JSONL and TensorBoard), tables, plots and pages at the end
-        tracker = open_tracker(cfg.output.wandb, run_dir, cfg.model_dump(mode="json"), store,
-                               lambda msg: console.print(f"[yellow]warning:[/yellow] {msg}"))
-        log = open_metrics_log(run_dir, cfg.output.tensorboard, store, last, tracker)
+        tracking = open_tracker(cfg.output.wandb, run_dir, cfg.model_dump(mode="json"), store,
+                                lambda msg: console.print(f"[yellow]warning:[/yellow] {msg}"))
+        log = open_metrics_log(run_dir, cfg.output.tensorboard, store, last, tracking)
         opened.callback(log.close)  # finishes the tracker
         train_tasks, eval_sets = load_tasks(cfg, tasks_loader, store, console)
         collector = collector_factory(cfg, engine, store, run_dir)
