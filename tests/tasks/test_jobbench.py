@@ -158,3 +158,19 @@ def test_export_round_trips_through_the_cli(tmp_path, capsys):
     proc = subprocess.run(cmd,
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "huggingface-cli download" in proc.stdout
+
+
+@pytest.mark.bwrap
+def test_eval_from_the_cli_scores_a_no_op_agent_zero(tmp_path):
+    """The documented flow (export, then `harnessrl eval --tasks DIR`) through the real runner: the
+    scripted engine's one fixed reply delivers nothing, so every task scores 0."""
+    from typer.testing import CliRunner
+
+    from harnessrl.cli import app
+
+    export_jobbench(ROOT, tmp_path / "tasks")
+    res = CliRunner().invoke(app, ["eval", "--tasks", str(tmp_path / "tasks"), "--harness", "builtin", "--engine",
+                                   "scripted", "-n", "1", "--run-dir", str(tmp_path / "run"), "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    assert summary["n_rollouts"] == 2 and summary["statuses"] == {"ok": 2} and summary["mean_reward"] == 0.0

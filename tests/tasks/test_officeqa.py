@@ -159,3 +159,19 @@ def test_scorer_runs_under_isolated_python(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     out = subprocess.run(["bash", "-c", task.verifier.command], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert json.loads(out.stdout) == {"answered": 1.0, "correct": 1.0, "reward": 1.0}
+
+
+@pytest.mark.bwrap
+def test_eval_from_the_cli_scores_a_no_op_agent_zero(tmp_path):
+    """The documented flow (export, then `harnessrl eval --tasks DIR`) through the real runner: the
+    scripted engine's one fixed reply answers nothing, so every task scores 0."""
+    from typer.testing import CliRunner
+
+    from harnessrl.cli import app
+
+    export_officeqa(ROOT, tmp_path / "tasks")
+    res = CliRunner().invoke(app, ["eval", "--tasks", str(tmp_path / "tasks"), "--harness", "builtin", "--engine",
+                                   "scripted", "-n", "1", "--run-dir", str(tmp_path / "run"), "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    assert summary["n_rollouts"] == 5 and summary["statuses"] == {"ok": 5} and summary["pass@1"] == 0.0
