@@ -6,6 +6,12 @@
 The copy goes through ``copy_out`` (tar inside, as the sandbox user; on the host only members
 that stay inside are kept, sandbox/tarcopy.py), so nothing of the first sandbox (its processes,
 HOME, /tmp, links that leave the workspace) reaches the new one but the workspace's files.
+
+The view's /proc is read-only (``SandboxConfig.read_only_proc``): code the verifier runs on purpose
+(the agent's module, its tests) cannot write into another process through ``/proc/<pid>/mem``,
+even one that is dumpable (a ``bash reward.sh``). The seccomp profile denies the ptrace family in
+every sandbox; the step checker adds its own layers (docs/security.md, "The verifier and the code
+it runs").
 """
 
 from __future__ import annotations
@@ -20,12 +26,13 @@ from harnessrl.sandbox.factory import make_sandbox
 
 
 def fresh_view(sandbox: Sandbox, *, exclude: Sequence[str] = (),
-               ro_dirs: Mapping[str, Path] | None = None) -> Sandbox:
+               ro_dirs: Mapping[str, Path] | None = None, read_only_proc: bool = True) -> Sandbox:
     """A NEW sandbox of `sandbox`'s config (no proxy) whose workspace is a copy of its workspace.
 
     ``exclude``: workspace-relative paths left out of the copy (a link on the way is removed
     itself, never followed). ``ro_dirs``: inner path -> host directory, shown read-only where the
-    backend binds (bwrap), copied in otherwise. WorkspaceLost when the workspace cannot be copied
+    backend binds (bwrap), copied in otherwise. ``read_only_proc``: the view's /proc read-only
+    (bwrap; False only to measure what it costs). WorkspaceLost when the workspace cannot be copied
     out (the sandbox died), SandboxError when the new sandbox cannot start.
     """
     ro = dict(ro_dirs or {})
@@ -40,7 +47,7 @@ def fresh_view(sandbox: Sandbox, *, exclude: Sequence[str] = (),
             raise WorkspaceLost(f"the workspace could not be copied out: {e}") from None
         for rel in exclude:
             remove_inside(copy, rel)
-        cfg = sandbox.config
+        cfg = sandbox.config.model_copy(update={"read_only_proc": read_only_proc})
         if ro and sandbox.read_only_binds:
             binds = [f"{host}:{sandbox.inner_path(inner)}" for inner, host in ro.items()]
             cfg = cfg.model_copy(update={"extra_ro_binds": [*cfg.extra_ro_binds, *binds]})

@@ -8,12 +8,14 @@ Every kind scores content, never a file merely existing: `file_absent` is only a
 processes whose output is captured, so it can never write to this script's stdout, the reward
 channel. Stdlib only: it runs under the sandbox's python3, not the project's venv.
 
-Those children cannot reach this process (docs/security.md, "The verifier"): this script makes
-itself non-dumpable first (PR_SET_DUMPABLE 0: no /proc/<pid>/mem, /proc/<pid>/fd or pidfd_getfd
-by a process of the same uid, without relying on Yama), and each child starts in a session of its
-own and, where the kernel has Landlock, in a Landlock domain of its own, which shuts it out of
-every process outside it: ptrace-class access (mem, fds, process_vm_*) and, from Landlock ABI 6,
-signals and abstract unix sockets.
+Those children cannot reach this process, nor read the checks (docs/security.md, "The verifier and
+the code it runs"): this script makes itself non-dumpable first (PR_SET_DUMPABLE 0: no
+/proc/<pid>/mem, ptrace, process_vm_* or pidfd_getfd by a process of the same uid, without relying
+on Yama), and each child (run_shut_out) starts in a session of its own and in a Landlock domain of
+its own, which shuts it out of every process outside it (ptrace-class access; from ABI 6 signals
+and abstract unix sockets) and out of the files of this script's directory (checks.json holds the
+hidden inputs and expected values). Where Landlock is missing the child does not run and its check
+fails. The sandbox adds its own layers: a read-only /proc, seccomp without the ptrace family.
 """
 
 import ctypes
@@ -87,15 +89,22 @@ def _same(a, b, tol=1e-6):
     return a == b
 
 
-PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
-SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_RESTRICT_SELF = 444, 446  # the same number on every architecture
+PR_GET_DUMPABLE, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 3, 4, 38
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446  # every arch
+LANDLOCK_RULE_PATH_BENEATH = 1
+LANDLOCK_ACCESS_FS_READ_FILE = 1 << 2
 LANDLOCK_SCOPE_ALL = 0x3  # abstract unix sockets | signals (ABI >= 6)
-LANDLOCK_ACCESS_FS_MAKE_BLOCK = 1 << 11  # before ABI 6 a domain must handle some access: one nobody needs
+O_PATH = getattr(os, "O_PATH", 0o10000000)
 
 
 class _RulesetAttr(ctypes.Structure):
     _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
                 ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
 def _libc():
@@ -105,39 +114,88 @@ def _libc():
         return None
 
 
+def _syscall(libc, nr, *args):
+    """syscall(2) with every integer passed as a long (a bare int leaves the upper half undefined)."""
+    libc.syscall.restype = ctypes.c_long
+    return libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+
+
 def protect_self():
-    """This process becomes non-dumpable: processes of its uid cannot open its memory or fds."""
-    libc = _libc()
-    if libc is not None:
-        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-
-
-def _own_domain():
-    """In the child, before exec: a Landlock domain of its own (nothing where Landlock is missing)."""
+    """This process becomes non-dumpable: processes of its uid cannot open its memory or fds.
+    True when it took (it holds until an execve, which this script never does)."""
     libc = _libc()
     if libc is None:
-        return
-    abi = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0, 1)  # LANDLOCK_CREATE_RULESET_VERSION
+        return False
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    return libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
+
+
+def _readable_around(hidden):
+    """Every path whose tree stays readable: the siblings of `hidden` and of each of its
+    ancestors (links left out: one could lead back into `hidden`)."""
+    out, parent = [], "/"
+    for part in [p for p in hidden.split("/") if p]:
+        try:
+            with os.scandir(parent) as entries:
+                out += [e.path for e in entries if e.name != part and not e.is_symlink()]
+        except OSError:
+            pass
+        parent = os.path.join(parent, part)
+    return out
+
+
+def shut_out_ruleset(hidden):
+    """A Landlock ruleset (an fd) for the agent's code: no reading of files under `hidden` (the
+    verifier's own directory: its checks and expected values), and from ABI 6 no signals or
+    abstract sockets to processes outside its domain; every domain also forbids ptrace-class access
+    (/proc/<pid>/mem, fds, process_vm_*) to processes outside it. None where Landlock is missing."""
+    libc = _libc()
+    if libc is None:
+        return None
+    abi = _syscall(libc, SYS_LANDLOCK_CREATE_RULESET, None, 0, 1)  # LANDLOCK_CREATE_RULESET_VERSION
     if abi < 1:
-        return
-    if abi >= 6:
-        attr, size = _RulesetAttr(0, 0, LANDLOCK_SCOPE_ALL), ctypes.sizeof(_RulesetAttr)
-    else:
-        attr, size = _RulesetAttr(LANDLOCK_ACCESS_FS_MAKE_BLOCK, 0, 0), 8
-    fd = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0)
-    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    if fd < 0 or libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, fd, 0) != 0:
-        os._exit(126)  # a child that cannot be shut out does not run
-    os.close(fd)
+        return None
+    scoped = LANDLOCK_SCOPE_ALL if abi >= 6 else 0
+    attr = _RulesetAttr(LANDLOCK_ACCESS_FS_READ_FILE, 0, scoped)
+    fd = _syscall(libc, SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), 24 if abi >= 6 else 8, 0)
+    if fd < 0:
+        return None
+    for path in _readable_around(os.path.realpath(hidden)):
+        try:
+            pfd = os.open(path, O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        rule = _PathBeneath(LANDLOCK_ACCESS_FS_READ_FILE, pfd)
+        _syscall(libc, SYS_LANDLOCK_ADD_RULE, fd, LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0)
+        os.close(pfd)
+    return fd
 
 
-def _run(cmd, timeout, stdin=""):
-    """The agent's code in a child: output captured, its own session and Landlock domain."""
+def _enter(ruleset):
+    """In the child, before exec: into the Landlock domain of `ruleset`, or no exec at all."""
+    def enter():
+        libc = _libc()
+        if libc is None or libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
+                _syscall(libc, SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+            os._exit(126)  # a child that cannot be shut out does not run
+    return enter
+
+
+def run_shut_out(cmd, timeout, stdin="", hidden=None):
+    """The agent's code in a child: output captured (never this process's stdout), a session and
+    a Landlock domain of its own that shuts it out of this process and of `hidden` (default: this
+    script's directory). None when it could not run, Landlock missing included: a check that runs
+    the agent's code fails closed rather than run it where it could reach the verifier."""
+    ruleset = shut_out_ruleset(hidden or os.path.dirname(os.path.abspath(__file__)))
+    if ruleset is None:
+        return None
     try:
         return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout,
-                              start_new_session=True, preexec_fn=_own_domain)
+                              start_new_session=True, preexec_fn=_enter(ruleset), close_fds=True)
     except (OSError, subprocess.SubprocessError):
         return None
+    finally:
+        os.close(ruleset)
 
 
 def score(check, top=True):
@@ -186,12 +244,12 @@ def score(check, top=True):
     if kind == "py_test":  # the test file is unchanged and running it exits 0 after its tests ran
         if text is None or hashlib.sha256(text.encode()).hexdigest() != check["sha256"]:
             return False
-        res = _run([sys.executable, path], check.get("timeout", 20))
+        res = run_shut_out([sys.executable, path], check.get("timeout", 20))
         ran = "Ran %d test" % check["tests"]
         return res is not None and res.returncode == 0 and ran in res.stderr and "\nOK" in res.stderr
     if kind == "py_values":  # the module's functions give the expected values on these inputs
         calls = [[name, args] for name, args, _ in check["calls"]]
-        res = _run([sys.executable, "-I", "-c", _CALLER, path], check.get("timeout", 20), json.dumps(calls))
+        res = run_shut_out([sys.executable, "-I", "-c", _CALLER, path], check.get("timeout", 20), json.dumps(calls))
         if res is None or res.returncode != 0 or not res.stdout.strip():
             return False
         try:
