@@ -185,3 +185,15 @@ def test_no_section_or_disabled_opens_no_tracker(tmp_path):
     cfg = load_config(None, ["output.wandb={mode: disabled}"])
     assert tracking.open_tracker(cfg.output.wandb, tmp_path, {}, None, print) is None
     assert tracking.open_tracker(None, tmp_path, {}, None, print) is None
+
+
+def test_online_without_credentials_is_a_warning_and_no_tracker(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    for var, path in (("HOME", tmp_path), ("NETRC", tmp_path / ".netrc"), ("WANDB_CONFIG_DIR", tmp_path / "wb")):
+        monkeypatch.setenv(var, str(path))
+    warnings: list[str] = []
+    cfg = load_config(None, ["output.wandb={mode: online}"])
+    with RunStore(tmp_path / "run") as store:
+        assert tracking.open_tracker(cfg.output.wandb, tmp_path / "run", {}, store, warnings.append) is None
+        assert store.get_meta(tracking.RUN_ID_KEY) is None
+    assert len(warnings) == 1 and "no W&B credentials" in warnings[0] and "mode=offline" in warnings[0]
