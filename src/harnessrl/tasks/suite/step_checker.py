@@ -249,7 +249,8 @@ def score(check, top=True):
         return res is not None and res.returncode == 0 and ran in res.stderr and "\nOK" in res.stderr
     if kind == "py_values":  # the module's functions give the expected values on these inputs
         calls = [[name, args] for name, args, _ in check["calls"]]
-        res = run_shut_out([sys.executable, "-I", "-c", _CALLER, path], check.get("timeout", 20), json.dumps(calls))
+        cmd = [sys.executable, "-I", "-c", _CALLER, path]
+        res = run_shut_out(cmd, check.get("timeout", 20), json.dumps(calls))
         if res is None or res.returncode != 0 or not res.stdout.strip():
             return False
         try:
