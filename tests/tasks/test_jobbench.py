@@ -120,6 +120,12 @@ def test_office_documents_are_read_as_text(tmp_path):
     assert res.reward == pytest.approx(4 / 5), res
 
 
+def test_binary_files_are_not_read_as_text():
+    t = tasks_by_id()["jobbench-clinical_analysts__task1"]
+    res = score(t, "printf '%s\\0\\n' 'rate 30.0% vs 20%, mean age 61.33, Cohort Summary' > chart.png")
+    assert res.reward == 0.0, res
+
+
 HOSTILE = {  # workspaces an agent may leave, hoping for reward
     "copied_inputs": "cat files_required_to_search/guideline.md TASK_INSTRUCTIONS.txt cohort.csv > report.md",
     "renamed_input": "cp files_required_to_search/guideline.md report.md",

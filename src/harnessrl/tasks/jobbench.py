@@ -154,12 +154,13 @@ def _inputs(files: dict[str, bytes]) -> bytes:
 
 
 def export_jobbench(root: str | Path, out: str | Path, split: str = "main", include_search: bool = True,
-                    limit: int | None = None) -> list[Path]:
+                    limit: int | None = None, limits: TaskLimits | None = None) -> list[Path]:
     """Write JobBench's tasks as native task directories `out/<task id>/` (TaskError before
-    writing anything when `out` already holds one of them)."""
+    writing anything when `out` already holds one of them). Loading them back (`--tasks OUT`) reads
+    within the default TaskLimits: a task exported past them needs the same limits to load."""
     from harnessrl.tasks.native import write_native
 
-    tasks = load_jobbench(root, split, include_search)[:limit]
+    tasks = load_jobbench(root, split, include_search, limits)[:limit]
     out = Path(out)
     taken = [t.id for t in tasks if (out / t.id).exists()]
     if taken:

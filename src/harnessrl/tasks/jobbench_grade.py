@@ -14,8 +14,8 @@ criterion states as fact: the numbers it names ("20.2% (236/1166)") and the phra
   Negative weights (penalties) are left out.
 
 The deliverables are the files the agent wrote or changed in the workspace (regular files only,
-never through a link; .docx/.xlsx/.pptx read as their XML text; at most 8 MiB a file, 32 MiB in
-all) and its final message. A file byte-identical to a starting file, and every line that is also
+never through a link; .docx/.xlsx/.pptx read as their XML text, other binary files such as PDFs
+not read; at most 8 MiB a file, 32 MiB in all) and its final message. A file byte-identical to a starting file, and every line that is also
 a line of a starting file, do not count: copying the inputs proves nothing. Deliverables that
 state more than MAX_NUMBERS (1000) distinct numbers score 0: a list of guesses would meet every
 numeric anchor. The grader is a stand-in for the judge; for RL on JobBench, a policy that learns to
@@ -121,7 +121,11 @@ def zip_text(data: bytes) -> str:
 
 
 def file_text(name: str, data: bytes) -> str:
-    return zip_text(data) if name.lower().endswith(ZIP_TEXT) else data.decode("utf-8", errors="replace")
+    """A file's text: Office/OpenDocument files as their XML text, other binary files (a NUL byte
+    in the first 8 KiB: PDF, images) as none, the rest as UTF-8."""
+    if name.lower().endswith(ZIP_TEXT):
+        return zip_text(data)
+    return "" if b"\0" in data[:8192] else data.decode("utf-8", errors="replace")
 
 
 def deliverables(inputs: dict[str, Any]) -> str:
