@@ -8,7 +8,9 @@ blocking them only shrinks the kernel's attack surface) or ways out of the sandb
   would hand the process a fresh set of capabilities), ``clone3`` (its flags live in memory where
   a filter cannot read them: it answers ENOSYS, so libc falls back to ``clone``);
 - mounts: ``mount``, ``umount2``, ``pivot_root`` and the new mount API (``fsopen`` ...);
-- reaching into other processes: ``ptrace``, ``process_vm_readv/writev``, ``pidfd_getfd``;
+- reaching into other processes: ``ptrace``, ``process_vm_readv/writev``, ``pidfd_getfd``,
+  ``process_madvise``, ``kcmp`` (code a verifier runs must not reach the verifier, whatever Yama
+  says: docs/security.md, "The verifier and the code it runs");
 - kernel keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd``, ``io_uring_*`` (ENOSYS: libuv
   falls back to its thread pool), ``kexec_*``, ``reboot``, modules, ``swapon/off``, ``acct``,
   ``syslog``, quotas, file handles (``open_by_handle_at``), clock setting, ``iopl/ioperm``,
@@ -38,12 +40,12 @@ from harnessrl.sandbox.base import SandboxUnavailable
 
 EPERM_CALLS = (
     "unshare", "mount", "umount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig",
-    "fsmount", "fspick", "mount_setattr", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "keyctl",
-    "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "kexec_load", "kexec_file_load",
-    "reboot", "init_module", "finit_module", "delete_module", "swapon", "swapoff", "acct", "syslog",
-    "quotactl", "quotactl_fd", "open_by_handle_at", "name_to_handle_at", "lookup_dcookie", "settimeofday",
-    "clock_settime", "clock_adjtime", "adjtimex", "stime", "iopl", "ioperm", "uselib", "ustat", "sysfs",
-    "_sysctl", "vhangup", "nfsservctl", "fanotify_init",
+    "fsmount", "fspick", "mount_setattr", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",
+    "process_madvise", "kcmp", "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
+    "kexec_load", "kexec_file_load", "reboot", "init_module", "finit_module", "delete_module", "swapon",
+    "swapoff", "acct", "syslog", "quotactl", "quotactl_fd", "open_by_handle_at", "name_to_handle_at",
+    "lookup_dcookie", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime", "iopl", "ioperm",
+    "uselib", "ustat", "sysfs", "_sysctl", "vhangup", "nfsservctl", "fanotify_init",
 )
 ENOSYS_CALLS = ("clone3", "io_uring_setup", "io_uring_enter", "io_uring_register")
 # clone flags that make a namespace (CLONE_NEWTIME 0x80 overlaps clone()'s exit-signal byte)
