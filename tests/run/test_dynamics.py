@@ -39,13 +39,17 @@ def rollout(rid: str, harness: str, group: str, reward: float | None, status: st
 
 def constructed_step() -> tuple[list[PlannedGroup], PlannedGroup]:
     """Group a (harness "cc"): a0 two served calls (the second cut at the token limit), a1 one served
-    call and one refused as too long; group b (harness "codex"): one timeout, one ok, one call each."""
+    call and one refused as too long, a2 a branch of a0 (its first call replayed, then one sampled);
+    group b (harness "codex"): one timeout, one ok, one call each."""
     p0 = list(range(1, 11))
     a_calls = [call("a0", 0, p0, [20, 21, 22]), call("a0", 1, p0 + [20, 21, 22, 30, 31], [40, 41], finish="length"),
                call("a1", 0, p0, [50, 51, 52, 53]),
-               call("a1", 1, p0 + [50, 51, 52, 53] * 10, [], status="error", meta={"error_kind": "too_long"})]
+               call("a1", 1, p0 + [50, 51, 52, 53] * 10, [], status="error", meta={"error_kind": "too_long"}),
+               call("a2", 0, p0, [20, 21, 22], meta={"replay": {"of": "a0-c0"}}),
+               call("a2", 1, p0 + [20, 21, 22, 60], [61, 62])]
     a = PlannedGroup(GroupPlan("g0", Task("t0"), "cc", 2, "train", 1),
-                     [rollout("a0", "cc", "g0", 1.0), rollout("a1", "cc", "g0", 0.0, idx=1)], a_calls)
+                     [rollout("a0", "cc", "g0", 1.0), rollout("a1", "cc", "g0", 0.0, idx=1),
+                      rollout("a2", "cc", "g0", 1.0, idx=2)], a_calls)
     b = PlannedGroup(GroupPlan("g1", Task("t0"), "codex", 2, "train", 1),
                      [rollout("b0", "codex", "g1", 0.0, status="timeout"), rollout("b1", "codex", "g1", 0.0, idx=1)],
                      [call("b0", 0, list(range(8)), [9, 9, 9, 9, 9]), call("b1", 0, list(range(8)), [7])])
@@ -57,13 +61,15 @@ def test_dynamics_of_a_constructed_step():
     tree = build_tree(trained.calls, trained.rollouts, FilterConfig(truncated="keep"))
     d = harness_dynamics(groups, [tree])
     cc, codex = d["cc"], d["codex"]
-    assert cc["rollouts"] == 2 and cc["calls_per_rollout"] == 1.5  # the refused call is not served
-    assert cc["prompt_tokens_per_call"] == pytest.approx((10 + 15 + 10) / 3)
-    assert cc["completion_tokens_per_call"] == 3 and cc["completion_tokens_per_rollout"] == 4.5
-    assert cc["context_mean"] == (17 + 14) / 2 and cc["context_max"] == 17
-    assert cc["status"] == {"ok": 2.0} and cc["call_errors"] == {"too_long": 1.0} and cc["truncated_calls"] == 1
-    assert cc["tokens_sampled"] == 9 and cc["tokens_trained"] == tree.stats.decision_tokens == 9
-    assert cc["trained_share"] == 1.0 and cc["tree_share"] == pytest.approx(9 / tree.stats.unique_tokens)
+    assert cc["rollouts"] == 3 and cc["calls_per_rollout"] == pytest.approx(5 / 3)  # the refused call is not served
+    assert cc["prompt_tokens_per_call"] == pytest.approx((10 + 15 + 10 + 10 + 14) / 5)
+    assert cc["completion_tokens_per_call"] == pytest.approx(14 / 5)
+    assert cc["completion_tokens_per_rollout"] == pytest.approx(14 / 3)
+    assert cc["context_mean"] == pytest.approx((17 + 14 + 16) / 3) and cc["context_max"] == 17
+    assert cc["status"] == {"ok": 3.0} and cc["call_errors"] == {"too_long": 1.0} and cc["truncated_calls"] == 1
+    assert cc["replayed_calls"] == 1 and cc["tokens_sampled"] == 14 - 3  # the replayed answer was a0's
+    assert cc["tokens_trained"] == tree.stats.decision_tokens == 11
+    assert cc["trained_share"] == 1.0 and cc["tree_share"] == pytest.approx(11 / tree.stats.unique_tokens)
     assert codex["status"] == {"ok": 1.0, "timeout": 1.0} and codex["call_errors"] == {}
     assert codex["tokens_sampled"] == 6 and codex["trained_share"] == 0.0  # its uniform group did not train
 
@@ -114,7 +120,7 @@ def test_the_report_has_the_informative_groups_and_harness_dynamics_sections(tmp
     assert "+2 more |" in sec and "| 2 | 100% |" in sec
     assert "![informative](plots/informative.png)" in sec and "![wasted_rollouts](plots/wasted_rollouts.png)" in sec
     dyn = md[md.index("## Harness dynamics"):]
-    assert "| cc | 1 | 2 | 1.50 | 12 | 4 | 16 / 17 | ok 2 | too_long 1 | 1 | 100.0% |" in dyn
+    assert "| cc | 1 | 3 | 1.67 | 12 | 5 | 16 / 17 | ok 3 | too_long 1 | 1 | 100.0% |" in dyn
     assert "| codex | 2 | 2 | 1.00 |" in dyn and "ok 1, timeout 1" in dyn
     assert "![harness_dynamics](plots/harness_dynamics.png)" in dyn
     for stem in stems:  # each plot once: the sections' plots are not repeated under "Plots"

@@ -10,8 +10,10 @@ step trained:
 - failure modes: rollouts per status, failed calls per error kind (the proxy's typed errors, e.g.
   too_long, call_budget), and completions cut at the token limit (finish "length");
 - the share of tokens that train: decision tokens of the trained trees over the completion tokens
-  the harness's rollouts sampled (what the filters and groups without contrast leave out), and over
-  the trees' unique tokens (how much of the computed context carries loss: harness prompts weigh here).
+  the harness's rollouts sampled (what the filters and groups without contrast leave out; a
+  branch's replayed calls, proxy/replay.py, were sampled by its parent and count there only), and
+  over the trees' unique tokens (how much of the computed context carries loss: harness prompts
+  weigh here).
 
 The figures are part of each step's record (`StepRecord.dynamics`, JSON key "dynamics"), so they
 survive a resume; the report shows them as one table and one plot (`dynamics_lines`, `plot_dynamics`).
@@ -46,7 +48,8 @@ def harness_dynamics(groups: Sequence[PlannedGroup], trees: Sequence[PrefixTree]
     for g in groups:
         for r in g.rollouts:
             a = acc.setdefault(r.harness, {"calls": [], "prompt": [], "completion": [], "per_rollout": [],
-                                           "context": [], "status": Counter(), "errors": Counter(), "length": 0})
+                                           "context": [], "status": Counter(), "errors": Counter(), "length": 0,
+                                           "sampled": 0, "replayed": 0})
             a["status"][r.status] += 1
             served = served_calls(calls_by_rollout.get(r.rollout_id, []))
             for c in calls_by_rollout.get(r.rollout_id, ()):
@@ -58,6 +61,9 @@ def harness_dynamics(groups: Sequence[PlannedGroup], trees: Sequence[PrefixTree]
             a["per_rollout"].append(sum(len(c.sampled_ids) for c in served))
             a["context"].append(max((len(c.prompt_ids) + len(c.sampled_ids) for c in served), default=0))
             a["length"] += sum(c.finish_reason == "length" for c in served)
+            replayed = [c for c in served if "of" in ((c.meta or {}).get("replay") or {})]
+            a["replayed"] += len(replayed)
+            a["sampled"] += sum(len(c.sampled_ids) for c in served) - sum(len(c.sampled_ids) for c in replayed)
     trained: Counter[str] = Counter()
     tree_tokens: Counter[str] = Counter()
     for t in trees:
@@ -65,11 +71,12 @@ def harness_dynamics(groups: Sequence[PlannedGroup], trees: Sequence[PrefixTree]
         tree_tokens[t.harness] += int(t.stats.unique_tokens)
     out: dict[str, dict[str, Any]] = {}
     for h, a in sorted(acc.items()):
-        sampled = sum(a["per_rollout"])
+        sampled = a["sampled"]
         out[h] = {"rollouts": float(len(a["calls"])), "calls_per_rollout": _mean(a["calls"]),
                   "prompt_tokens_per_call": _mean(a["prompt"]), "completion_tokens_per_call": _mean(a["completion"]),
                   "completion_tokens_per_rollout": _mean(a["per_rollout"]), "context_mean": _mean(a["context"]),
                   "context_max": float(max(a["context"], default=0)), "truncated_calls": float(a["length"]),
+                  "replayed_calls": float(a["replayed"]),
                   "status": {k: float(v) for k, v in sorted(a["status"].items())},
                   "call_errors": {k: float(v) for k, v in sorted(a["errors"].items())},
                   "tokens_sampled": float(sampled), "tokens_trained": float(trained[h]),
