@@ -5,8 +5,9 @@ Each vector (ATTACK_SOURCE below) is tried on a workspace with the bug left in; 
 score it 0 with status "ok", untouched. The same attacks against a verifier without its layers
 (the control) forge reward 1.0 or break it, so the checks can fail. The layer matrix runs every
 vector harmlessly against a small verifier with one layer at a time, in the sandbox as uid 1000
-and as uid 0, and records which layer stops which vector (docs/security.md, "The verifier and the
-code it runs"). No Yama on the test machines: nothing here relies on it.
+and as uid 0 and, outside it, as an unprivileged host user, and records which layer stops which
+vector (docs/security.md, "The verifier and the code it runs"). Nothing here relies on Yama (the
+test machines have none).
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import json
+import os
 import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -353,3 +358,44 @@ def test_which_layer_stops_which_vector(layer, uid, tmp_path):
     assert got["dumpable_after"] == ("0" if "dumpable" in on else "1"), got  # it holds after the child ran
     if "roproc" in on and "dumpable" not in on and "landlock" not in on:
         assert got["mem"] == "EROFS", got  # read-only /proc alone: no write even to a dumpable verifier
+
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def _python_for_nobody() -> str | None:
+    """A python3 an unprivileged user can run (this venv's may live under a private /root)."""
+    for exe in dict.fromkeys(["/usr/bin/python3", shutil.which("python3") or ""]):
+        if exe and subprocess.run([*NOBODY, exe, "-c", "pass"], capture_output=True).returncode == 0:
+            return exe
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="root becomes nobody here")
+@pytest.mark.parametrize("layer", ["none", "roproc", "dumpable", "landlock"])
+def test_the_layers_hold_for_a_non_root_host_user(layer):
+    """The matrix verifier run by an unprivileged host user (uid 65534) outside harnessrl's
+    sandbox: the process layers need no privilege, and a read-only /proc (an unprivileged bwrap)
+    stops the memory write alone."""
+    exe = _python_for_nobody()
+    if exe is None:
+        pytest.skip("no python3 that uid 65534 can run")
+    with tempfile.TemporaryDirectory(prefix="harnessrl-nobody-") as tmp:
+        ws = Path(tmp)
+        (ws / ".verifier").mkdir()
+        (ws / ".verifier" / "matrix_verifier.py").write_text(MATRIX_VERIFIER)
+        (ws / ".verifier" / "step_checker.py").write_bytes(step_checker_source())
+        (ws / ".verifier" / "checks.json").write_bytes(TASK.verifier.files["checks.json"])
+        (ws / "calc.py").write_text(attacked("probe"))
+        for p in [ws, *ws.rglob("*")]:
+            p.chmod(0o777 if p.is_dir() else 0o666)
+        argv = [exe, ".verifier/matrix_verifier.py", *({layer} & {"dumpable", "landlock"})]
+        if layer == "roproc":
+            argv = ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+                    "--bind", tmp, tmp, "--remount-ro", "/proc", "--chdir", tmp, *argv]
+        out = subprocess.run([*NOBODY, *argv], cwd=tmp, capture_output=True, text=True, timeout=60)
+    if layer == "roproc" and out.returncode != 0 and "bwrap" in out.stderr:
+        pytest.skip(f"no unprivileged bwrap here: {out.stderr.strip()[:200]}")
+    assert out.returncode == 0, out.stderr
+    got = _outcomes(json.loads(out.stdout))
+    assert {v for v in VECTORS if got[v] != "ok"} == STOPS[layer], got
