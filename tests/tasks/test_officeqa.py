@@ -175,3 +175,15 @@ def test_eval_from_the_cli_scores_a_no_op_agent_zero(tmp_path):
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     assert summary["n_rollouts"] == 5 and summary["statuses"] == {"ok": 5} and summary["pass@1"] == 0.0
+
+
+def test_load_tasks_reads_benchmark_selectors(tmp_path):
+    """`officeqa:ROOT[:pro|full]` and `jobbench:ROOT[:main|easy]` load where a task directory would."""
+    from harnessrl.tasks.model import TaskError
+    from harnessrl.tasks.loader import load_tasks
+
+    assert [t.id for t in load_tasks(f"officeqa:{FIXTURES / 'officeqa'}")] == \
+        [t.id for t in load_officeqa(FIXTURES / "officeqa")]
+    assert load_tasks(f"jobbench:{FIXTURES / 'jobbench'}:main")
+    with pytest.raises(TaskError, match="not a directory"):
+        load_tasks(f"officeqa:{tmp_path / 'missing'}")

@@ -29,9 +29,12 @@ def load_tasks(spec: str | Path, limits: TaskLimits | None = None) -> list[Task]
         from harnessrl.tasks.suite import select_builtin
 
         return select_builtin(text)
+    benchmark = _benchmark_tasks(text, limits)
+    if benchmark is not None:
+        return benchmark
     path = Path(text)
     if not path.is_dir():
-        raise TaskError(f"{text!r} is neither a builtin:<selector> nor a directory")
+        raise TaskError(f"{text!r} is neither a builtin:<selector>, an officeqa:/jobbench: selector nor a directory")
     if is_clawgym_dir(path) or is_native_dir(path):
         return [load_task_dir(path, limits)]
     tasks = [load_task_dir(p, limits) for p in _task_dirs(path)]
@@ -43,6 +46,31 @@ def load_tasks(spec: str | Path, limits: TaskLimits | None = None) -> list[Task]
     if dupes:
         raise TaskError(f"{path}: duplicate task ids {dupes}")
     return tasks
+
+
+BENCHMARK_SUBSETS = {"officeqa": ("pro", "full"), "jobbench": ("main", "easy")}
+
+
+def _benchmark_tasks(text: str, limits: TaskLimits | None) -> list[Task] | None:
+    """`officeqa:ROOT[:pro|full]` and `jobbench:ROOT[:main|easy]`: a downloaded benchmark read in its
+    published layout (tasks/officeqa.py, tasks/jobbench.py); None for any other spec."""
+    name, sep, rest = text.partition(":")
+    if not sep or name not in BENCHMARK_SUBSETS:
+        return None
+    root, sep, subset = rest.rpartition(":")
+    if not sep or subset not in BENCHMARK_SUBSETS[name]:
+        root, subset = rest, BENCHMARK_SUBSETS[name][0]
+    if not root or not Path(root).is_dir():
+        raise TaskError(f"{text!r}: {root or '(empty)'} is not a directory. Fix: download the benchmark "
+                        f"(docs/tasks.md, \"The method's benchmarks\") and name its directory: {name}:ROOT"
+                        f"[:{'|'.join(BENCHMARK_SUBSETS[name])}]")
+    if name == "officeqa":
+        from harnessrl.tasks.officeqa import load_officeqa
+
+        return load_officeqa(root, subset=subset, limits=limits)
+    from harnessrl.tasks.jobbench import load_jobbench
+
+    return load_jobbench(root, split=subset, limits=limits)
 
 
 def _task_dirs(path: Path) -> list[Path]:
