@@ -273,16 +273,17 @@ def test_agent_code_cannot_take_over_the_shipped_verifier(form, mode, tmp_path):
         assert set(res.checks.values()) == {0.0}, res
 
 
-def _unprotected(monkeypatch) -> Task:
-    """TASK with the step checker's own layers cut out (no protect_self, a plain subprocess) and
-    the view's /proc writable; run it under CFG without seccomp."""
+def _unprotected(monkeypatch, writable_proc: bool = True) -> Task:
+    """TASK with the step checker's own layers cut out (no protect_self, a plain subprocess) and,
+    by default, the view's /proc writable; run it under CFG without seccomp for no layer at all."""
     src = TASK.verifier.files["verify.py"].decode()
     weak = src.replace("def main():\n    protect_self()", "def main():\n    pass").replace(
         "    ruleset = shut_out_ruleset(",
         "    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)\n"
         "    ruleset = shut_out_ruleset(")
     assert weak.count("subprocess.run(") == 2 and "    protect_self()" not in weak
-    monkeypatch.setattr(views, "fresh_view", functools.partial(views.fresh_view, read_only_proc=False))
+    if writable_proc:
+        monkeypatch.setattr(views, "fresh_view", functools.partial(views.fresh_view, read_only_proc=False))
     files = {**TASK.verifier.files, "verify.py": weak.encode()}
     return dataclasses.replace(TASK, verifier=dataclasses.replace(TASK.verifier, files=files))
 
@@ -298,6 +299,15 @@ def test_each_attack_beats_a_verifier_without_its_layers(mode, outcome, tmp_path
         assert res.status == "ok" and res.reward == outcome, res
     else:
         assert res.status == "verifier_error" and outcome in res.error, res
+
+
+@pytest.mark.parametrize("mode", ["mem", "ptrace"])
+def test_the_sandbox_layers_alone_hold_a_dumpable_reward_sh_and_checker(mode, tmp_path, monkeypatch):
+    """ClawGym form with the checker's own layers cut out: check.py and `bash reward.sh` above it
+    are both dumpable; the view's read-only /proc and seccomp still keep the attack out of both."""
+    task = clawgym_form(_unprotected(monkeypatch, writable_proc=False))
+    res = verify(task, tmp_path, attacked(mode), timeout_s=10.0)
+    assert res.status == "ok" and set(res.checks.values()) == {0.0} and not task.passed(res.reward), res
 
 
 # A verifier with one layer at a time: protect_self() (dumpable) and run_shut_out (landlock) from
