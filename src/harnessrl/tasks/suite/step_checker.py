@@ -148,7 +148,9 @@ def shut_out_ruleset(hidden):
     """A Landlock ruleset (an fd) for the agent's code: no reading of files under `hidden` (the
     verifier's own directory: its checks and expected values), and from ABI 6 no signals or
     abstract sockets to processes outside its domain; every domain also forbids ptrace-class access
-    (/proc/<pid>/mem, fds, process_vm_*) to processes outside it. None where Landlock is missing."""
+    (/proc/<pid>/mem, fds, process_vm_*) to processes outside it. None where Landlock is missing.
+    The rules are the paths that exist now: a file the child creates directly in a directory on
+    the way to `hidden` (the workspace root) is not readable to it; /tmp and subdirectories are."""
     libc = _libc()
     if libc is None:
         return None
