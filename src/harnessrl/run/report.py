@@ -30,7 +30,7 @@ PANELS = (  # (file stem, title, metric keys; "x/*" = every sub-key of x)
     ("tokens", "tokens: trained (decisions) / computed / unique tree / per-call", [
         "tokens_trained", "tokens_computed", "unique_tree_tokens", "per_call_tokens", "per_rollout_tokens"]),
     ("time", "step time split (s)", ["time/*"]),
-    ("informative", "informative groups: trained per slot / of those sampled; mean picked p; branch points mixed",
+    ("informative", "informative share (trained, sampled), mean picked p, mixed branch points",
      ["informative_groups", "sampled_informative", "pick_pass_rate", "branch_mixed"]),
     ("wasted_rollouts", "rollouts sampled / without contrast; groups dropped per reason, extra groups",
      ["rollouts_sampled", "wasted_rollouts", "dropped_groups/*", "extra_groups"]),
