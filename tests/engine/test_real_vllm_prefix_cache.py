@@ -48,13 +48,24 @@ async def test_a_prompt_that_extends_an_earlier_one_is_served_from_the_engines_c
     assert first.timings["cached_tokens"] < len(prompt) // 2  # nothing of it was cached before
     cached = second.timings["cached_tokens"]
     assert len(prompt) // 2 < cached <= len(prompt) + len(first.token_ids)  # the shared part, to a block edge
-    assert cached == int(cached) and cached % 16 == 0  # whole KV blocks: counted by the engine, not by us
+    block = engine.kv_block_tokens
+    assert cached == int(cached) and cached % block == 0  # whole KV blocks: counted by the engine, not by us
+    assert cached >= len(prompt) - block + 1  # all of the first prompt's whole blocks (32 tokens on CPU)
     assert second.timings["prefill_s"] >= 0 and second.timings["decode_s"] >= 0
     d = counter_delta(before, engine.counters())
     assert d["requests"] == 2 and d["reported"] == 2
     assert d["prompt_tokens"] == len(prompt) + len(longer)
     assert d["cached_tokens"] == first.timings["cached_tokens"] + cached
     assert engine.cpu_seconds() > 0  # the engine core's own processes
+
+
+def test_on_cpu_the_cache_unit_is_cpu_block_tokens(engine):
+    from vllm.platforms import current_platform
+
+    from harnessrl.engine.vllm_engine import CPU_BLOCK_TOKENS
+
+    if current_platform.is_cpu():
+        assert engine.kv_block_tokens == CPU_BLOCK_TOKENS  # not vLLM's CPU default of 128
 
 
 async def test_a_weight_update_empties_the_cache(engine, model_dir):

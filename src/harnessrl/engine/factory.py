@@ -37,6 +37,11 @@ class EngineSettings(BaseModel):
     max_batch: int = Field(64, ge=1, description="rows decoding together (hf) / max_num_seqs (vllm)")
     max_pending: int = Field(1024, ge=1, description="waiting requests before EngineOverloaded")
     kv_cache_gib: float = Field(1.0, gt=0, description="vllm on CPU: VLLM_CPU_KVCACHE_SPACE")
+    kv_block_tokens: int | None = Field(
+        None, ge=16, multiple_of=16,
+        description="vllm: tokens per KV block, the prefix cache's unit (a prompt is served from cache up to "
+                    "the last whole block it shares); None: 32 on CPU (vLLM's CPU default is 128), vLLM's own on GPU",
+    )
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="vllm on GPU")
     served_model_name: str | None = Field(
         None, description="vllm_server: model name; default: ask /v1/models"
@@ -151,6 +156,7 @@ def _make_vllm(cfg: EngineConfig) -> Engine:
         max_pending=cfg.max_pending,
         kv_cache_gib=cfg.kv_cache_gib,
         gpu_memory_utilization=cfg.gpu_memory_utilization,
+        block_size=cfg.kv_block_tokens,
         seed=cfg.seed,
     )
 

@@ -35,6 +35,10 @@ from harnessrl.engine.reaper import child_pids, start_reaper, stop_reaper
 from harnessrl.engine.vllm_worker import WORKER_EXTENSION, write_weights_file
 
 _GIB = 1 << 30
+# Tokens per KV block on CPU, where vLLM's own default is 128: the prefix cache serves a prompt up to the
+# last whole block it shares with an earlier one, so a 400-token call that extends the previous one
+# recomputed 64 tokens on average at 128 and 16 at 32 (the CPU attention kernels want a multiple of 32).
+CPU_BLOCK_TOKENS = 32
 
 
 class _LoopThread:
@@ -60,11 +64,14 @@ def _engine_args(model_path: str, **kw: Any) -> Any:
     from vllm.platforms import current_platform
 
     on_cpu = current_platform.is_cpu()
-    memory: dict[str, Any] = {}
+    extra: dict[str, Any] = {}  # the KV cache's size, and its block size where set
     if on_cpu or kw["gpu_memory_utilization"] is None:
-        memory["kv_cache_memory_bytes"] = int(kw["kv_cache_gib"] * _GIB)
+        extra["kv_cache_memory_bytes"] = int(kw["kv_cache_gib"] * _GIB)
     else:
-        memory["gpu_memory_utilization"] = kw["gpu_memory_utilization"]
+        extra["gpu_memory_utilization"] = kw["gpu_memory_utilization"]
+    block_size = kw["block_size"] or (CPU_BLOCK_TOKENS if on_cpu else None)
+    if block_size:
+        extra["block_size"] = block_size
     return AsyncEngineArgs(
         model=model_path,
         tokenizer=model_path,
@@ -77,7 +84,7 @@ def _engine_args(model_path: str, **kw: Any) -> Any:
         seed=kw["seed"],
         enable_prefix_caching=True,  # a group's rollouts share their system prompt, tools and task
         disable_log_stats=False,  # per-request engine timestamps (RequestOutput.metrics): prefill / decode
-        **memory,
+        **extra,
     )
 
 
@@ -95,6 +102,7 @@ class VLLMEngine:
         kv_cache_gib: float = 1.0,
         gpu_memory_utilization: float | None = None,
         enforce_eager: bool | None = None,
+        block_size: int | None = None,
         seed: int = 0,
     ):
         from vllm.platforms import current_platform
@@ -116,6 +124,7 @@ class VLLMEngine:
             kv_cache_gib=kv_cache_gib,
             gpu_memory_utilization=gpu_memory_utilization,
             enforce_eager=enforce_eager,
+            block_size=block_size,
             seed=seed,
         )
         self._loop = _LoopThread("vllm-engine-loop")
@@ -139,6 +148,11 @@ class VLLMEngine:
     @property
     def policy_version(self) -> int:
         return self._version
+
+    @property
+    def kv_block_tokens(self) -> int:
+        """Tokens per KV block: the prefix cache serves a prompt in whole blocks."""
+        return int(self._llm.vllm_config.cache_config.block_size)
 
     # ---- generation -------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ def vllm_serve_command(
     max_model_len: int = 4096,
     max_num_seqs: int = 64,
     kv_cache_gib: float = 1.0,
+    block_size: int | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """argv and extra env for a vLLM OpenAI server that VLLMServerEngine can drive, weight updates included."""
     # The API server module, not the `vllm serve` CLI: the CLI reads the version of a distribution
@@ -53,6 +54,8 @@ def vllm_serve_command(
         "--worker-extension-cls", WORKER_EXTENSION, "--disable-log-stats",
         "--enable-prefix-caching", "--enable-prompt-tokens-details",  # cached prompt tokens in `usage`
     ]  # fmt: skip
+    if block_size:  # the prefix cache's unit (vllm_engine.CPU_BLOCK_TOKENS)
+        argv += ["--block-size", str(block_size)]
     return argv, {"VLLM_SERVER_DEV_MODE": "1"}
 
 
