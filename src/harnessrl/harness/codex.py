@@ -5,6 +5,11 @@ A custom model provider in `$CODEX_HOME/config.toml` points at the proxy's `/v1/
 dir, outside TMPDIR (codex refuses to put helper binaries under the temp dir). Codex's own
 sandbox cannot nest in ours, hence `--dangerously-bypass-approvals-and-sandbox`.
 
+The npm package's `bin/codex.js` is a Node shim that finds the platform package's native binary and
+runs it with CODEX_MANAGED_PACKAGE_ROOT and CODEX_MANAGED_BY_NPM set; Node 20 cannot execve, so the shim
+stays alive as its parent. The adapter starts that same binary with that same env itself
+(`native_launch`), which saves a Node start-up per rollout (~0.1 CPU-s); without the binary it runs the shim.
+
 Profiles (config.toml only): `full` = Codex as shipped; `small` = web search, multi-agent, image,
 plugin/app/skill and other optional tools off, apply_patch off, and a short instructions file in
 place of the built-in ~17k-character one.
@@ -13,6 +18,9 @@ place of the built-in ~17k-character one.
 from __future__ import annotations
 
 import json
+import os
+import platform
+from pathlib import Path
 
 from harnessrl.harness import install
 from harnessrl.harness.base import (
@@ -105,6 +113,25 @@ def policy_ended(text: str) -> bool:
     return any(mark in text for mark in POLICY_END_MARKS)
 
 
+NATIVE_TARGETS = {"x86_64": ("@openai/codex-linux-x64", "x86_64-unknown-linux-musl"),
+                  "aarch64": ("@openai/codex-linux-arm64", "aarch64-unknown-linux-musl")}
+
+
+def native_launch(shim: Path | None) -> tuple[str, dict[str, str]] | None:
+    """The native binary that the npm shim `shim` (node_modules/.bin/codex) would run, and the env
+    it would add (bin/codex.js: CODEX_MANAGED_PACKAGE_ROOT, and CODEX_MANAGED_BY_NPM for an npm
+    install); None where the shim is missing or the platform package is not installed."""
+    target = NATIVE_TARGETS.get(platform.machine())
+    if shim is None or target is None or not shim.exists():
+        return None
+    package_root = Path(os.path.realpath(shim)).parent.parent  # node_modules/@openai/codex
+    pkg, triple = target
+    exe = package_root.parent.parent / pkg / "vendor" / triple / "bin" / "codex"
+    if not exe.is_file() or not os.access(exe, os.X_OK):
+        return None
+    return str(exe), {"CODEX_MANAGED_PACKAGE_ROOT": str(package_root), "CODEX_MANAGED_BY_NPM": "1"}
+
+
 class CodexAdapter(ProfiledInstallAdapter):
     name = "codex"
     enforces_max_turns = False  # `codex exec` has no turn limit: the proxy's call budget bounds it
@@ -113,12 +140,14 @@ class CodexAdapter(ProfiledInstallAdapter):
 
     def build(self, req: RunRequest) -> LaunchSpec:
         codex_home = req.dirs.sub("codex")
-        env = quiet_env(req.dirs) | {
+        shim = install.bin_path(self.name, self.cache)
+        exe, managed = native_launch(shim) or (str(shim), {})
+        env = quiet_env(req.dirs) | managed | {
             "CODEX_HOME": codex_home,
             KEY_VAR: req.api_key,
             "RUST_LOG": "error",
         }
-        argv = [str(install.bin_path(self.name, self.cache)), "exec", "--json", "--skip-git-repo-check",
+        argv = [exe, "exec", "--json", "--skip-git-repo-check",
                 "--dangerously-bypass-approvals-and-sandbox", *self.extra_args]
         if req.workdir:
             argv += ["--cd", req.workdir]
