@@ -8,12 +8,15 @@ from pathlib import Path
 
 from harnessrl.tasks.clawgym import is_clawgym_dir, load_clawgym
 from harnessrl.tasks.files import TaskLimits
+from harnessrl.tasks.harbor import is_harbor_dir, load_harbor
 from harnessrl.tasks.model import Task, TaskDataError, TaskError
 from harnessrl.tasks.native import is_native_dir, load_native
 
 
 def load_task_dir(path: Path, limits: TaskLimits | None = None) -> Task:
-    """One task directory (ClawGym or native), read within `limits` (default: files.TaskLimits())."""
+    """One task directory (ClawGym, Harbor or native), read within `limits` (default: files.TaskLimits())."""
+    if is_harbor_dir(path):  # before native: a Harbor task also has a task.toml
+        return load_harbor(path, limits)
     if is_clawgym_dir(path):
         return load_clawgym(path, limits)
     if is_native_dir(path):
