@@ -182,3 +182,26 @@ def test_run_config_resolves_compute_dtype_from_the_engine():
     forced = RunConfig.model_validate({"engine": {"type": "hf", "dtype": "bfloat16"},
                                        "model": {"compute_dtype": "float32"}})
     assert compute_dtype(forced) is None
+
+
+def test_sampled_batch_shares_the_prompt_and_centres_each_groups_advantages():
+    """train/served_drift.py: one forest over the prompt + completion paths (a prompt once), the
+    engine's logprobs on the sampled tokens only, GRPO advantages of +-1 within each prompt's group."""
+    from harnessrl.engine.base import Generation
+    from harnessrl.train.served_drift import sampled_batch
+
+    prompts = [[5, 6, 7], [8, 9]]
+    comps = [[10, 12], [11, 13, 15], [12, 14], [13]]  # 2 per prompt; all even ids (reward 1) or none (0)
+    gens = [Generation(c, [-0.1 * (k + 1)] * len(c), "stop", 0) for k, c in enumerate(comps)]
+    batch = sampled_batch(prompts, gens, group=2, temperature=0.7)
+    assert len(batch) == 3 + 2 + 3 + 2 + 2 + 1 and batch.n_decision == 8
+    ids = batch.forest.ids
+    adv = batch.adv_pos + batch.adv_neg
+    want = {10: (1, -0.1), 12: None, 11: (-1, -0.2), 13: None, 15: (-1, -0.2), 14: (1, -0.3)}
+    for tok, exp in want.items():
+        if exp is not None:
+            (j,) = np.flatnonzero(ids == tok)
+            assert batch.decision[j] and abs(adv[j] - exp[0]) < 1e-4 and abs(batch.engine_logp[j] - exp[1]) < 1e-6
+    assert not batch.decision[np.isin(ids, [5, 6, 7, 8, 9])].any()
+    assert float(np.abs(batch.engine_logp[~batch.decision]).max()) == 0.0
+    assert np.allclose(batch.temperature, 0.7) and float(batch.weight.sum()) == 8.0

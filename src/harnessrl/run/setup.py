@@ -49,13 +49,16 @@ def build_trainer(cfg: RunConfig, policy, model_dir: Path) -> Trainer:
     opt = torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay, betas=tuple(o.betas))
     device = next(policy.parameters()).device
     backend = attention_backend(cfg.model.attention, device)
-    want_ref = cfg.algorithm.reference_model or cfg.algorithm.kl_coef > 0
+    want_ref = cfg.algorithm.reference_model or cfg.algorithm.kl_coef > 0  # else no reference forward at all
+    compute = compute_dtype(cfg)
     reference = None
     if want_ref and not is_peft(policy):  # the initial weights (also after a resume)
         from transformers import AutoModelForCausalLM
 
+        # frozen: held in the compute dtype itself (the same rounding as a cast, done once)
         reference = AutoModelForCausalLM.from_pretrained(
-            str(model_dir), dtype=getattr(torch, cfg.model.dtype), attn_implementation=hf_attention(backend)).to(device).eval()
+            str(model_dir), dtype=compute or getattr(torch, cfg.model.dtype),
+            attn_implementation=hf_attention(backend)).to(device).eval()
         for p in reference.parameters():
             p.requires_grad_(False)
     critic = critic_opt = None
@@ -65,7 +68,7 @@ def build_trainer(cfg: RunConfig, policy, model_dir: Path) -> Trainer:
     return Trainer(policy, opt, cfg.algorithm, cfg.algorithm.token_budget, backend,
                    grad_clip=o.grad_clip, epochs=cfg.algorithm.epochs, reference=reference, critic=critic,
                    critic_optimizer=critic_opt, use_lora_reference=want_ref and is_peft(policy),
-                   harness_grad_cosine=cfg.algorithm.harness_grad_cosine, compute_dtype=compute_dtype(cfg))
+                   harness_grad_cosine=cfg.algorithm.harness_grad_cosine, compute_dtype=compute)
 
 
 def compute_dtype(cfg: RunConfig) -> torch.dtype | None:
