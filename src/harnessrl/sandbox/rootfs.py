@@ -121,15 +121,40 @@ def _extension_paths(names: tuple[str, ...]) -> list[str]:
     return out
 
 
+def bound_executables(cfg: SandboxConfig) -> list[str]:
+    """Native executables of the read-only binds (a harness cache): the ELF files that
+    ``node_modules/.bin/*`` and ``bin/*`` name there (Claude Code ships one, linked to the host's
+    C library)."""
+    out: list[str] = []
+    for spec in cfg.extra_ro_binds:
+        host = Path(spec.partition(":")[0])
+        for sub in ("node_modules/.bin", "bin"):
+            folder = host / sub
+            if not folder.is_dir():
+                continue
+            for entry in sorted(folder.iterdir()):
+                real = os.path.realpath(entry)
+                try:
+                    with open(real, "rb") as f:
+                        elf = f.read(4) == b"\x7fELF"
+                except OSError:
+                    continue
+                if elf and real not in out:
+                    out.append(real)
+    return out
+
+
 def runtime_binds(cfg: SandboxConfig) -> list[tuple[str, str]]:
     """(host, inner) read-only binds that let the harness runtime run on ``cfg.rootfs``: node at
-    RUNTIME_BIN and each host library it or this interpreter loads that the image lacks."""
+    RUNTIME_BIN and each host library that it, this interpreter or a bound native executable
+    (bound_executables) loads and the image lacks."""
     assert cfg.rootfs is not None
     import sys
 
     root = Path(cfg.rootfs)
     node = host_node()
     exes = [os.path.realpath(sys.executable), *_extension_paths(LAUNCHER_EXTENSIONS)] + ([node] if node else [])
+    exes += bound_executables(cfg)
     binds = [(node, f"{RUNTIME_BIN}/node")] if node else []
     for lib in host_libraries(exes):
         if resolve_in_root(root, lib) is None and os.path.exists(lib):
