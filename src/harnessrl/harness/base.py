@@ -175,7 +175,9 @@ def launcher_argv(spec: LaunchSpec, timeout_s: float, python: str | None = None)
         "collect": spec.collect, "timeout_s": float(timeout_s), "grace_s": spec.grace_s,
     }
     source = Path(launcher.__file__).read_text()
-    return [python or sys.executable, "-I", "-c", source, json.dumps(payload)]
+    # -I isolated, -S no site: the launcher is stdlib only, and skipping site (the venv's .pth files)
+    # is ~8 ms of CPU a rollout
+    return [python or sys.executable, "-IS", "-c", source, json.dumps(payload)]
 
 
 def _text(data: str | bytes | None) -> str:
