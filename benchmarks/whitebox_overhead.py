@@ -55,6 +55,7 @@ def bench(spec: str, runs: int, model_dir: Path) -> dict:
     from harnessrl.engine.scripted import ScriptedEngine
     from harnessrl.harness import make_harness
     from harnessrl.proxy.server import ProxyServer
+    from harnessrl.proxy.serving import ServingPolicy
     from harnessrl.render.renderer import Renderer
     from harnessrl.rollout.proxy_link import LocalProxy
     from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, make_sandbox
@@ -69,7 +70,7 @@ def bench(spec: str, runs: int, model_dir: Path) -> dict:
     engine = ScriptedEngine(policy_for(name, renderer), max_model_len=131072, model_path=str(model_dir))
     tmp = Path(tempfile.mkdtemp(prefix="whitebox-bench-"))
     store = RunStore(tmp / "run")
-    server = ProxyServer(engine, store, renderer, max_tokens_cap=256).start()
+    server = ProxyServer(engine, store, renderer, policy=ServingPolicy(max_tokens_cap=256)).start()
     if hasattr(adapter, "bind_proxy"):
         adapter.bind_proxy(LocalProxy(server))
     cfg = SandboxConfig(type="bwrap", extra_ro_binds=[str(p) for p in adapter.ro_paths()])

@@ -29,6 +29,7 @@ def bash_rig(tmp_path_factory):
     from harnessrl.engine.hf import HFEngine
     from harnessrl.engine.model import resolve_model
     from harnessrl.proxy.server import ProxyServer
+    from harnessrl.proxy.serving import ServingPolicy
     from harnessrl.render.renderer import Renderer
     from harnessrl.store import RunStore
 
@@ -36,8 +37,8 @@ def bash_rig(tmp_path_factory):
     engine = HFEngine(str(model_dir), max_model_len=8192, num_threads=2, seed=0)
     store = RunStore(tmp_path_factory.mktemp("run"))
     renderer = Renderer.from_pretrained(model_dir, tool_format="bash_examples")
-    server = ProxyServer(engine, store, renderer, default_max_tokens=MAX_TOKENS, max_tokens_cap=MAX_TOKENS,
-                         default_temperature=0.7).start()
+    server = ProxyServer(engine, store, renderer, policy=ServingPolicy(
+        default_max_tokens=MAX_TOKENS, max_tokens_cap=MAX_TOKENS, default_temperature=0.7)).start()
     yield server, store
     server.stop()
     engine.close()

@@ -18,6 +18,7 @@ def greedy_rig(tmp_path_factory):
     from harnessrl.engine.hf import HFEngine
     from harnessrl.engine.model import resolve_model
     from harnessrl.proxy.server import ProxyServer
+    from harnessrl.proxy.serving import ServingPolicy
     from harnessrl.render.renderer import Renderer
     from harnessrl.store import RunStore
 
@@ -25,8 +26,8 @@ def greedy_rig(tmp_path_factory):
     engine = HFEngine(str(model_dir), max_model_len=8192, num_threads=2)
     store = RunStore(tmp_path_factory.mktemp("run"))
     renderer = Renderer.from_pretrained(model_dir, tool_format="bash_examples")
-    server = ProxyServer(engine, store, renderer, default_max_tokens=48, max_tokens_cap=48,
-                         default_temperature=0.0, force=("temperature",)).start()
+    server = ProxyServer(engine, store, renderer, policy=ServingPolicy(
+        default_max_tokens=48, max_tokens_cap=48, default_temperature=0.0, force=("temperature",))).start()
     yield server, store
     server.stop()
     engine.close()

@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from harnessrl.proxy.server import ProxyServer, ProxyStartError
+from harnessrl.proxy.serving import ServingPolicy
 from harnessrl.render.messages import Message
 from harnessrl.store import RunStore
 
@@ -118,8 +119,8 @@ def test_rerender_history_mode(engine, store, renderer):
 @pytest.mark.parametrize("cap,asked,expected", [(None, 300, 300), (40, 32000, 40), (40, 10, 10), (40, None, 40)])
 def test_max_tokens_cap_bounds_every_reply(engine, store, renderer, cap, asked, expected):
     """A run's per-call budget holds whatever the harness asks (Claude Code asks 32000)."""
-    server = ProxyServer(engine, store, renderer, default_max_tokens=2048 if cap is None else cap,
-                         max_tokens_cap=cap).start()
+    policy = ServingPolicy(default_max_tokens=2048 if cap is None else cap, max_tokens_cap=cap)
+    server = ProxyServer(engine, store, renderer, policy=policy).start()
     try:
         body = dict(CHAT, **({"max_tokens": asked} if asked is not None else {}))
         engine.replies.append("ok")

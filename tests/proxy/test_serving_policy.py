@@ -1,13 +1,26 @@
-"""Serving policy (proxy/serving.py): default | force per knob with sent and used values recorded,
-and stop strings of any length honoured exactly (trained ids end where the stop matched)."""
+"""Serving policy (proxy/serving.py): one frozen ServingPolicy with one default and one bound per
+value, built from a RunConfig and taken unchanged by the proxy and the white-box loop; default |
+force per knob with sent and used values recorded; one call record for both paths; stop strings of
+any length honoured exactly (trained ids end where the stop matched)."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+
 import httpx
 import pytest
+import typer
+from pydantic import ValidationError
 
+from harnessrl.engine.scripted import ScriptedEngine
+from harnessrl.harness import builtin_agent as agent
+from harnessrl.harness.whitebox import LoopStats, WhiteboxAdapter, model_call
 from harnessrl.proxy.server import ProxyServer
-from harnessrl.proxy.serving import check_forced, resolve, stop_cut
+from harnessrl.proxy.serving import DEFAULT_POLICY, ServingPolicy, check_forced, resolve, stop_cut
+from harnessrl.rollout.proxy_link import LocalProxy
+from harnessrl.run.config import ConfigError, RunConfig, load_config
+from harnessrl.store import CallRecord
 
 from .fakes import TextScriptEngine
 
@@ -18,7 +31,7 @@ def serve(store, renderer):
 
     def start(replies, **kw):
         engine = TextScriptEngine(renderer.encode, renderer.eot_id, replies)
-        server = ProxyServer(engine, store, renderer, **kw).start()
+        server = ProxyServer(engine, store, renderer, policy=ServingPolicy(**kw)).start()
         servers.append(server)
         key = server.register_rollout("r0")
         return engine, f"{server.base_urls(key)['openai']}/chat/completions"
@@ -135,3 +148,128 @@ def test_scripted_serve_engine_has_the_window_serve_help_names(renderer):
 
     assert build_engine("scripted", smollm2_tokenizer_dir(), None, renderer).max_model_len == 8192
     assert build_engine("scripted", smollm2_tokenizer_dir(), 1024, renderer).max_model_len == 1024
+
+
+# -- one value: defaults and bounds in one place ---------------------------------------------------
+
+def test_run_config_builds_the_policy_from_its_serve_settings():
+    cfg = load_config(None, ["serve.default_temperature=0.45", "serve.default_top_p=0.9", "loop.max_tokens=64",
+                             "serve.temperature_mode=force", "serve.max_tokens_mode=force"])
+    assert cfg.serving_policy() == ServingPolicy(default_temperature=0.45, default_top_p=0.9, default_max_tokens=64,
+                                                 max_tokens_cap=64, force=("temperature", "max_tokens"))
+    run = RunConfig().serving_policy()  # the run's defaults are the policy's, plus the run's per-call cap
+    assert run.model_copy(update={"max_tokens_cap": None}) == DEFAULT_POLICY == ServingPolicy()
+    assert run.max_tokens_cap == run.default_max_tokens == RunConfig().loop.max_tokens
+    with pytest.raises(ValidationError, match="frozen"):
+        run.default_temperature = 0.1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("override, bound", [
+    ("serve.default_temperature=2.5", "serve.default_temperature"),
+    ("serve.default_temperature=-0.1", "serve.default_temperature"),
+    ("serve.default_top_p=0", "serve.default_top_p"),
+    ("loop.max_tokens=0", "loop.max_tokens"),
+])
+def test_run_config_refuses_a_value_out_of_its_bound(override, bound):
+    with pytest.raises(ConfigError, match=bound.replace(".", r"\.")):
+        load_config(None, [override])
+
+
+def test_the_policy_and_serve_refuse_values_with_the_same_bounds():
+    from harnessrl.proxy.cli import serving_policy
+
+    for bad in ({"default_temperature": 2.5}, {"default_top_p": 0.0}, {"default_max_tokens": 0},
+                {"max_tokens_cap": 0}, {"force": ("seed",)}, {"seed": 1}):
+        with pytest.raises(ValidationError):
+            ServingPolicy(**bad)
+    assert ServingPolicy(default_temperature=0.0).default_temperature == 0.0  # greedy serving is allowed
+    with pytest.raises(typer.BadParameter, match="--default-temperature 2.5: input should be less than or equal to 2"):
+        serving_policy(None, None, 2.5, None, ())
+    with pytest.raises(typer.BadParameter, match="--max-tokens-cap 0"):
+        serving_policy(None, 0, None, None, ())
+    served = serving_policy(64, None, 0.5, None, ("top_p",))
+    assert served == ServingPolicy(default_temperature=0.5, default_max_tokens=64, force=("top_p",))
+
+
+def test_the_proxy_and_its_info_hold_the_policy_it_was_given(store, renderer):
+    policy = ServingPolicy(default_temperature=0.7, max_tokens_cap=48, force=("temperature",))
+    engine = ScriptedEngine(lambda ids: [renderer.eot_id], eos_ids=renderer.stop_ids)
+    with ProxyServer(engine, store, renderer, policy=policy) as server:
+        assert server.policy is policy
+        assert server.info()["serving"] == policy.model_dump(mode="json")
+        adapter = WhiteboxAdapter()
+        adapter.bind_proxy(LocalProxy(server))
+        assert adapter.policy is not None and adapter.policy.serving is policy
+
+
+# -- one call recorder: the white-box loop and the proxy write the same records --------------------
+
+# fields that name a call (ids, times) or its path: the proxy answers in OpenAI's wire format and
+# marks delivery when the last byte is sent; the white-box loop has no wire
+PATH_FIELDS = {"call_id", "rollout_id", "t_start", "t_end", "protocol", "response"}
+PATH_META = {"rollout_key", "endpoint", "timings", "quota_bytes"}
+REPLIES = ["```bash\necho hi\n```", "Done."]
+
+
+def _scripted(renderer):
+    """Reply i to the i-th call of a rollout (counted by the prompt's assistant turns)."""
+    n_examples = sum(m["role"] == "assistant" for m in agent.first_messages("text", "t"))
+
+    def script(prompt_ids):
+        turns = renderer.decode(prompt_ids).count("<|im_start|>assistant") - 1 - n_examples
+        return list(renderer.encode(REPLIES[min(turns, len(REPLIES) - 1)])) + [renderer.eot_id]
+
+    return ScriptedEngine(script, eos_ids=renderer.stop_ids, fake_logprob=-0.25)
+
+
+def _conversation():
+    """builtin_agent's two requests for one task: the first, then one after its command ran."""
+    first = agent.first_messages("text", "print hi")
+    second = first + [{"role": "assistant", "content": REPLIES[0]},
+                      {"role": "user", "content": agent.OBSERVATION.format(code=0, output="hi\n")}]
+    return [first, second]
+
+
+@pytest.mark.parametrize("policy", [ServingPolicy(default_temperature=0.7, max_tokens_cap=200),
+                                    ServingPolicy(default_temperature=0.9, default_top_p=0.8, default_max_tokens=32,
+                                                  force=("max_tokens",))])
+def test_whitebox_and_proxy_paths_write_identical_call_records(store, renderer, policy):
+    """The same scripted policy, the same two requests builtin_agent sends (no temperature: the
+    policy's applies): the stored records agree field by field but for ids, times and the wire."""
+    engine = _scripted(renderer)
+    with ProxyServer(engine, store, renderer, policy=policy) as server:
+        proxy_key = server.register_rollout("r-proxy")
+        url = f"{server.base_urls(proxy_key)['openai']}/chat/completions"
+        for messages in _conversation():
+            r = httpx.post(url, json={"model": "m", "messages": messages, "max_tokens": 256}, timeout=30)
+            assert r.status_code == 200, r.text
+        server.close_rollout(proxy_key)
+        adapter = WhiteboxAdapter()
+        adapter.bind_proxy(LocalProxy(server))
+        assert adapter.policy is not None
+        wb_key = server.register_rollout("r-wb")
+        state = server.registry.get(wb_key)
+        loop = asyncio.new_event_loop()
+        try:
+            replies = [model_call(adapter.policy, state, loop, messages, "m", adapter.temperature, adapter.max_tokens,
+                                  LoopStats()) for messages in _conversation()]
+        finally:
+            loop.close()
+        server.close_rollout(wb_key)
+    assert replies == REPLIES
+    proxy_calls = sorted(store.list_calls(["r-proxy"], include_raw=True), key=lambda c: c.seq)
+    wb_calls = sorted(store.list_calls(["r-wb"], include_raw=True), key=lambda c: c.seq)
+    assert len(proxy_calls) == len(wb_calls) == 2
+    for a, b in zip(proxy_calls, wb_calls):
+        for f in dataclasses.fields(CallRecord):
+            if f.name not in PATH_FIELDS | {"meta"}:
+                assert getattr(a, f.name) == getattr(b, f.name), f.name
+        assert {k: v for k, v in a.meta.items() if k not in PATH_META} == \
+            {k: v for k, v in b.meta.items() if k not in PATH_META}
+        assert (a.protocol, b.protocol) == ("openai.chat", "whitebox")
+    used = proxy_calls[0]
+    assert (used.temperature, used.top_p) == (policy.default_temperature, policy.default_top_p)
+    assert used.meta["sampling"]["sent"]["temperature"] is None
+    assert used.meta["sampling"]["max_tokens"] == (32 if policy.force else 200)
+    assert wb_calls[1].meta["n_reused"] > 0  # the second call reuses the first one's sampled ids
+    assert engine.calls[0][0] == engine.calls[2][0] and engine.calls[1][0] == engine.calls[3][0]

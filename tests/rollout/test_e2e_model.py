@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harnessrl.proxy.server import ProxyServer
+from harnessrl.proxy.serving import ServingPolicy
 from harnessrl.rollout.jobs import run_groups
 from harnessrl.sandbox.base import SandboxConfig
 from harnessrl.tasks import load_tasks
@@ -18,7 +19,7 @@ def test_real_model_rollouts_are_scored_and_recorded(store):
 
     engine = make_engine(EngineConfig(type="hf", max_model_len=2048, max_batch=4))
     task = load_tasks("builtin:write_word:test")[0]
-    server = ProxyServer(engine, store, resolve_model(None)).start()
+    server = ProxyServer(engine, store, resolve_model(None), policy=ServingPolicy(default_temperature=0.7)).start()
     try:
         records = run_groups([task], ["builtin"], 2, proxy=server, store=store, sandbox_cfg=SandboxConfig(type="bwrap"),
                              concurrency=2, max_turns=2, harness_timeout_s=900, progress=False,
@@ -33,4 +34,4 @@ def test_real_model_rollouts_are_scored_and_recorded(store):
         calls = store.list_calls([r.rollout_id])
         assert 1 <= len(calls) == r.call_count <= 2
         assert all(c.sampled_ids and len(c.logprobs) == len(c.sampled_ids) for c in calls)
-        assert all(c.temperature == pytest.approx(0.7) for c in calls)  # the agent's sampling is recorded
+        assert all(c.temperature == pytest.approx(0.7) for c in calls)  # the served temperature is recorded

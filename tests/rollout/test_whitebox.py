@@ -10,6 +10,7 @@ from harnessrl.engine.scripted import ScriptedEngine
 from harnessrl.harness import HarnessConfigError, make_harness
 from harnessrl.harness.builtin import BuiltinAdapter
 from harnessrl.proxy.server import ProxyServer
+from harnessrl.proxy.serving import ServingPolicy
 from harnessrl.rollout.jobs import RolloutJob, RunOptions, run_plans, run_rollout
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.rollout.proxy_link import LocalProxy, RemoteProxy
@@ -23,7 +24,7 @@ SAME = ("seq", "prompt_ids", "sampled_ids", "logprobs", "prompt_provenance", "po
 
 
 def _rollout(adapter, engine, renderer, store, task, rid, opts=LOCAL):
-    server = ProxyServer(engine, store, renderer, max_tokens_cap=200).start()
+    server = ProxyServer(engine, store, renderer, policy=ServingPolicy(max_tokens_cap=200)).start()
     try:
         link = LocalProxy(server)
         if hasattr(adapter, "bind_proxy"):
@@ -57,11 +58,13 @@ def test_whitebox_records_equal_builtin_through_the_proxy(renderer, store, tasks
 
 
 def test_whitebox_follows_the_proxys_forced_sampling(renderer, store, tasks):
-    """A run that forces the temperature (serve.force) overrides the agent's 0.7 for both."""
+    """A run that forces the temperature (serve.temperature_mode force) overrides the 0.7 an agent
+    option sends."""
     engine = ScriptedEngine(lambda ids: renderer.encode("Done.") + [renderer.eot_id], eos_ids=renderer.stop_ids)
-    server = ProxyServer(engine, store, renderer, default_temperature=1.0, force=("temperature",)).start()
+    server = ProxyServer(engine, store, renderer,
+                         policy=ServingPolicy(default_temperature=1.0, force=("temperature",))).start()
     try:
-        adapter = make_harness("whitebox")
+        adapter = make_harness("whitebox", temperature=0.7)
         adapter.bind_proxy(LocalProxy(server))
         job = RolloutJob(tasks[0], "whitebox", "g-forced", 0)
         run_rollout(job, adapter, LocalProxy(server), store, LOCAL)

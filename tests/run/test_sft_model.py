@@ -19,6 +19,7 @@ def small_run(tmp_path_factory):
     from harnessrl.engine import make_engine, resolve_model
     from harnessrl.engine.factory import EngineConfig
     from harnessrl.proxy.server import ProxyServer
+    from harnessrl.proxy.serving import ServingPolicy
     from harnessrl.render.renderer import Renderer
     from harnessrl.rollout.jobs import run_groups
     from harnessrl.sandbox.base import SandboxConfig
@@ -29,7 +30,8 @@ def small_run(tmp_path_factory):
     model_dir = resolve_model(None)
     engine = make_engine(EngineConfig(type="hf", model=str(model_dir), seed=0))
     store = RunStore(run_dir)
-    server = ProxyServer(engine, store, Renderer.from_pretrained(model_dir), max_tokens_cap=48).start()
+    server = ProxyServer(engine, store, Renderer.from_pretrained(model_dir),
+                         policy=ServingPolicy(max_tokens_cap=48)).start()
     try:
         tasks = load_tasks("builtin:write_word:train")[:2]
         records = run_groups(tasks, ["whitebox"], 3, proxy=server, store=store,

@@ -34,6 +34,10 @@ class PromptTooLong(EngineError):
 
 @dataclass(frozen=True)
 class SamplingParams:
+    """One call's sampling values. The proxy and the white-box loop set every field from their
+    ServingPolicy (proxy/serving.py: sampling_params); these defaults serve direct engine callers
+    (tests, probes) only."""
+
     temperature: float = 1.0
     top_p: float = 1.0
     max_tokens: int = 512

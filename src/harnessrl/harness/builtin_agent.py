@@ -142,9 +142,11 @@ def run(args, task):
     messages = first_messages(args.format, task)
     stats = {"turns": 0, "commands": 0, "stop": "max_turns", "final_message": ""}
     extra = {"tools": TOOLS} if args.format == "tools" else {}
+    if args.temperature is not None:  # else none is sent: the proxy's serve.default_temperature applies
+        extra["temperature"] = args.temperature
     while stats["turns"] < args.max_turns:
         try:
-            response = client.chat.completions.create(model=args.model, messages=messages, temperature=args.temperature,
+            response = client.chat.completions.create(model=args.model, messages=messages,
                                                       max_tokens=args.max_tokens, **extra)
         except openai.BadRequestError as e:  # e.g. the conversation no longer fits the context
             stats.update(stop="rejected", error=str(e)[:500])
@@ -182,7 +184,8 @@ def main(argv=None):
     p.add_argument("--max-turns", type=int, default=5)
     p.add_argument("--format", choices=("text", "tools"), default="text")
     p.add_argument("--workspace", help="directory to work in (default: the current one)")
-    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--temperature", type=float, default=None,
+                   help="sent with every call (default: none, so the server's default temperature applies)")
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--call-timeout", type=float, default=600.0)
     args = p.parse_args(glue_values(sys.argv[1:] if argv is None else argv))

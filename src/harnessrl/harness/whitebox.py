@@ -9,6 +9,9 @@ loop lives in the runner's thread instead of a process in the sandbox:
              -> Conversation.commit -> reply text -> its bash block -> sandbox.run (bwrap)
              -> CallRecord into the run store (the proxy's writer: durable before the next turn)
 
+The sampling values come from the proxy's ServingPolicy (proxy/serving.py) and the record from the
+proxy's `record_call` (proxy/call_record.py), so both paths sample and record one way.
+
 It reuses the per-rollout state the runner registered with the in-process proxy (rollout id,
 seq counter, Conversation), so its records are the ones `builtin` leaves through the proxy: the
 same prompt ids, sampled ids, provenance and sampling parameters for the same replies (a test
@@ -28,14 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harnessrl.engine.base import Generation, PromptTooLong, SamplingParams
+from harnessrl.engine.base import Generation, PromptTooLong
 from harnessrl.harness import builtin_agent as agent
 from harnessrl.harness.base import HarnessConfigError, HarnessResult, SandboxLike
 from harnessrl.harness.profiles import Profile, profile_table, resolve
-from harnessrl.proxy.serving import Sampled
-from harnessrl.proxy.serving import resolve as resolve_sampling
+from harnessrl.proxy.call_record import CallHead, error_record, record_call
+from harnessrl.proxy.serving import Sampled, ServingPolicy, sampling_params, sent_error
 from harnessrl.render.messages import Message
-from harnessrl.store.records import PROMPT, CallRecord
 
 PROFILES = profile_table(Profile("full", "the builtin agent's loop in the run process (text mode, direct token ids)"))
 COMMAND_TIMEOUT_S = 60.0  # builtin_agent.run_shell's limit per command
@@ -51,10 +53,8 @@ class Policy:
     writer: Any  # proxy.writer.CallWriter
     registry: Any  # proxy.rollouts.RolloutRegistry
     stop_ids: tuple[int, ...]
-    max_tokens_cap: int | None
     history_mode: str
-    serving: dict[str, float | int]  # the proxy's defaults: temperature, top_p, max_tokens
-    force: tuple[str, ...]  # knobs the proxy forces over what the agent sends
+    serving: ServingPolicy  # the proxy's own: the same for both paths
 
 
 def policy_of(link: Any) -> Policy:
@@ -63,13 +63,9 @@ def policy_of(link: Any) -> Policy:
     if server is None or getattr(server, "writer", None) is None:
         raise HarnessConfigError("the whitebox harness runs the agent inside this process and needs the "
                                  "in-process proxy: drop --proxy (a proxy in another process has no engine here)")
-    serving = server.info()["serving"]  # how the proxy serves (the same policy for both paths)
     return Policy(engine=server.engine, writer=server.writer, registry=server.registry,
                   stop_ids=tuple(getattr(server.renderer, "stop_ids", ()) or ()),
-                  max_tokens_cap=serving["max_tokens_cap"], history_mode=server.history_mode,
-                  serving={"temperature": serving["default_temperature"], "top_p": serving["default_top_p"],
-                           "max_tokens": serving["default_max_tokens"]},
-                  force=tuple(serving["force"]))
+                  history_mode=server.history_mode, serving=server.policy)
 
 
 @dataclass
@@ -87,19 +83,20 @@ class LoopStats:
 
 class WhiteboxAdapter:
     """The `whitebox` harness: `builtin`'s agent loop in this process (bound to the run's proxy by
-    the runner, `bind_proxy`). Options: `temperature`, `max_tokens` (builtin_agent's defaults)."""
+    the runner, `bind_proxy`). Options: `temperature` (None, as builtin_agent: none is sent, the
+    proxy's serve.default_temperature applies), `max_tokens` (builtin_agent's default)."""
 
     name = "whitebox"
     profiles = PROFILES
     default_profile = "full"
     enforces_max_turns = True
 
-    def __init__(self, temperature: float = 0.7, max_tokens: int = 256, profile: str | None = None) -> None:
-        if temperature < 0 or max_tokens < 1:
-            raise HarnessConfigError(f"whitebox: temperature must be >= 0 and max_tokens >= 1, got "
-                                     f"{temperature}, {max_tokens}")
+    def __init__(self, temperature: float | None = None, max_tokens: int = 256, profile: str | None = None) -> None:
+        bad = sent_error(temperature, None, max_tokens)  # what the agent sends, checked as a request is
+        if bad is not None:
+            raise HarnessConfigError(f"whitebox: {bad[0]}, got temperature {temperature}, max_tokens {max_tokens}")
         self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
-        self.temperature = float(temperature)
+        self.temperature = None if temperature is None else float(temperature)
         self.max_tokens = int(max_tokens)
         self.policy: Policy | None = None
 
@@ -138,7 +135,7 @@ class WhiteboxAdapter:
 
 
 def run_loop(policy: Policy, state: Any, loop: asyncio.AbstractEventLoop, sandbox: SandboxLike, task: str,
-             model: str, *, max_turns: int, deadline: float, temperature: float, max_tokens: int,
+             model: str, *, max_turns: int, deadline: float, temperature: float | None, max_tokens: int,
              workdir: str | None) -> LoopStats:
     """builtin_agent.run (text format) with the engine called in-process."""
     messages = agent.first_messages("text", task)
@@ -177,23 +174,15 @@ def run_command(sandbox: SandboxLike, command: str, timeout_s: float, workdir: s
     return int(res.returncode or 0), agent.clip(out + err)
 
 
-def sampling(policy: Policy, n_prompt: int, max_len: int, temperature: float, max_tokens: int,
-             rollout_id: str) -> tuple[SamplingParams, Sampled]:
-    """The parameters the proxy derives from builtin's request (its serving policy, calls.py)."""
-    used = resolve_sampling({"temperature": temperature, "top_p": None, "max_tokens": max_tokens}, policy.serving,
-                            policy.force, policy.max_tokens_cap)
-    params = SamplingParams(temperature=used.temperature, top_p=used.top_p,
-                            max_tokens=min(used.max_tokens, max_len - n_prompt),
-                            stop_token_ids=tuple(dict.fromkeys(policy.stop_ids)), route_key=rollout_id)
-    return params, used
-
-
 def model_call(policy: Policy, state: Any, loop: asyncio.AbstractEventLoop, messages: list[dict[str, str]],
-               model: str, temperature: float, max_tokens: int, stats: LoopStats) -> str | None:
+               model: str, temperature: float | None, max_tokens: int, stats: LoopStats) -> str | None:
     """One call: render -> generate -> commit -> store. The reply's text, or None when refused."""
     seq, t_start = state.take_seq(), time.time()
-    request = {"model": model, "messages": [dict(m) for m in messages], "temperature": temperature,
-               "max_tokens": max_tokens}
+    sent = {} if temperature is None else {"temperature": temperature}  # builtin_agent's request
+    request = {"model": model, "messages": [dict(m) for m in messages], **sent, "max_tokens": max_tokens}
+    head = CallHead(f"wb-{state.rollout_id}-{seq}", state.rollout_id, state.key, seq, PROTOCOL, PROTOCOL,
+                    policy.history_mode, t_start, model=model, requested_max_tokens=max_tokens)
+    used = policy.serving.resolve(temperature, None, max_tokens)
     conversation = state.conversation
     t_render = time.perf_counter()
     rendered = conversation.prepare([Message(m["role"], m["content"]) for m in messages], [])
@@ -202,50 +191,34 @@ def model_call(policy: Policy, state: Any, loop: asyncio.AbstractEventLoop, mess
     t_engine = time.perf_counter()
     stats.times["render_s"] += t_engine - t_render
     if len(prompt_ids) >= max_len:
-        refuse(policy, state, loop, seq, t_start, request, len(prompt_ids), max_len)
+        refuse(policy, head, used, loop, request, len(prompt_ids), max_len)
         return None
-    params, used = sampling(policy, len(prompt_ids), max_len, temperature, max_tokens, state.rollout_id)
+    params = sampling_params(used, len(prompt_ids), max_len, policy.stop_ids, state.rollout_id)
     try:
         gen: Generation = loop.run_until_complete(policy.engine.generate(prompt_ids, params))
     except PromptTooLong as e:
-        refuse(policy, state, loop, seq, t_start, request, e.prompt_tokens, e.max_model_len)
+        refuse(policy, head, used, loop, request, e.prompt_tokens, e.max_model_len)
         return None
     t_parse = time.perf_counter()
     stats.times["engine_s"] += t_parse - t_engine
     parsed = conversation.commit(rendered, list(gen.token_ids), gen.policy_version, gen.finish_reason)
     stats.times["render_s"] += time.perf_counter() - t_parse
-    provenance = list(rendered.provenance)
     response = {"choices": [{"index": 0, "message": {"role": "assistant", "content": parsed.content},
                              "finish_reason": parsed.finish_reason}]}
-    meta = {"rollout_key": state.key, "endpoint": PROTOCOL, "history_mode": policy.history_mode,
-            "n_prompt": len(prompt_ids), "model": model,
-            "sampling": {"temperature": params.temperature, "top_p": params.top_p, "max_tokens": params.max_tokens,
-                         "stop_token_ids": list(params.stop_token_ids), "requested_max_tokens": max_tokens,
-                         "sent": used.sent, "forced": list(used.forced)},
-            "timings": {"render_s": t_engine - t_render, "engine_s": t_parse - t_engine,
-                        **{f"engine_{k}": v for k, v in (gen.timings or {}).items()}},
-            "n_reused": len(provenance) - provenance.count(PROMPT)}
-    record = CallRecord(
-        call_id=f"wb-{state.rollout_id}-{seq}", rollout_id=state.rollout_id, seq=seq, protocol=PROTOCOL,
-        prompt_ids=prompt_ids, sampled_ids=list(gen.token_ids), logprobs=list(gen.logprobs),
-        prompt_provenance=provenance, policy_version=gen.policy_version, temperature=params.temperature,
-        top_p=params.top_p, finish_reason=gen.finish_reason, status="ok", t_start=t_start, t_end=time.time(),
-        request=request, response=response, meta=meta)
+    timings = {"render_s": t_engine - t_render, "engine_s": t_parse - t_engine,
+               **{f"engine_{k}": v for k, v in (gen.timings or {}).items()}}
+    record = record_call(head, prompt_ids=prompt_ids, provenance=list(rendered.provenance), gen=gen, params=params,
+                         used=used, request=request, response=response, timings=timings, delivered=True)
     loop.run_until_complete(policy.writer.write(record))
     return parsed.content or ""
 
 
-def refuse(policy: Policy, state: Any, loop: asyncio.AbstractEventLoop, seq: int, t_start: float,
-           request: dict[str, Any], n_prompt: int, max_len: int) -> None:
+def refuse(policy: Policy, head: CallHead, used: Sampled, loop: asyncio.AbstractEventLoop, request: dict[str, Any],
+           n_prompt: int, max_len: int) -> None:
     """Store the "prompt too long" refusal the proxy would record (the runner reads it as
     context_exceeded)."""
     message = f"prompt is {n_prompt} tokens, the model context is {max_len}"
-    record = CallRecord(
-        call_id=f"wb-{state.rollout_id}-{seq}", rollout_id=state.rollout_id, seq=seq, protocol=PROTOCOL,
-        prompt_ids=[], sampled_ids=[], logprobs=[], prompt_provenance=[],
-        policy_version=int(policy.engine.policy_version), temperature=float(request["temperature"]), top_p=1.0,
-        finish_reason="stop", status="error", t_start=t_start, t_end=time.time(), request=request,
-        response={"error": {"message": message, "type": "invalid_request_error"}},
-        meta={"rollout_key": state.key, "endpoint": PROTOCOL, "n_prompt": n_prompt, "error": message,
-              "error_kind": "too_long"})
+    record = error_record(head, n_prompt=n_prompt, used=used, policy_version=int(policy.engine.policy_version),
+                          request=request, response={"error": {"message": message, "type": "invalid_request_error"}},
+                          error=message, error_kind="too_long", delivered=True)
     loop.run_until_complete(policy.writer.write(record))

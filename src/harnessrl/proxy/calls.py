@@ -16,19 +16,18 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass, replace
-from collections.abc import Collection
 from typing import Any
 
 from harnessrl.engine.base import Engine, EngineOverloaded, Generation, PromptTooLong, SamplingParams
+from harnessrl.proxy.call_record import CallHead, error_record, record_call
 from harnessrl.proxy.canonical import CallResult, ChatRequest
 from harnessrl.proxy.errors import ProxyError, bad_request, call_budget_spent, internal, overloaded, quota_spent
 from harnessrl.proxy.jsonutil import MAX_JSON_DEPTH, DecodeError, TooDeep, dumps, loads_bounded
 from harnessrl.proxy.replay import ReplayHit
 from harnessrl.proxy.rollouts import RolloutState
-from harnessrl.proxy.serving import Sampled, check_forced, resolve, stop_cut
+from harnessrl.proxy.serving import Sampled, ServingPolicy, sampling_params, sent_error, stop_cut
 from harnessrl.proxy.wire import WireProtocol
 from harnessrl.proxy.writer import CallWriter
-from harnessrl.store import PROMPT, CallRecord
 
 log = logging.getLogger(__name__)
 ERROR_REQUEST_LIMIT = 65536  # bytes of a failed call's request body kept in its record
@@ -71,26 +70,16 @@ class _Call:
 
 
 class CallHandler:
-    def __init__(self, engine: Engine, writer: CallWriter, default_max_tokens: int = 2048,
+    def __init__(self, engine: Engine, writer: CallWriter, policy: ServingPolicy,
                  stop_ids: tuple[int, ...] = (), tokenizer: Any = None, history_mode: str = "exact",
-                 served_model: str = "policy", rollout_quota: int = DEFAULT_ROLLOUT_QUOTA,
-                 max_tokens_cap: int | None = None, default_temperature: float = 1.0,
-                 default_top_p: float = 1.0, force: Collection[str] = ()):
+                 served_model: str = "policy", rollout_quota: int = DEFAULT_ROLLOUT_QUOTA):
         self.engine = engine
-        # knobs whose serving value replaces what the harness sends (serving.py); the others
-        # take the harness's value and the serving one only when it sends none
-        self.force = check_forced(force)
-        self.default_top_p = default_top_p
-        # the temperature of a request that sends none (Claude Code, Codex and OpenClaw never do),
-        # as `vllm serve --override-generation-config '{"temperature": ...}'` would; recorded per call
-        self.default_temperature = default_temperature
-        # a serving limit on one reply, whatever the harness asks (Claude Code asks 32000): a run's
-        # per-call budget. The cut reply ends with finish_reason "length", as any capped server's would.
-        self.max_tokens_cap = max_tokens_cap
+        # the serving values of requests that send none, the cap on one reply and the forced knobs,
+        # as `vllm serve --override-generation-config '{"temperature": ...}'` would (serving.py)
+        self.policy = policy
         self.rollout_quota = rollout_quota
         self.served_model = served_model
         self.writer = writer
-        self.default_max_tokens = default_max_tokens
         self.stop_ids = tuple(stop_ids)
         self.tokenizer = tokenizer
         self.history_mode = history_mode
@@ -184,7 +173,7 @@ class CallHandler:
         prompt_ids = list(rendered.ids)
         call.n_prompt = len(prompt_ids)
         used = self._sampling(req, call.n_prompt, call.protocol)
-        params = replace(self._params(req, used, call.n_prompt), route_key=call.rollout.rollout_id)
+        params = self._params(req, used, call.n_prompt, call.rollout.rollout_id)
         t_engine = time.perf_counter()
         hit = await self._replayed(rollout, prompt_ids)
         if hit is not None and hit.call is not None:  # a branch's replayed call: the parent's answer again
@@ -205,12 +194,14 @@ class CallHandler:
         t_done = time.perf_counter()
         timings = {"render_s": t_engine - t_render, "engine_s": t_parse - t_engine, "respond_s": t_done - t_parse,
                    **{f"engine_{k}": v for k, v in (gen.timings or {}).items()}}
-        record = self._ok_record(call, prompt_ids, list(rendered.provenance), gen, params, response, timings)
-        record.meta["quota_bytes"] = charged
-        record.meta["sampling"].update(sent=used.sent, forced=list(used.forced))
+        extra: dict[str, Any] = {"quota_bytes": charged}
         if hit is not None:
-            record.meta["replay"] = ({"of": hit.call.call_id, "match": hit.match} if hit.call is not None
-                                     else {"diverged": True, "expected": hit.expected})
+            extra["replay"] = ({"of": hit.call.call_id, "match": hit.match} if hit.call is not None
+                               else {"diverged": True, "expected": hit.expected})
+        # delivered: False until its last byte is handed to the open connection (app.py)
+        record = record_call(self._head(call), prompt_ids=prompt_ids, provenance=list(rendered.provenance), gen=gen,
+                             params=params, used=used, request=call.request, response=response, timings=timings,
+                             delivered=False, **extra)
         await self.writer.write(record)
         return Reply(200, out, "text/event-stream" if req.stream else "application/json", call_id=call.call_id)
 
@@ -228,18 +219,6 @@ class CallHandler:
     def _decode_ids(self, ids: Any) -> str:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
 
-    def _ok_record(self, call: _Call, prompt_ids: list[int], provenance: list[int], gen: Generation,
-                   params: SamplingParams, response: dict[str, Any], timings: dict[str, float]) -> CallRecord:
-        return CallRecord(
-            call_id=call.call_id, rollout_id=call.rollout.rollout_id, seq=call.seq, protocol=call.protocol.name,
-            prompt_ids=prompt_ids, sampled_ids=list(gen.token_ids), logprobs=list(gen.logprobs),
-            prompt_provenance=provenance, policy_version=gen.policy_version,
-            temperature=params.temperature, top_p=params.top_p, finish_reason=gen.finish_reason,
-            status="ok", t_start=call.t_start, t_end=time.time(), request=call.request, response=response,
-            meta=self._meta(call, params, timings=timings, n_reused=len(provenance) - provenance.count(PROMPT)),
-            delivered=False,  # until its last byte is handed to the open connection (app.py)
-        )
-
     def _prepare(self, conversation: Any, req: ChatRequest) -> Any:
         try:
             return conversation.prepare(req.messages, req.tools)
@@ -251,20 +230,14 @@ class CallHandler:
         max_len = self.engine.max_model_len
         if n_prompt >= max_len:
             raise protocol.too_long(n_prompt, max_len)
-        if req.max_tokens is not None and req.max_tokens < 1:
-            raise bad_request("max_tokens must be at least 1", "max_tokens")
-        if (req.temperature is not None and req.temperature < 0) or (req.top_p is not None and not 0 < req.top_p <= 1):
-            raise bad_request("temperature must be >= 0 and top_p in (0, 1]", "temperature")
-        sent = {"temperature": req.temperature, "top_p": req.top_p, "max_tokens": req.max_tokens}
-        serving = {"temperature": self.default_temperature, "top_p": self.default_top_p,
-                   "max_tokens": self.default_max_tokens}
-        return resolve(sent, serving, self.force, self.max_tokens_cap)
+        bad = sent_error(req.temperature, req.top_p, req.max_tokens)
+        if bad is not None:
+            raise bad_request(*bad)
+        return self.policy.resolve(req.temperature, req.top_p, req.max_tokens)
 
-    def _params(self, req: ChatRequest, used: Sampled, n_prompt: int) -> SamplingParams:
+    def _params(self, req: ChatRequest, used: Sampled, n_prompt: int, route_key: str) -> SamplingParams:
         stops = self.stop_ids + tuple(i for i in (self._stop_id(s) for s in req.stop) if i is not None)
-        return SamplingParams(temperature=used.temperature, top_p=used.top_p,
-                              max_tokens=min(used.max_tokens, self.engine.max_model_len - n_prompt),
-                              stop_token_ids=tuple(dict.fromkeys(stops)))
+        return sampling_params(used, n_prompt, self.engine.max_model_len, stops, route_key)
 
     def _cut_at_stop(self, gen: Generation, stops: list[str]) -> Generation:
         """The generation cut where the first stop string completes (serving.py: the stop rule)."""
@@ -284,20 +257,14 @@ class CallHandler:
             self._stop_cache[text] = ids[0] if len(ids) == 1 else None
         return self._stop_cache[text]
 
-    def _meta(self, call: _Call, params: SamplingParams | None, **extra: Any) -> dict[str, Any]:
+    def _head(self, call: _Call) -> CallHead:
         req = call.req
-        meta: dict[str, Any] = {"rollout_key": call.rollout.key, "endpoint": call.endpoint,
-                                "history_mode": self.history_mode, "n_prompt": call.n_prompt}
-        if req is not None:
-            meta.update(model=req.model, stream=req.stream, stop=req.stop)
-            if req.dropped:
-                meta["dropped"] = req.dropped
-        if params is not None:
-            meta["sampling"] = {"temperature": params.temperature, "top_p": params.top_p,
-                                "max_tokens": params.max_tokens, "stop_token_ids": list(params.stop_token_ids),
-                                "requested_max_tokens": req.max_tokens if req else None}
-        meta.update(extra)
-        return meta
+        if req is None:
+            return CallHead(call.call_id, call.rollout.rollout_id, call.rollout.key, call.seq, call.protocol.name,
+                            call.endpoint, self.history_mode, call.t_start, parsed=False)
+        return CallHead(call.call_id, call.rollout.rollout_id, call.rollout.key, call.seq, call.protocol.name,
+                        call.endpoint, self.history_mode, call.t_start, model=req.model, stream=req.stream,
+                        stop=list(req.stop), dropped=req.dropped, requested_max_tokens=req.max_tokens)
 
     async def _fail(self, call: _Call, err: ProxyError) -> Reply:
         body = call.protocol.error_body(err)
@@ -310,16 +277,11 @@ class CallHandler:
         charged = min(len(call.raw), ERROR_REQUEST_LIMIT) + 512
         call.rollout.usage.stored_bytes += charged
         req = call.req
-        record = CallRecord(
-            call_id=call.call_id, rollout_id=call.rollout.rollout_id, seq=call.seq, protocol=call.protocol.name,
-            prompt_ids=[], sampled_ids=[], logprobs=[], prompt_provenance=[],
-            policy_version=self.engine.policy_version,
-            temperature=1.0 if req is None or req.temperature is None else req.temperature,
-            top_p=1.0 if req is None or req.top_p is None else req.top_p, finish_reason="stop", status="error",
-            t_start=call.t_start, t_end=time.time(), request=request, response=body,
-            meta=self._meta(call, None, error=err.message, error_kind=err.kind, quota_bytes=charged),
-            delivered=False,
-        )
+        used = (self.policy.resolve(None, None, None) if req is None
+                else self.policy.resolve(req.temperature, req.top_p, req.max_tokens))
+        record = error_record(self._head(call), n_prompt=call.n_prompt, used=used,
+                              policy_version=self.engine.policy_version, request=request, response=body,
+                              error=err.message, error_kind=err.kind, delivered=False, quota_bytes=charged)
         try:
             await self.writer.write(record)
         except Exception:  # the store is failing: still answer the client

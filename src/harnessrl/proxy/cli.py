@@ -51,15 +51,15 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Listen address (keep it on loopback)."),
     uds: Optional[Path] = typer.Option(None, "--uds", help="Also listen on this Unix socket path."),
     max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="Context limit (default: the model's own window, 8192 for SmolLM2)."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, show_default="loop.max_tokens",
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", show_default="loop.max_tokens",
                                              help="Completion limit when a request sets none."),
-    max_tokens_cap: Optional[int] = typer.Option(None, "--max-tokens-cap", min=1,
+    max_tokens_cap: Optional[int] = typer.Option(None, "--max-tokens-cap",
                                                  help="Completion limit whatever a request asks (a training run's "
                                                       "loop.max_tokens)."),
-    default_temperature: Optional[float] = typer.Option(None, "--default-temperature", min=0.01, max=2.0,
+    default_temperature: Optional[float] = typer.Option(None, "--default-temperature",
                                                         show_default="serve.default_temperature",
                                                         help="Temperature of requests that send none."),
-    default_top_p: float = typer.Option(1.0, "--default-top-p", min=0.01, max=1.0, show_default="serve.default_top_p",
+    default_top_p: Optional[float] = typer.Option(None, "--default-top-p", show_default="serve.default_top_p",
                                         help="top_p of requests that send none."),
     temperature_mode: str = typer.Option("default", "--temperature-mode", show_default="serve.temperature_mode",
                                          help="default: a temperature the harness sends is used | force: "
@@ -102,7 +102,8 @@ def serve(
     bad = [f"--{k.replace('_', '-')}-mode {v}" for k, v in modes.items() if v not in ("default", "force")]
     if bad:
         raise typer.BadParameter(f"{', '.join(bad)}: a mode is default or force")
-    force = tuple(k for k, v in modes.items() if v == "force")
+    policy = serving_policy(max_tokens, max_tokens_cap, default_temperature, default_top_p,
+                            tuple(k for k, v in modes.items() if v == "force"))
     from harnessrl.engine.model import ModelNotFound, resolve_model, smollm2_tokenizer_dir
     from harnessrl.proxy.server import ProxyServer, ProxyStartError
     from harnessrl.store import RunStore
@@ -120,12 +121,9 @@ def serve(
         raise typer.Exit(code=2) from None
     store = RunStore(run_dir, synchronous=store_sync)
     store.set_meta("render", {"tool_format": renderer.info.tool_format, "history": history})
-    store.set_meta("serve", {"default_temperature": default_temperature, "default_top_p": default_top_p,
-                             "force": list(force), "max_tokens_cap": max_tokens_cap})
+    store.set_meta("serve", policy.model_dump(mode="json"))
     server = ProxyServer(eng, store, renderer, host=host, port=port, history_mode=history, uds=uds,
-                         default_max_tokens=max_tokens, served_model=Path(model_dir).name,
-                         max_tokens_cap=max_tokens_cap, default_temperature=default_temperature,
-                         default_top_p=default_top_p, force=force, max_body_bytes=int(max_body_mb * 1024 * 1024),
+                         policy=policy, served_model=Path(model_dir).name, max_body_bytes=int(max_body_mb * 1024 * 1024),
                          rollout_quota=int(rollout_quota_mb * 1024 * 1024), drain_s=drain_s,
                          keep_alive_s=keep_alive_s, header_timeout_s=header_timeout_s)
     try:
@@ -158,6 +156,30 @@ def _run_defaults(engine: Optional[str], max_tokens: Optional[int],
     return (engine if engine is not None else run.engine.type,
             max_tokens if max_tokens is not None else run.loop.max_tokens,
             default_temperature if default_temperature is not None else run.serve.default_temperature)
+
+
+def serving_policy(max_tokens: Optional[int], max_tokens_cap: Optional[int], default_temperature: Optional[float],
+                   default_top_p: Optional[float], force: tuple[str, ...]) -> Any:
+    """The ServingPolicy of `serve`'s flags, the training run's (RunConfig.serving_policy()) for the
+    flags not given, except the cap: serve caps only with --max-tokens-cap. A value out of its bound
+    is a usage error (exit 2) that names the flag."""
+    from pydantic import ValidationError
+
+    from harnessrl.run.config import RunConfig
+
+    base = RunConfig().serving_policy()
+    given = {"default_max_tokens": max_tokens, "default_temperature": default_temperature,
+             "default_top_p": default_top_p}
+    values = {**base.model_dump(), **{k: v for k, v in given.items() if v is not None},
+              "max_tokens_cap": max_tokens_cap, "force": force}
+    try:
+        return type(base).model_validate(values)
+    except ValidationError as err:
+        flags = {"default_max_tokens": "--max-tokens", "max_tokens_cap": "--max-tokens-cap",
+                 "default_temperature": "--default-temperature", "default_top_p": "--default-top-p"}
+        bad = "; ".join(f"{flags.get(str(e['loc'][0]), e['loc'][0])} {e['input']}: {e['msg'].lower()}"
+                        for e in err.errors())
+        raise typer.BadParameter(bad) from None
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

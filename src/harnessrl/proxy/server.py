@@ -26,6 +26,7 @@ from harnessrl.proxy.app import AppConfig, build_app
 from harnessrl.proxy.calls import DEFAULT_ROLLOUT_QUOTA, CallHandler
 from harnessrl.proxy.replay import load_script
 from harnessrl.proxy.rollouts import RolloutRegistry, new_key
+from harnessrl.proxy.serving import ServingPolicy
 from harnessrl.proxy.transport import DEFAULT_MAX_HEADER_BYTES, ConnectionGuard, guarded_protocol
 from harnessrl.proxy.writer import CallWriter
 from harnessrl.render.conversation import Conversation
@@ -52,14 +53,13 @@ class ProxyServer:
     def __init__(self, engine: Engine, store: RunStore, renderer_or_model_dir: Any, host: str = "127.0.0.1",
                  port: int = 0, history_mode: str = "exact", *, uds: str | os.PathLike | None = None,
                  admin_token: str | None = None, served_model: str | None = None,
-                 default_max_tokens: int = 2048, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                 policy: ServingPolicy | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                  stream_keepalive_s: float = 5.0, rollout_quota: int = DEFAULT_ROLLOUT_QUOTA,
                  body_timeout_s: float = 30.0, max_inflight_per_key: int = 32, drain_s: float = 30.0,
-                 max_tokens_cap: int | None = None, default_temperature: float = 1.0,
                  header_timeout_s: float = 15.0, max_connections_per_client: int = 2048,
                  keep_alive_s: float = 75.0, max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
                  large_body_bytes: int = 1024 * 1024, max_large_inflight_per_key: int = 2,
-                 max_large_inflight: int = 4, default_top_p: float = 1.0, force: tuple[str, ...] = ()):
+                 max_large_inflight: int = 4):
         self.engine = engine
         self.store = store
         self.renderer = load_renderer(renderer_or_model_dir)
@@ -75,11 +75,8 @@ class ProxyServer:
         self.writer: CallWriter | None = None
         self.registry = RolloutRegistry(lambda: Conversation(self.renderer, mode=history_mode), store.next_seq,
                                         on_close=store.forget_rollout, usage=store.quota_usage)
-        self._default_max_tokens = default_max_tokens
-        self._max_tokens_cap = max_tokens_cap
-        self._default_temperature = default_temperature  # for requests that send no temperature  # None: the harness's max_tokens, bounded by the context only
-        self._default_top_p = default_top_p
-        self._force = tuple(force)  # serving knobs that override what harnesses send (proxy/serving.py)
+        # how calls sample (proxy/serving.py): one value, for the call handler and the white-box loop
+        self.policy = policy if policy is not None else ServingPolicy()
         self._max_body_bytes = max_body_bytes
         self._keepalive_s = stream_keepalive_s  # slow streamed calls: open the stream, ping every this often
         self._rollout_quota = rollout_quota
@@ -109,12 +106,10 @@ class ProxyServer:
             socks.append(self._bind_uds(self.uds))
         self.writer = CallWriter(self.store)
         record_tokenizer(self.store, getattr(self.renderer, "tokenizer", None))  # which ids these are (sft)
-        handler = CallHandler(self.engine, self.writer, self._default_max_tokens,
+        handler = CallHandler(self.engine, self.writer, self.policy,
                               stop_ids=tuple(getattr(self.renderer, "stop_ids", ()) or ()),
                               tokenizer=getattr(self.renderer, "tokenizer", None), history_mode=self.history_mode,
-                              served_model=self.served_model, rollout_quota=self._rollout_quota,
-                              max_tokens_cap=self._max_tokens_cap, default_temperature=self._default_temperature,
-                              default_top_p=self._default_top_p, force=self._force)
+                              served_model=self.served_model, rollout_quota=self._rollout_quota)
         cfg = AppConfig(self.served_model, self.admin_token, self._max_body_bytes, self.base_urls, self._keepalive_s,
                         body_timeout_s=self._body_timeout_s, max_inflight_per_key=self._max_inflight_per_key,
                         connection_stats=self.guard.stats, info=self.info, **self._large)
@@ -190,9 +185,7 @@ class ProxyServer:
         process writes its rollouts into the same run directory and refuses options it cannot honour."""
         return {"run_dir": str(Path(self.store.run_dir).resolve()), "served_model": self.served_model,
                 "tool_format": getattr(getattr(self.renderer, "info", None), "tool_format", None), "history": self.history_mode,
-                "serving": {"default_temperature": self._default_temperature, "default_top_p": self._default_top_p,
-                            "default_max_tokens": self._default_max_tokens, "max_tokens_cap": self._max_tokens_cap,
-                            "force": list(self._force)}}
+                "serving": self.policy.model_dump(mode="json")}
 
     def register_rollout(self, rollout_id: str, max_calls: int | None = None, replay_from: str | None = None,
                          replay_calls: int = 0) -> str:

@@ -13,6 +13,11 @@ A call's store record keeps both: `temperature`/`top_p` (and `meta.sampling.max_
 values used, `meta.sampling.sent` what the harness sent and `meta.sampling.forced` the knobs whose
 sent value was overridden. `max_tokens_cap` bounds max_tokens in both modes (a run's loop.max_tokens).
 
+`ServingPolicy` holds these values, each with its one default and its one bound: a RunConfig builds
+it (`RunConfig.serving_policy()`), `harnessrl serve` builds it from its flags, and the proxy server,
+its call handler and the white-box loop take it unchanged. Its `model_dump()` is what the store's
+"serve" meta and `GET /admin/info`'s "serving" hold.
+
 Stop strings: a completion ends at the first occurrence of any stop string in its decoded text,
 whatever the number of tokens the string spans. The trained ids end with the token that completed
 the match (so they are exactly what the engine sampled up to there; logprobs are cut alongside),
@@ -25,9 +30,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from harnessrl.engine.base import SamplingParams
 
 KNOBS = ("temperature", "top_p", "max_tokens")
 MODES = ("default", "force")
+Knob = Literal["temperature", "top_p", "max_tokens"]
+# The bounds of the serving values, written once (RunConfig's serve.* and loop.max_tokens use them too).
+# 1.0 is the API default temperature; a run config for a small model sets 0.7 (SmolLM2-135M writes
+# gibberish at 1.0). 0 is greedy (engine/base.py: its logprobs are taken under T = 1).
+Temperature = Annotated[float, Field(ge=0, le=2)]
+TopP = Annotated[float, Field(gt=0, le=1)]
+MaxTokens = Annotated[int, Field(ge=1)]
 
 
 @dataclass(frozen=True)
@@ -39,6 +56,55 @@ class Sampled:
     max_tokens: int
     sent: dict[str, float | int | None]
     forced: tuple[str, ...]
+
+
+class ServingPolicy(BaseModel):
+    """How a proxy serves: the values a call samples with when the harness sends none, the cap on
+    one reply, and the knobs whose serving value replaces what the harness sends. Frozen: built once
+    (RunConfig.serving_policy(), or `harnessrl serve`'s flags) and passed unchanged."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    default_temperature: Temperature = 1.0  # Claude Code, Codex and OpenClaw send no temperature
+    default_top_p: TopP = 1.0
+    default_max_tokens: MaxTokens = 256  # a run's loop.max_tokens
+    # a limit on one reply, whatever the harness asks (Claude Code asks 32000): a run's per-call
+    # budget; the cut reply ends with finish_reason "length". None: bounded by the context only
+    max_tokens_cap: MaxTokens | None = None
+    force: tuple[Knob, ...] = ()
+
+    @field_validator("force", mode="before")
+    @classmethod
+    def _known_knobs(cls, v: Collection[str]) -> tuple[str, ...]:
+        return check_forced(v)
+
+    def resolve(self, temperature: float | None, top_p: float | None, max_tokens: int | None) -> Sampled:
+        """The values a call that sent these samples with (None: the harness sent none)."""
+        sent: dict[str, float | int | None] = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+        serving: dict[str, float | int] = {"temperature": self.default_temperature, "top_p": self.default_top_p,
+                                           "max_tokens": self.default_max_tokens}
+        return resolve(sent, serving, self.force, self.max_tokens_cap)
+
+
+DEFAULT_POLICY = ServingPolicy()  # frozen: the defaults, read by RunConfig's serve.* and loop.max_tokens
+
+
+def sampling_params(used: Sampled, n_prompt: int, max_model_len: int, stop_ids: Sequence[int],
+                    route_key: str | None) -> SamplingParams:
+    """What the engine is asked: the used values, max_tokens bounded by what the context leaves."""
+    return SamplingParams(temperature=used.temperature, top_p=used.top_p,
+                          max_tokens=min(used.max_tokens, max_model_len - n_prompt),
+                          stop_token_ids=tuple(dict.fromkeys(stop_ids)), route_key=route_key)
+
+
+def sent_error(temperature: float | None, top_p: float | None, max_tokens: int | None) -> tuple[str, str] | None:
+    """(message, parameter) when the values a harness sends are out of bounds, else None: the one
+    check of what a request sends (a request may ask for greedy, temperature 0)."""
+    if max_tokens is not None and max_tokens < 1:
+        return "max_tokens must be at least 1", "max_tokens"
+    if (temperature is not None and temperature < 0) or (top_p is not None and not 0 < top_p <= 1):
+        return "temperature must be >= 0 and top_p in (0, 1]", "temperature"
+    return None
 
 
 def check_forced(force: Collection[str]) -> tuple[str, ...]:

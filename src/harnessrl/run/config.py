@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harnessrl.engine.factory import EngineConfig, EngineSettings, EngineType
 from harnessrl.errors import HarnessRLError
+from harnessrl.proxy.serving import DEFAULT_POLICY, MaxTokens, ServingPolicy, Temperature, TopP
 from harnessrl.rollout.branching import BranchingConfig
 from harnessrl.rollout.difficulty import SamplerConfig
 from harnessrl.rollout.informative import DynamicSamplingConfig
@@ -91,13 +92,15 @@ class RenderSection(_Strict):
 
 
 class ServeSection(_Strict):
-    """How the run's proxy serves the harnesses (the same knobs as `harnessrl serve`: train = serve)."""
+    """How the run's proxy serves the harnesses (the same knobs as `harnessrl serve`: train = serve).
+    Defaults and bounds are the ServingPolicy's (proxy/serving.py); `RunConfig.serving_policy()`."""
 
-    # The temperature of a request that sends none: Claude Code, Codex and OpenClaw never send one.
-    # 1.0 is the API default; a small model (SmolLM2-135M) writes gibberish at 1.0 and usable shell at
-    # ~0.7. Recorded with every call and used in the loss.
-    default_temperature: float = Field(1.0, gt=0, le=2)
-    default_top_p: float = Field(1.0, gt=0, le=1)  # the top_p of a request that sends none
+    # The temperature of a request that sends none: Claude Code, Codex and OpenClaw never send one,
+    # nor do the builtin and whitebox agents unless their options set one. 1.0 is the API default; a
+    # small model (SmolLM2-135M) writes gibberish at 1.0 and usable shell at ~0.7. Recorded with
+    # every call and used in the loss.
+    default_temperature: Temperature = DEFAULT_POLICY.default_temperature
+    default_top_p: TopP = DEFAULT_POLICY.default_top_p  # the top_p of a request that sends none
     # default: a value the harness sends is used (the serving value fills in when it sends none);
     # force: the serving value (default_temperature, default_top_p, loop.max_tokens) replaces what
     # the harness sends; the call records both (proxy/serving.py). aider sends temperature 0: force it
@@ -231,7 +234,7 @@ class LoopConfig(_Strict):
     eval_every: int = Field(5, ge=0)  # 0: only before and after
     eval_size: int = Field(16, ge=0)  # held-out tasks per harness per eval
     eval_samples: int = Field(1, ge=1)  # samples per eval task (pass@1 = mean over them)
-    max_tokens: int = Field(256, ge=1)  # per call
+    max_tokens: MaxTokens = DEFAULT_POLICY.default_max_tokens  # per call: the default and the cap
     max_turns: int = Field(4, ge=1)
     rollout_timeout_s: float = Field(300, gt=0)
     concurrency: int = Field(8, ge=1)
@@ -324,6 +327,13 @@ class RunConfig(_Strict):
         if v is not None and (not v or len(set(names)) != len(names)):
             raise ValueError(f"harnesses must be a non-empty list of distinct names, got {names}")
         return v
+
+    def serving_policy(self) -> ServingPolicy:
+        """How this run's proxy serves: serve.default_temperature / default_top_p, the knobs serve
+        forces (serve.*_mode), loop.max_tokens as every call's default and cap."""
+        return ServingPolicy(default_temperature=self.serve.default_temperature,
+                             default_top_p=self.serve.default_top_p, default_max_tokens=self.loop.max_tokens,
+                             max_tokens_cap=self.loop.max_tokens, force=self.serve.forced())
 
     def eval_harness_entries(self) -> list[HarnessEntry]:
         """The harnesses the held-out sets are evaluated through."""

@@ -86,14 +86,10 @@ def harness_specs(cfg: RunConfig, given: list[str] | None, evaluated: bool = Fal
 
 
 def start_proxy(cfg: RunConfig, engine: Engine, store: RunStore, renderer: Renderer) -> ProxyServer:
-    """The started proxy that serves `cfg`'s way: loop.max_tokens as every call's default and cap,
-    serve.default_temperature / default_top_p and the knobs serve forces (serve.*_mode), the renderer
-    of render.tool_format. Training and eval both come here."""
-    return ProxyServer(engine, store, renderer,
-                       default_max_tokens=cfg.loop.max_tokens,
-                       max_tokens_cap=cfg.loop.max_tokens,
-                       default_temperature=cfg.serve.default_temperature,
-                       default_top_p=cfg.serve.default_top_p, force=cfg.serve.forced()).start()
+    """The started proxy that serves `cfg`'s way: its serving policy (`RunConfig.serving_policy()`:
+    loop.max_tokens as every call's default and cap, serve.*), the renderer of render.tool_format.
+    Training and eval both come here."""
+    return ProxyServer(engine, store, renderer, policy=cfg.serving_policy()).start()
 
 
 def engine_config(cfg: RunConfig, model_dir: Path, renderer: Renderer, scripted: bool) -> EngineConfig:
@@ -118,9 +114,7 @@ def local_proxy(cfg: RunConfig, store: RunStore, scripted: bool = False,
                                         shell_overrides=shell_overrides)
     engine = make_engine(engine_config(cfg, Path(model_dir), renderer, scripted))
     store.set_meta("render", {"tool_format": renderer.info.tool_format, "history": "exact"})
-    store.set_meta("serve", {"default_temperature": cfg.serve.default_temperature,
-                             "default_top_p": cfg.serve.default_top_p, "force": list(cfg.serve.forced()),
-                             "max_tokens_cap": cfg.loop.max_tokens})
+    store.set_meta("serve", cfg.serving_policy().model_dump(mode="json"))
     server = None
     try:
         server = start_proxy(cfg, engine, store, renderer)
