@@ -127,3 +127,35 @@ def test_a_host_side_failure_is_not_the_workspaces(tmp_path):
     with pytest.raises(HostCopyFailed) as err:
         copy_tree(src, blocker)
     assert not isinstance(err.value, WorkspaceLost)
+
+
+def test_the_sweep_removes_dead_owners_dirs_and_skips_what_it_cannot(tmp_path):
+    """A dead owner's deep tree is removed; one that cannot be removed is renamed stale, named,
+    and left alone by later sweeps; a sweep out of time leaves the rest for the next one."""
+    import subprocess
+
+    from harnessrl.sandbox.treeops import UNFINISHED, sweep_dead_owners
+
+    child = subprocess.Popen(["true"])
+    child.wait()
+    deep_tree(tmp_path / f"sbx-{child.pid}-deep", 1500)
+    (tmp_path / f"sbx-{os.getpid()}-mine").mkdir()  # a live owner's: never touched
+    assert sweep_dead_owners(tmp_path, "sbx-", "sbx-stale-") == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"sbx-{os.getpid()}-mine"]
+
+    deep_tree(tmp_path / f"sbx-{child.pid}-slow", 20)
+    problems = sweep_dead_owners(tmp_path, "sbx-", "sbx-stale-", remove=lambda p, **kw: remove_tree(p, timeout_s=0))
+    assert len(problems) == 1 and UNFINISHED in problems[0] and (tmp_path / f"sbx-{child.pid}-slow").exists()
+    (tmp_path / f"sbx-{child.pid}-stuck").mkdir()
+    calls = []
+
+    def refuse(path, **kw):
+        calls.append(path)
+        return f"{path}: Operation not permitted" if "stuck" in str(path) else remove_tree(path, **kw)
+
+    problems = sweep_dead_owners(tmp_path, "sbx-", "sbx-stale-", remove=refuse)
+    assert len(problems) == 1 and not (tmp_path / f"sbx-{child.pid}-slow").exists()
+    assert "Operation not permitted" in problems[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"sbx-{os.getpid()}-mine", f"sbx-stale-{child.pid}-stuck"]
+    calls.clear()
+    assert sweep_dead_owners(tmp_path, "sbx-", "sbx-stale-", remove=refuse) == [] and calls == []

@@ -188,8 +188,11 @@ def test_a_stale_scratch_dir_never_breaks_preflight(host_tmp, monkeypatch):
     deep = host_tmp / f"{bwrap.SCRATCH_PREFIX}{child.pid}-deep"
     deep.mkdir()
     subprocess.run(["sh", "-c", MKDEEP.format(n=3000, name="d")], cwd=deep, check=True)
-    preflight(BWRAP)
-    assert os.listdir(host_tmp) == []
+    for _ in range(10):  # a sweep has a time budget; the next one goes on where it stopped
+        preflight(BWRAP)
+        if not os.listdir(host_tmp):
+            break
+    assert os.listdir(host_tmp) == []  # gone, never renamed stale
     stuck = host_tmp / f"{bwrap.SCRATCH_PREFIX}{child.pid}-stuck"
     stuck.mkdir()
     monkeypatch.setattr(bwrap, "remove_tree", lambda path, **kw: f"{path}: Operation not permitted" if

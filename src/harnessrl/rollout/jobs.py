@@ -349,13 +349,14 @@ def _run_in(sandbox: Sandbox, job: RolloutJob, adapter: HarnessAdapter, key: str
             return replace(base, status=status, error=error, durations=durations, meta=meta)
         payload = {"final_message": result.final_message, "metadata": job.task.metadata,
                    "transcript": _transcript(store, job.rollout_id)}
+        earlier_fault = getattr(sandbox, "workspace_fault", None)  # one from the adapter's own copies
         verdict = run_verifier(job.task, sandbox, payload, opts.verifier_timeout_s)
         durations["verifier_s"] = verdict.duration_s
     fault = getattr(sandbox, "workspace_fault", None)
-    if fault is not None:  # the workspace passed a host-side limit on its way to the verifier: the policy's
+    if fault is not None and fault is not earlier_fault:  # passed a host-side limit on its way to the verifier
         meta.update(verifier_status=verdict.status, workspace_limit=fault.limit)
-        return replace(base, status="workspace_limit", reward=0.0, error="; ".join(e for e in (error, str(fault)) if e),
-                       durations=durations, meta=meta)
+        error = "; ".join(e for e in (error, str(fault)) if e)
+        return replace(base, status="workspace_limit", reward=0.0, error=error, durations=durations, meta=meta)
     if verdict.status == "sandbox_error":  # the verifier's own sandbox did not start: the host's failure
         return replace(base, status="sandbox_error", error=verdict.error, durations=durations, meta=meta)
     meta["verifier_status"] = verdict.status

@@ -48,7 +48,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -70,15 +69,9 @@ from harnessrl.sandbox.cgroups import SandboxCgroups
 from harnessrl.sandbox.netbridge import ProxyBridge, listen_in_netns
 from harnessrl.sandbox.process import base_env, kill_process_group, run_to_completion
 from harnessrl.sandbox.seccomp import SeccompUnavailable, cached_filter
-from harnessrl.sandbox.tarcopy import COPY_IN, COPY_OUT, archive_cap, count_members, extract_safely
-from harnessrl.sandbox.treeops import (
-    HostCopyFailed,
-    TreeBudget,
-    TreeLimits,
-    WorkspaceLimitExceeded,
-    copy_tree,
-    remove_tree,
-)
+from harnessrl.sandbox.tarcopy import COPY_IN, COPY_OUT, archive_cap_mb, check_archive, pack, unpack_archive
+from harnessrl.sandbox.treeops import TreeBudget, TreeLimits, WorkspaceLimitExceeded, copy_tree, remove_tree
+from harnessrl.sandbox.treeops import sweep_dead_owners
 
 log = logging.getLogger(__name__)
 
@@ -157,33 +150,12 @@ def _json_or_none(data: bytes) -> dict | None:
 
 
 STALE_PREFIX = SCRATCH_PREFIX + "stale-"  # a dead owner's scratch dir that could not be removed
-SWEEP_BUDGET_S = 10.0  # time one sweep may spend removing dead owners' scratch dirs
 
 
-def sweep_scratch_dirs(tmp: Path, budget_s: float = SWEEP_BUDGET_S) -> list[str]:
+def sweep_scratch_dirs(tmp: Path) -> list[str]:
     """Remove host scratch dirs left by sandbox owners that died before destroy(); never raises.
-    One that cannot be removed (within the budget) is logged, renamed to STALE_PREFIX... so that
-    later sweeps skip it, and named in the returned list."""
-    problems: list[str] = []
-    deadline = time.monotonic() + budget_s
-    try:
-        found = list(tmp.glob(SCRATCH_PREFIX + "*-*"))
-    except OSError as e:
-        return [f"{tmp}: {e.strerror or e}"]
-    for d in found:
-        owner = d.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
-        if not owner.isdigit() or int(owner) == os.getpid() or Path(f"/proc/{owner}").exists():
-            continue
-        why = remove_tree(d, timeout_s=max(0.1, deadline - time.monotonic()))
-        if not why:
-            continue
-        try:
-            os.rename(d, d.with_name(STALE_PREFIX + d.name[len(SCRATCH_PREFIX):]))
-        except OSError:
-            pass
-        log.warning("stale sandbox scratch dir not removed, skipped (delete it by hand): %s", why)
-        problems.append(why)
-    return problems
+    One that cannot be removed is renamed STALE_PREFIX..., skipped from then on (treeops.py)."""
+    return sweep_dead_owners(tmp, SCRATCH_PREFIX, STALE_PREFIX, remove=remove_tree)
 
 
 _sweep_scratch_dirs = sweep_scratch_dirs  # its older name
@@ -199,20 +171,6 @@ def _start_error(msg: str) -> SandboxError:
             "kernel.apparmor_restrict_unprivileged_userns=0), or use type='local' (no isolation)."
         )
     return SandboxError(f"bwrap failed to start: {msg}")
-
-
-def place_tree(unpacked: Path, dest: Path, budget: TreeBudget) -> None:
-    """Move the extracted tree `unpacked` to `dest` (renamed when `dest` is missing or empty: no
-    second copy on the host), else merge it in with a bounded copy (links and holes kept)."""
-    try:
-        if dest.is_dir() and not dest.is_symlink() and not any(dest.iterdir()):
-            dest.rmdir()
-        if not dest.exists() and not dest.is_symlink():
-            os.rename(unpacked, dest)
-            return
-    except OSError:  # another file system (EXDEV), or dest appeared meanwhile
-        pass
-    copy_tree(unpacked, dest, budget=budget)
 
 
 def with_pwd(workdir: str, argv: list[str]) -> list[str]:
@@ -572,13 +530,7 @@ class BwrapSandbox(Sandbox):
         if not (src.exists() or src.is_symlink()):
             raise SandboxError(f"copy_in: {src} does not exist")
         with tempfile.TemporaryFile(dir=self._root) as tf:
-            with tarfile.open(fileobj=tf, mode="w") as tar:
-                if src.is_dir() and not src.is_symlink():
-                    tar.add(src, arcname=".")
-                else:
-                    tar.add(src, arcname=posixpath.basename(dest))
-            tf.seek(0)
-            target = dest if src.is_dir() and not src.is_symlink() else posixpath.dirname(dest)
+            target = pack(src, dest, tf)
             res = self.run(["sh", "-c", COPY_IN, "sh", target], stdin=tf, timeout_s=300)  # type: ignore[arg-type]
         if not res.ok:
             raise SandboxError(f"copy_in {src} -> {dest} failed: {res.stderr.strip()}")
@@ -600,36 +552,13 @@ class BwrapSandbox(Sandbox):
                 log.warning("copy_out left %s", why)
 
     def _copy_out(self, src: str, dest: Path, tmp: Path, budget: TreeBudget) -> None:
-        tar_path = tmp / "out.tar"
-        cap = archive_cap(budget)
-        cap_mb = -(-cap // (1 << 20)) if cap is not None else None
+        tar_path, cap_mb = tmp / "out.tar", archive_cap_mb(budget)
         left = max(1.0, budget.deadline - time.monotonic())
         res = self._run_tracked(["sh", "-c", COPY_OUT, "sh", src], stdout_path=tar_path, timeout_s=left,
                                 fsize_mb=cap_mb)
-        size = tar_path.stat().st_size if tar_path.exists() else 0
-        if cap_mb is not None and size >= cap_mb << 20:
-            raise WorkspaceLimitExceeded("bytes", f"its archive passed {cap_mb} MiB")
-        if res.timed_out:
-            raise WorkspaceLimitExceeded("time", f"not archived within {left:.0f} s")
-        unpacked = tmp / "x"
-        unpacked.mkdir()
-        try:
-            with tarfile.open(tar_path) as tar:
-                count_members(tar, budget)  # WorkspaceLimitExceeded before anything is written
-                if not res.ok:
-                    raise SandboxError(f"copy_out {src} failed: {res.stderr.strip()[-500:]}")
-                names = tar.getnames()
-                extract_safely(tar, unpacked, budget)
-        except tarfile.TarError as e:
-            raise SandboxError(f"copy_out {src} failed: {res.stderr.strip()[-300:] or e}") from None
-        except OSError as e:  # every member is within the limits: the host's disk
-            raise HostCopyFailed(e.errno, f"copy_out {src}: host-side extraction failed: {e.strerror}",
-                                 e.filename) from None
-        if names and names[0] in (".", "./"):
-            place_tree(unpacked, dest, TreeBudget(self.tree_limits, deadline=budget.deadline))
-        else:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(unpacked / posixpath.basename(src)), dest)
+        check_archive(tar_path, cap_mb, res.timed_out, left)
+        failure = "" if res.ok else f"copy_out {src} failed: {res.stderr.strip()[-500:]}"
+        unpack_archive(tar_path, tmp / "x", dest, posixpath.basename(src), budget, failure)
 
     def destroy(self) -> None:
         with self._lock:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+import shutil
 import tarfile
 from pathlib import Path
 
-from harnessrl.sandbox.treeops import SYMLINK_COST, TreeBudget
+from harnessrl.sandbox.base import SandboxError
+from harnessrl.sandbox.treeops import SYMLINK_COST, HostCopyFailed, TreeBudget, WorkspaceLimitExceeded, place_tree
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +79,32 @@ def safe_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
     return keep
 
 
-def archive_cap(budget: TreeBudget) -> int | None:
-    """The most bytes a tar of a tree within `budget`'s limits can take (headers, long names)."""
+def pack(src: Path, dest: str, fileobj) -> str:
+    """Write `src` (a host file or directory) as a tar to `fileobj` for COPY_IN to unpack at the
+    inner path `dest`; the inner directory to unpack it in."""
+    is_dir = src.is_dir() and not src.is_symlink()
+    with tarfile.open(fileobj=fileobj, mode="w") as tar:
+        tar.add(src, arcname="." if is_dir else posixpath.basename(dest))
+    fileobj.seek(0)
+    return dest if is_dir else posixpath.dirname(dest)
+
+
+def archive_cap_mb(budget: TreeBudget) -> int | None:
+    """The most MiB a tar of a tree within `budget`'s limits can take (headers, long names): the
+    RLIMIT_FSIZE of the tar inside. None: no byte cap."""
     lim = budget.limits
     if lim.max_bytes is None:
         return None
-    return lim.max_bytes + lim.max_entries * (1536 + 2 * lim.max_path_bytes) + (1 << 20)
+    return -(-(lim.max_bytes + lim.max_entries * (1536 + 2 * lim.max_path_bytes)) >> 20) + 1
+
+
+def check_archive(tar_path: Path, cap_mb: int | None, timed_out: bool, timeout_s: float) -> None:
+    """WorkspaceLimitExceeded when the tar inside reached its cap or ran out of time."""
+    size = tar_path.stat().st_size if tar_path.exists() else 0
+    if cap_mb is not None and size >= cap_mb << 20:
+        raise WorkspaceLimitExceeded("bytes", f"its archive passed {cap_mb} MiB")
+    if timed_out:
+        raise WorkspaceLimitExceeded("time", f"not archived within {timeout_s:.0f} s")
 
 
 def count_members(tar: tarfile.TarFile, budget: TreeBudget) -> None:
@@ -114,3 +136,28 @@ def extract_safely(tar: tarfile.TarFile, dest: Path, budget: TreeBudget | None =
             os.utime(target, (m.mtime, m.mtime), follow_symlinks=False)
     for target, mode in reversed(dirs):  # last: a read-only directory must take its children first
         target.chmod((mode & 0o777) | 0o700)
+
+
+def unpack_archive(tar_path: Path, unpacked: Path, dest: Path, name: str, budget: TreeBudget,
+                   failure: str = "") -> None:
+    """The archive a copy out wrote at `tar_path` into `dest`: counted (WorkspaceLimitExceeded
+    before anything is written), extracted into the fresh dir `unpacked`, then moved to `dest`
+    (a directory's archive, members under "."; else the member `name`). `failure`: the tar inside
+    failed (a SandboxError unless a limit explains it). HostCopyFailed when the host's disk fails."""
+    unpacked.mkdir()
+    try:
+        with tarfile.open(tar_path) as tar:
+            count_members(tar, budget)
+            if failure:
+                raise SandboxError(failure)
+            names = tar.getnames()
+            extract_safely(tar, unpacked, budget)
+    except tarfile.TarError as e:
+        raise SandboxError(failure or f"copy out: unreadable archive: {e}") from None
+    except OSError as e:  # every member is within the limits: the host's disk
+        raise HostCopyFailed(e.errno, f"host-side extraction failed: {e.strerror}", e.filename) from None
+    if names and names[0] in (".", "./"):
+        place_tree(unpacked, dest, TreeBudget(budget.limits, deadline=budget.deadline))
+    else:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(unpacked / name), dest)

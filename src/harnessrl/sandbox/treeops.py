@@ -25,6 +25,7 @@ import logging
 import os
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 CHUNK = 1 << 20
+UNFINISHED = "not removed within"  # remove_tree's answer when its time ran out (progress is kept)
 SYMLINK_COST = 4096  # bytes a symlink is counted at (tmpfs keeps a long target in a page of its own)
 # errors of a copy that the tree's own shape causes (the destination is sized like the source)
 SHAPE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.ELOOP, errno.EMLINK, errno.EFBIG)
@@ -159,9 +161,10 @@ def _copy_file(src: str, dst: str, st: os.stat_result, budget: TreeBudget) -> No
 def copy_tree(src: Path | str, dst: Path | str, limits: TreeLimits | None = None, *,
               budget: TreeBudget | None = None) -> TreeBudget:
     """Copy a directory's contents into `dst` (created if missing) or a file to the path `dst`,
-    iteratively and within `limits` (or an open `budget`, its deadline included); the budget spent. WorkspaceLimitExceeded past a limit or when
-    the destination refuses the tree's shape (full, names too long); HostCopyFailed for any other
-    OSError. What was copied before a failure stays: the caller removes `dst`."""
+    iteratively and within `limits` (or an open `budget`, its deadline included); the budget spent.
+    WorkspaceLimitExceeded past a limit or when the destination refuses the tree's shape (full,
+    names too long); HostCopyFailed for any other OSError. What was copied before a failure
+    stays: the caller removes `dst`."""
     budget = budget or TreeBudget(limits or TreeLimits())
     src, dst = os.fspath(src), os.fspath(dst)
     try:
@@ -196,7 +199,8 @@ def _copy(src: str, dst: str, budget: TreeBudget) -> None:
                 rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
                 s = entry.stat(follow_symlinks=False)
                 inode = (s.st_dev, s.st_ino)
-                size = s.st_size if stat.S_ISREG(s.st_mode) else SYMLINK_COST if stat.S_ISLNK(s.st_mode) else 0
+                size = s.st_size if stat.S_ISREG(s.st_mode) else 0
+                size = SYMLINK_COST if stat.S_ISLNK(s.st_mode) else size
                 budget.entry(rel, size, inode if stat.S_ISREG(s.st_mode) else None)
                 target = os.path.join(dst, rel)
                 if stat.S_ISDIR(s.st_mode):
@@ -279,7 +283,7 @@ def remove_tree(path: Path | str, *, timeout_s: float = 30.0) -> str:
         stack.append(("", _clear_files(fd, deadline)))
         while stack:
             if time.monotonic() > deadline:
-                return f"{path}: not removed within {timeout_s:g} s"
+                return f"{path}: {UNFINISHED} {timeout_s:g} s"
             name, pending = stack[-1]
             if pending:
                 child_name = pending.pop()
@@ -304,3 +308,48 @@ def remove_tree(path: Path | str, *, timeout_s: float = 30.0) -> str:
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def place_tree(unpacked: Path, dest: Path, budget: TreeBudget) -> None:
+    """Move the tree `unpacked` to `dest` (renamed when `dest` is missing or an empty dir: no
+    second copy on the host), else merge it in with a bounded copy (links and holes kept)."""
+    try:
+        if dest.is_dir() and not dest.is_symlink() and not any(dest.iterdir()):
+            dest.rmdir()
+        if not dest.exists() and not dest.is_symlink():
+            os.rename(unpacked, dest)
+            return
+    except OSError:  # another file system (EXDEV), or dest appeared meanwhile
+        pass
+    copy_tree(unpacked, dest, budget=budget)
+
+
+def sweep_dead_owners(tmp: Path, prefix: str, stale_prefix: str, *, budget_s: float = 10.0,
+                      remove: Callable[..., str] = remove_tree) -> list[str]:
+    """Remove the dirs `tmp`/<prefix><pid>-* whose owner pid is gone (not this process) within
+    `budget_s` (all of them together); never raises. One that cannot be removed (an error, not
+    the budget: the next sweep goes on where this one stopped) is renamed <stale_prefix><pid>-...
+    so that later sweeps skip it. Both are logged and named in the returned list."""
+    problems: list[str] = []
+    deadline = time.monotonic() + budget_s
+    try:
+        found = list(tmp.glob(prefix + "*-*"))
+    except OSError as e:
+        return [f"{tmp}: {e.strerror or e}"]
+    for d in found:
+        owner = d.name[len(prefix):].split("-", 1)[0]
+        if not owner.isdigit() or int(owner) == os.getpid() or Path(f"/proc/{owner}").exists():
+            continue
+        why = remove(d, timeout_s=max(0.1, deadline - time.monotonic()))
+        if not why:
+            continue
+        problems.append(why)
+        if UNFINISHED in why:
+            log.warning("scratch dir of a dead owner not removed yet, the next sweep goes on: %s", why)
+            continue
+        try:
+            os.rename(d, d.with_name(stale_prefix + d.name[len(prefix):]))
+        except OSError:
+            pass
+        log.warning("stale scratch dir not removed, skipped from now on (delete it by hand): %s", why)
+    return problems
