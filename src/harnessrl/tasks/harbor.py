@@ -109,9 +109,9 @@ def harbor_image(path: Path, env: dict[str, Any]) -> str:
     if ref is not None:
         if not isinstance(ref, str) or not ref:
             raise TaskError(f"{path / TASK_TOML}: [environment] docker_image must be a non-empty string")
-        found = _local_ref(path, ref)
-        if found:
-            return found
+        local = _local_ref(path, ref)
+        if local:
+            return local
         raise TaskError(f"task {path.name}: [environment] docker_image {ref!r} is not a local image (a "
                         f"sandbox cannot pull from a registry); save it where the registry is reachable "
                         f"(`skopeo copy docker://{ref} oci-archive:{path / 'environment' / 'image.tar'}`) and "
