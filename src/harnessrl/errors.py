@@ -19,6 +19,9 @@ Errors are defined next to the code that raises them; this module only holds the
     │   │   └── HostUnfit      sandbox/health.py     a damaged host (device node, sandbox start)
     │   ├── SandboxClosed                            the sandbox was already destroyed
     │   ├── WorkspaceLost                            the workspace could not be copied out to score it
+    │   │   └── WorkspaceLimitExceeded sandbox/treeops.py a workspace tree passed a host-side limit (scored 0)
+    │   ├── ImageError         tasks/images.py       a task's image cannot be read or unpacked
+    │   ├── ImageRootError     sandbox/rootfs.py     a task's root file system cannot host a sandbox
     │   └── RelayClosed        sandbox/relay.py      (internal) the relay is done with a connection
     ├── EngineError            engine/base.py        generation or weight update failed
     │   ├── EngineOverloaded                         too many waiting requests (HTTP 529 / 429)
@@ -26,7 +29,8 @@ Errors are defined next to the code that raises them; this module only holds the
     ├── ModelNotFound          engine/model.py       no checkpoint at the path / in the cache
     ├── RenderError            render/errors.py      a conversation cannot be rendered or parsed
     │   ├── TemplateError                            the chat template cannot be used as is
-    │   └── RenderInputError                         the request's messages or tools are invalid
+    │   ├── RenderInputError                         the request's messages or tools are invalid
+    │   └── ShellOverrideError render/bash_format.py a `command:` shell tool override is not NAME:ARG:KIND
     ├── ProxyError             proxy/errors.py       a typed error answered in the caller's protocol
     ├── TooDeep                proxy/jsonutil.py     (internal) JSON nested past MAX_JSON_DEPTH: a typed 400
     ├── ProxyStartError        proxy/server.py       the proxy could not start listening
@@ -40,6 +44,7 @@ Errors are defined next to the code that raises them; this module only holds the
     ├── StoreError             store/run_store.py    the run store is unusable (schema, corruption)
     ├── ExportError            store/export.py       an export format or path is invalid
     ├── RunNotFound            tree/run_trees.py     the directory holds no run store
+    ├── HostCopyFailed         sandbox/treeops.py    (OSError) a host-side copy failed for the host's reason
     ├── ForestOrderError       train/packing.py      a packed forest is not in DFS order
     └── RayUnavailable         cluster/ray_cluster.py cluster.backend=ray without a usable Ray
 

@@ -34,6 +34,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from harnessrl.render.errors import RenderError
 from harnessrl.render.messages import ToolCall, ToolSpec
 
 INSTRUCTION = (
@@ -91,7 +92,7 @@ SHELL_KINDS: tuple[str, ...] = ("string", "argv", "list")
 _LIST_PROPS = ("commands", "cmds")  # an array of strings under these names holds command lines, not argv
 
 
-class ShellOverrideError(ValueError):
+class ShellOverrideError(RenderError):
     """A shell tool override that is not NAME:ARG:KIND (the message shows the form)."""
 
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harnessrl.errors import HarnessRLError
 from harnessrl.sandbox.base import WorkspaceLost
 
 log = logging.getLogger(__name__)
@@ -50,9 +51,10 @@ class WorkspaceLimitExceeded(WorkspaceLost):
         self.limit = limit
 
 
-class HostCopyFailed(OSError):
+class HostCopyFailed(HarnessRLError, OSError):
     """A host-side copy failed for the host's own reason (its disk, its permissions) on a tree
-    within every limit: infrastructure, not the workspace's doing. Deliberately NOT a SandboxError."""
+    within every limit: infrastructure, not the workspace's doing. Deliberately NOT a SandboxError
+    (the runner counts an OSError as the host's)."""
 
 
 @dataclass(frozen=True)
