@@ -6,6 +6,8 @@ is captured (never this verifier's stdout), it must exit 0 with unittest's own "
 and test_calc.py must be byte-identical to the original (sha256); and, since code that exits 0 at
 import would fake a run, a second check calls the three functions directly, in an isolated child
 (`python3 -I`), on inputs the agent never sees, and compares the values with the right ones.
+Neither child can reach this verifier: the step checker is non-dumpable and runs each child in a
+Landlock domain of its own (docs/security.md, "The verifier and the code it runs").
 """
 
 from __future__ import annotations
