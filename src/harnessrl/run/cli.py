@@ -14,6 +14,8 @@ def register(app: typer.Typer) -> None:
     app.command("sft")(sft)
     app.command("transfer")(transfer)
     app.command("experiment")(experiment)
+    from harnessrl.run.profile_command import profile  # the cost budget (run/profile.py)
+
     app.command("profile")(profile)
     config_app = typer.Typer(help="Run configs: validate YAML files against the RunConfig schema.")
     config_app.command("validate")(validate)
@@ -106,20 +108,6 @@ def transfer(
         raise typer.Exit(2) from None
     console.print(matrix_markdown(rows), markup=False, highlight=False)
     console.print(f"[green]wrote[/green] {out / 'transfer.md'}, {out / 'transfer.png'}")
-
-
-def profile(run_dir: Path = typer.Argument(..., help="a run dir (harnessrl train's output.run_dir)")) -> None:
-    """Cost budget of a run: wall and CPU seconds per step phase and per rollout component, and the
-    share of the prompt tokens the engine's prefix cache served (run/profile.py)."""
-    from harnessrl.run.profile import profile_run_dir, render_table
-    from harnessrl.store.schema import DB_NAME
-
-    console = Console()
-    if not (run_dir / DB_NAME).is_file():
-        console.print(f"[red]profile refused:[/red] {run_dir} holds no run (no harnessrl.sqlite)")
-        raise typer.Exit(2)
-    for part in render_table(profile_run_dir(run_dir), run_dir.name):
-        console.print(part)
 
 
 def experiment(

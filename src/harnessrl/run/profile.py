@@ -7,14 +7,18 @@ Everything comes from what the run recorded while it ran; nothing is re-measured
   and of the engine's own processes (`cpu`, measured by `CpuMeter`), and the engine's own count of
   the prompt tokens its prefix cache served (`EngineWork`);
 - rollout records (rollout/jobs.py): wall seconds of the sandbox start, the harness, the verifier
-  (its fresh sandbox, the workspace copy and the check) and the whole rollout (`durations`), and the
-  CPU of the harness's process tree and of its launcher (`meta.harness_meta.cpu_s`, harness/launcher.py);
+  and its stages (the workspace's copy-out, its fresh sandbox, the check, its teardown), the task
+  sandbox's teardown and the whole rollout (`durations`), and the CPU of the harness's process tree
+  and of its launcher (`meta.harness_meta.cpu_s`, harness/launcher.py);
+- the update's parts (train/update_stats.py): old log-probs, forward/backward, optimizer seconds;
 - call records (proxy): render and respond seconds in the proxy, and per request what the engine
   reported: prompt tokens served from its prefix cache, prefill and decode seconds.
 
 Derived rows say how they are derived: "sandboxes + verifiers" CPU is the children's CPU of the
-rollout phases less the harness trees'; "other" wall is the step's wall less its phases.
-Engine prefill/decode are request-seconds (concurrent requests overlap).
+rollout phases less the harness trees'; "other" wall is the step's wall less its phases (and a
+rollout's, its total less its recorded parts): the unaccounted remainder. Engine prefill/decode are
+request-seconds (concurrent requests overlap). A run of older code lacks some records: the profile
+shows what there is and lists the rest (`RunProfile.missing`). Tables: run/profile_view.py.
 """
 
 from __future__ import annotations
@@ -27,12 +31,12 @@ from typing import Any
 
 from harnessrl.run.record import EngineWork, StepRecord
 
-__all__ = ["CpuMeter", "RunProfile", "profile_markdown", "profile_store", "render_table"]
+__all__ = ["CpuMeter", "RunProfile", "profile_markdown", "profile_run_dir", "profile_store"]
 
 PHASES = ("rollout", "branch", "tree", "train", "sync", "eval", "checkpoint")
 ROLLOUT_PHASES = ("rollout", "branch", "eval")  # phases that run rollouts (sandboxes, harnesses, verifiers)
 PHASE_NAMES = {"rollout": "rollouts (the step's groups)", "branch": "branch rollouts", "tree": "trees + advantages",
-               "train": "trainer forward/backward + optimizer", "sync": "weight sync", "eval": "held-out eval",
+               "train": "trainer update (batch, forward/backward, optimizer)", "sync": "weight sync", "eval": "held-out eval",
                "checkpoint": "checkpoint"}
 
 
@@ -118,22 +122,51 @@ class Cost:
 
 
 @dataclass
+class StepCost:
+    """One step's record as the profile reads it (step 0: the baseline eval)."""
+
+    step: int
+    wall_s: float  # recorded wall, else the phases' sum
+    phases: dict[str, float]
+    cpu_s: float | None
+    engine: EngineWork | None
+    wall_recorded: bool = True
+
+
+@dataclass
+class HarnessCost:
+    """One harness's rollouts: their count and summed wall, harness and launcher CPU, calls."""
+
+    rollouts: int = 0
+    wall_s: float = 0.0
+    harness_wall_s: float = 0.0
+    harness_cpu_s: float | None = None
+    launcher_cpu_s: float | None = None
+    calls: int = 0
+
+
+@dataclass
 class RunProfile:
-    """A run's costs: per step phase (`steps`), per rollout component (`rollouts`), the engine."""
+    """A run's costs: per step phase (`phases`, `per_step`), per rollout component (`components`,
+    keys of COMPONENTS), per harness, the engine's prefix cache, and what the run did not record."""
 
     steps: int = 0  # training steps (step 0, the baseline eval, counts in the totals, not here)
     step_wall_s: float = 0.0  # sum of the steps' (and the baseline's) recorded wall
     phases: dict[str, Cost] = field(default_factory=dict)  # phase -> cost (+ "other": wall not in a phase)
+    trainer: dict[str, float] = field(default_factory=dict)  # TRAINER_PARTS key -> seconds, over the steps
+    per_step: list[StepCost] = field(default_factory=list)
     processes: dict[str, float] = field(default_factory=dict)  # run / children / engine -> CPU s
     phase_cpu: dict[str, dict[str, float]] = field(default_factory=dict)  # phase -> process -> CPU s
     rollouts: dict[str, int] = field(default_factory=dict)  # kind (rollout, branch, eval) -> rollouts
-    components: dict[str, Cost] = field(default_factory=dict)  # per-rollout component -> summed cost
+    components: dict[str, Cost] = field(default_factory=dict)  # COMPONENTS key -> summed cost
+    harnesses: dict[str, HarnessCost] = field(default_factory=dict)
     calls: int = 0
     prompt_tokens: float = 0.0  # sent to the engine (calls that reported their cached tokens)
     cached_tokens: float = 0.0  # of those, served by the engine's prefix cache
     reported_calls: int = 0
     engine_prefill_s: float = 0.0
     engine_decode_s: float = 0.0
+    missing: list[str] = field(default_factory=list)  # what this run did not record (older code, engine)
 
     @property
     def n_rollouts(self) -> int:
@@ -142,6 +175,30 @@ class RunProfile:
     @property
     def cache_hit_rate(self) -> float | None:
         return self.cached_tokens / self.prompt_tokens if self.reported_calls and self.prompt_tokens else None
+
+    @property
+    def unaccounted_step_share(self) -> float | None:
+        """Share of the steps' wall in no phase (None: no step recorded its wall)."""
+        other = self.phases.get("other")
+        return None if other is None or not self.step_wall_s else (other.wall_s or 0.0) / self.step_wall_s
+
+    @property
+    def unaccounted_rollout_share(self) -> float | None:
+        """Share of the rollouts' wall in no recorded part of a rollout (None: no rollout total)."""
+        total, rest = self.components.get("total"), self.components.get("rest")
+        if total is None or not total.wall_s or rest is None:
+            return None
+        return (rest.wall_s or 0.0) / total.wall_s
+
+
+# the parts of a rollout's wall (rollout/jobs.py durations): they add up to its total_s with "rest"
+WALL_PARTS = {"memory_wait": "memory_wait_s", "sandbox_start": "sandbox_s", "harness": "harness_s",
+              "verifier_copy_out": "verifier_copy_out_s", "verifier_sandbox": "verifier_sandbox_s",
+              "verifier_check": "verifier_check_s", "verifier_teardown": "verifier_teardown_s",
+              "sandbox_teardown": "sandbox_teardown_s"}
+VERIFIER_STAGES = ("verifier_copy_out", "verifier_sandbox", "verifier_check")
+# the update's parts (train/update_stats.py), inside the train phase
+TRAINER_PARTS = ("old_logprobs_s", "forward_backward_s", "optimizer_s")
 
 
 def rollout_kind(group_id: str, lineage: Any) -> str:
@@ -162,7 +219,7 @@ def harness_cpu(meta: Mapping[str, Any]) -> tuple[float | None, float | None]:
 
 
 def add_steps(prof: RunProfile, steps: Iterable[tuple[int, StepRecord]]) -> None:
-    """Phase walls and CPU of the step records (the baseline's eval included)."""
+    """Phase walls and CPU of the step records (the baseline's eval included), and each step's row."""
     for step, rec in steps:
         prof.steps += step > 0
         named = 0.0
@@ -174,37 +231,55 @@ def add_steps(prof: RunProfile, steps: Iterable[tuple[int, StepRecord]]) -> None
                 prof.processes[proc] = prof.processes.get(proc, 0.0) + v
                 by_proc = prof.phase_cpu.setdefault(phase, {})
                 by_proc[proc] = by_proc.get(proc, 0.0) + v
+        for key in TRAINER_PARTS:
+            value = getattr(rec.update, key, None) if rec.update is not None else None
+            if isinstance(value, (int, float)):
+                prof.trainer[key] = prof.trainer.get(key, 0.0) + float(value)
+        wall = rec.wall_s if rec.wall_s is not None else named
         if rec.wall_s is not None:
-            prof.step_wall_s += rec.wall_s
             prof.phases.setdefault("other", Cost()).add(max(0.0, rec.wall_s - named))
-        else:
-            prof.step_wall_s += named
+        prof.step_wall_s += wall
+        cpu_s = sum(sum(v.values()) for v in rec.cpu.values()) if rec.cpu else None
+        prof.per_step.append(StepCost(step, wall, dict(rec.time), cpu_s, rec.engine, rec.wall_s is not None))
 
 
 def add_rollouts(prof: RunProfile, rollouts: Iterable[Any]) -> None:
-    """Per-rollout walls (sandbox start, harness, verifier, rest) and the harness trees' CPU."""
+    """Per-rollout walls (the parts of WALL_PARTS, the rest), the harness trees' CPU, per harness."""
     c = prof.components
     for r in rollouts:
         kind = rollout_kind(r.group_id, r.lineage)
         prof.rollouts[kind] = prof.rollouts.get(kind, 0) + 1
-        d = r.durations or {}
+        d = {k: float(v) for k, v in (r.durations or {}).items() if isinstance(v, (int, float))}
         tree, launcher = harness_cpu(r.meta or {})
-        parts = {"sandbox start": d.get("sandbox_s"), "harness process": d.get("harness_s"),
-                 "verifier (fresh sandbox, copy, check)": d.get("verifier_s")}
-        for name, wall in parts.items():
-            c.setdefault(name, Cost()).add(wall, tree if name == "harness process" else None)
-        c.setdefault("harness launcher", Cost()).add(None, launcher)
-        if d.get("total_s") is not None:
-            known = sum(float(v) for v in parts.values() if v is not None) + float(d.get("memory_wait_s", 0.0))
-            c.setdefault("rollout total", Cost()).add(float(d["total_s"]))
-            c.setdefault("rest (key, call summary, record)", Cost()).add(max(0.0, float(d["total_s"]) - known))
-        if d.get("memory_wait_s"):
-            c.setdefault("held for memory", Cost()).add(float(d["memory_wait_s"]))
+        known = 0.0
+        for name, key in WALL_PARTS.items():
+            if key in d:
+                c.setdefault(name, Cost()).add(d[key], tree if name == "harness" else None)
+                known += d[key]
+        if "verifier_s" in d:  # the stages it recorded, or the verifier as one part (an older run)
+            staged = sum(d.get(WALL_PARTS[s], 0.0) for s in VERIFIER_STAGES)
+            name = "verifier_other" if any(WALL_PARTS[s] in d for s in VERIFIER_STAGES) else "verifier"
+            c.setdefault(name, Cost()).add(max(0.0, d["verifier_s"] - staged))
+            known += max(0.0, d["verifier_s"] - staged)
+        if tree is None and "harness_s" in d:
+            c.setdefault("harness", Cost())
+        c.setdefault("launcher", Cost()).add(None, launcher)
+        if "total_s" in d:
+            c.setdefault("total", Cost()).add(d["total_s"])
+            c.setdefault("rest", Cost()).add(max(0.0, d["total_s"] - known))
+        h = prof.harnesses.setdefault(r.harness, HarnessCost())
+        h.rollouts += 1
+        h.wall_s += d.get("total_s", 0.0)
+        h.harness_wall_s += d.get("harness_s", 0.0)
+        h.calls += int(r.call_count or 0)
+        if tree is not None:
+            h.harness_cpu_s = (h.harness_cpu_s or 0.0) + tree
+            h.launcher_cpu_s = (h.launcher_cpu_s or 0.0) + (launcher or 0.0)
 
 
 def add_calls(prof: RunProfile, calls: Iterable[Mapping[str, Any]]) -> None:
     """Proxy seconds and what the engine reported per request (cached prompt tokens, prefill, decode)."""
-    proxy = prof.components.setdefault("proxy (render + respond)", Cost())
+    proxy = prof.components.setdefault("proxy", Cost())
     for call in calls:
         prof.calls += 1
         t = (call.get("meta") or {}).get("timings") or {}
@@ -218,24 +293,58 @@ def add_calls(prof: RunProfile, calls: Iterable[Mapping[str, Any]]) -> None:
 
 
 def derive(prof: RunProfile, harness_cpu_s: float) -> None:
-    """Rows that come from two sources: the sandboxes' and verifiers' CPU (the rollout phases'
-    finished children, less the harness trees), the proxy's CPU (the run process in those phases)."""
+    """CPU rows of the rollout phases that come from two sources, and the engine's rows. The CPU
+    rows partition the rollout phases' CPU: the harness trees, their launchers, the sandboxes and
+    verifiers (the finished children less the two), the run process (proxy, runner threads, an
+    in-process engine) and the engine's own processes."""
     c = prof.components
     children = sum((prof_phase_cpu(prof, p, "children") for p in ROLLOUT_PHASES), 0.0)
     if children:
-        c.setdefault("sandboxes + verifiers (both sandboxes)", Cost()).add(None, max(0.0, children - harness_cpu_s))
+        c.setdefault("sandboxes", Cost()).add(None, max(0.0, children - harness_cpu_s))
     run = sum((prof_phase_cpu(prof, p, "run") for p in ROLLOUT_PHASES), 0.0)
-    if run and "proxy (render + respond)" in c:
-        c["proxy (render + respond)"].cpu_s = run
+    if run:
+        c.setdefault("run", Cost()).add(None, run)
     engine = sum((prof_phase_cpu(prof, p, "engine") for p in ROLLOUT_PHASES), 0.0)
-    if engine or prof.engine_prefill_s:
-        c.setdefault("engine prefill (request-s)", Cost()).add(prof.engine_prefill_s or None)
-        c.setdefault("engine decode (request-s)", Cost()).add(prof.engine_decode_s or None)
-        c.setdefault("engine processes", Cost()).add(None, engine or None)
+    if prof.engine_prefill_s or prof.engine_decode_s:
+        c.setdefault("engine_prefill", Cost()).add(prof.engine_prefill_s or None)
+        c.setdefault("engine_decode", Cost()).add(prof.engine_decode_s or None)
+    if engine:
+        c.setdefault("engine", Cost()).add(None, engine)
 
 
 def prof_phase_cpu(prof: RunProfile, phase: str, proc: str) -> float:
     return prof.phase_cpu.get(phase, {}).get(proc, 0.0)
+
+
+def gaps(prof: RunProfile, rollouts: Sequence[Any]) -> list[str]:
+    """What the run did not record, each with what the profile shows instead."""
+    out = []
+    unwalled = [s.step for s in prof.per_step if not s.wall_recorded]
+    if unwalled:
+        out.append(f"step wall (wall_s) not recorded for {len(unwalled)} of {len(prof.per_step)} steps: their "
+                   "phases' sum stands for it, so nothing shows as between phases")
+    if prof.per_step and not prof.processes:
+        out.append("CPU per phase (cpu) not recorded: no CPU column for the phases and no CPU rows per rollout")
+    elif prof.processes and "engine" not in prof.processes:
+        out.append("the engine reported no CPU of its own: an in-process engine's CPU is in the run process")
+    if not prof.reported_calls and not any(s.engine and s.engine.engine_reported for s in prof.per_step):
+        out.append("prefix-cache counts not reported by this engine (vLLM reports them; hf does not)")
+    if prof.calls and not (prof.engine_prefill_s or prof.engine_decode_s):
+        out.append("engine prefill/decode seconds not reported by this engine")
+    if prof.engine_prefill_s or prof.engine_decode_s:
+        out.append("engine CPU is not split into prefill and decode: the split is in request-seconds (wall)")
+    no_cpu = sum(1 for r in rollouts if harness_cpu(r.meta or {})[0] is None and (r.durations or {}).get("harness_s"))
+    if no_cpu:
+        out.append(f"harness process CPU not recorded for {no_cpu} rollouts (an older launcher, or a harness "
+                   "that runs in the run process, e.g. whitebox)")
+    if "verifier" in prof.components:
+        out.append("verifier stages (copy-out, fresh sandbox, check, teardown) not recorded: one verifier row")
+    if prof.steps and "train" in prof.phases and not prof.trainer:
+        out.append("the update's parts (old log-probs, forward/backward, optimizer) not recorded: one train row")
+    if prof.n_rollouts:
+        out.append("per-rollout CPU of the two sandboxes (the task's, the verifier's) is one figure: the rollout "
+                   "phases' finished children less the harness trees")
+    return out
 
 
 def profile_store(store: Any) -> RunProfile:
@@ -243,103 +352,26 @@ def profile_store(store: Any) -> RunProfile:
     from harnessrl.run.record import step_records
 
     rows = [{**row, "step": step} for step, row in store.list_steps() if not row.get("redone")]
-    steps = step_records(rows)
     prof = RunProfile()
-    add_steps(prof, steps)
+    add_steps(prof, step_records(rows))
     rollouts = store.list_rollouts()
     add_rollouts(prof, rollouts)
     add_calls(prof, store.list_call_summaries())
     derive(prof, sum((sum(x for x in harness_cpu(r.meta or {}) if x is not None) for r in rollouts), 0.0))
+    prof.missing = gaps(prof, rollouts)
     return prof
 
 
-# -- showing it ----------------------------------------------------------------------------------------
-
-def _num(x: float | None, digits: int = 2) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
-
-
-def _per(x: float | None, n: int, digits: int = 3) -> str:
-    return "-" if x is None or n <= 0 else f"{x / n:.{digits}f}"
-
-
-def phase_rows(prof: RunProfile) -> list[list[str]]:
-    """[component, wall s, CPU s, wall s/step, CPU s/step, share of wall] per phase, then the total."""
-    n = max(prof.steps, 1)
-    order = [p for p in (*PHASES, "other") if p in prof.phases] + [p for p in prof.phases if p not in PHASES
-                                                                   and p != "other"]
-    rows = []
-    for p in order:
-        cost = prof.phases[p]
-        share = f"{100 * (cost.wall_s or 0.0) / prof.step_wall_s:.0f}%" if prof.step_wall_s else "-"
-        rows.append([PHASE_NAMES.get(p, p if p != "other" else "other (between phases)"), _num(cost.wall_s, 1),
-                     _num(cost.cpu_s, 1), _per(cost.wall_s, n, 1), _per(cost.cpu_s, n, 1), share])
-    cpu = sum(prof.processes.values()) if prof.processes else None
-    rows.append(["all steps (baseline eval included)", _num(prof.step_wall_s, 1), _num(cpu, 1),
-                 _per(prof.step_wall_s, n, 1), _per(cpu, n, 1), "100%"])
-    return rows
-
-
-def component_rows(prof: RunProfile) -> list[list[str]]:
-    """[component, wall s/rollout, CPU s/rollout] for the rollout components."""
-    n = prof.n_rollouts
-    return [[name, _per(cost.wall_s, n), _per(cost.cpu_s, n)] for name, cost in prof.components.items()
-            if cost.wall_s is not None or cost.cpu_s is not None]
-
-
-def summary_lines(prof: RunProfile) -> list[str]:
-    kinds = ", ".join(f"{k} {v}" for k, v in sorted(prof.rollouts.items()))
-    lines = [f"{prof.steps} steps, {prof.n_rollouts} rollouts ({kinds or 'none'}), {prof.calls} calls"]
-    if prof.processes:
-        lines.append("CPU s by process: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(prof.processes.items())))
-    rate = prof.cache_hit_rate
-    if rate is not None:
-        lines.append(f"engine prefix cache: {100 * rate:.1f}% of {prof.prompt_tokens:.0f} prompt tokens sent were "
-                     f"served from cache; the engine computed {prof.prompt_tokens - prof.cached_tokens:.0f} "
-                     f"({100 * (1 - rate):.1f}%) over {prof.reported_calls} calls")
-    else:
-        lines.append("engine prefix cache: not reported by this engine")
-    return lines
-
-
-def _md_table(header: Sequence[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
-
-
-PHASE_HEADER = ("phase", "wall s", "CPU s", "wall s/step", "CPU s/step", "share of wall")
-COMPONENT_HEADER = ("rollout component", "wall s/rollout", "CPU s/rollout")
-
-
-def profile_markdown(prof: RunProfile) -> list[str]:
-    """The report's "Cost budget" section (markdown lines)."""
-    lines = ["## Cost budget (`harnessrl profile`)", "", *[f"- {s}" for s in summary_lines(prof)], ""]
-    lines += _md_table(PHASE_HEADER, phase_rows(prof)) + [""]
-    comp = component_rows(prof)
-    if comp:
-        lines += _md_table(COMPONENT_HEADER, comp) + [""]
-    return lines
-
-
-def render_table(prof: RunProfile, title: str) -> list[Any]:
-    """Rich renderables for the terminal: the summary, the phase table, the rollout table."""
-    from rich.table import Table
-
-    out: list[Any] = ["\n".join(summary_lines(prof))]
-    for header, rows, name in ((PHASE_HEADER, phase_rows(prof), f"{title}: per step phase"),
-                               (COMPONENT_HEADER, component_rows(prof), f"{title}: per rollout")):
-        if not rows:
-            continue
-        table = Table(title=name, title_justify="left", header_style="bold")
-        for i, h in enumerate(header):
-            table.add_column(h, justify="left" if i == 0 else "right")
-        for r in rows:
-            table.add_row(*r)
-        out.append(table)
-    return out
-
-
 def profile_run_dir(run_dir: Path) -> RunProfile:
+    """The profile of the run in `run_dir` (RunStore opened read-only in spirit: nothing is written)."""
     from harnessrl.store.run_store import RunStore
 
     with RunStore(run_dir) as store:
         return profile_store(store)
+
+
+def profile_markdown(prof: RunProfile) -> list[str]:
+    """The report's "Cost budget" section (markdown lines; run/profile_view.py)."""
+    from harnessrl.run.profile_view import markdown
+
+    return markdown(prof)
