@@ -148,10 +148,10 @@ class SandboxCgroups:
         if pids_parent is not None and mem_parent is not None:  # v1
             made: list[Path] = []
             try:
-                for parent in (pids_parent, mem_parent):
-                    _sweep_stale(parent)
-                    (parent / name).mkdir()
-                    made.append(parent / name)
+                for v1_parent in (pids_parent, mem_parent):
+                    _sweep_stale(v1_parent)
+                    (v1_parent / name).mkdir()
+                    made.append(v1_parent / name)
                 if max_procs is not None:
                     _write(made[0] / "pids.max", str(max_procs))
                 if memory_mb is not None:

@@ -180,7 +180,7 @@ class LocalSandbox(Sandbox):
         full_env = {**self._env, **(env or {})}
         pgids = self._pgids
 
-        def kill(proc) -> None:  # the group of this run only
+        def kill(proc: subprocess.Popen[bytes]) -> None:  # the group of this run only
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -193,7 +193,12 @@ class LocalSandbox(Sandbox):
                 "unshare", "--user", f"--map-user={os.geteuid()}", f"--map-group={os.getegid()}", "--"]
             cmd = [*self._unshare, "sh", "-c", BIND, "sh", str(self._root), str(self._inner_root), workdir,
                    *nested, *cmd]
-        started: list = []
+        started: list[subprocess.Popen[bytes]] = []
+
+        def on_start(proc: subprocess.Popen[bytes]) -> None:
+            pgids.add(proc.pid)
+            started.append(proc)
+
         try:
             result = run_to_completion(
                 cmd,
@@ -205,7 +210,7 @@ class LocalSandbox(Sandbox):
                 max_output_bytes=self.config.max_output_bytes,
                 tmp_dir=str(self._root),
                 kill_tree=kill,
-                on_start=lambda proc: (pgids.add(proc.pid), started.append(proc)),
+                on_start=on_start,
             )
         except FileNotFoundError as e:
             return ProcessResult(127, "", f"{e}\n", False, 0.0)

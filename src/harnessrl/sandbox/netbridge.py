@@ -89,8 +89,9 @@ class ProxyBridge:
         self._thread.start()
 
     def _accept_loop(self) -> None:
+        waitables: list[socket.socket | int] = [self._listener, self._stop_r]
         while True:
-            ready, _, _ = select.select([self._listener, self._stop_r], [], [])
+            ready, _, _ = select.select(waitables, [], [])
             if self._stop_r in ready:
                 return
             try:

@@ -67,12 +67,14 @@ def run_to_completion(
     """Start ``cmd`` in a new session, wait up to ``timeout_s``, kill its tree on timeout."""
     with contextlib.ExitStack() as stack:
         in_f: BinaryIO | int = subprocess.DEVNULL
-        if hasattr(stdin, "read"):
-            in_f = stdin  # type: ignore[assignment]
+        if isinstance(stdin, (str, bytes)):
+            staged = stack.enter_context(tempfile.TemporaryFile(dir=tmp_dir))
+            staged.write(stdin.encode() if isinstance(stdin, str) else stdin)
+            staged.seek(0)
+            in_f = staged
         elif stdin is not None:
-            in_f = stack.enter_context(tempfile.TemporaryFile(dir=tmp_dir))
-            in_f.write(stdin.encode() if isinstance(stdin, str) else stdin)  # type: ignore[union-attr]
-            in_f.seek(0)
+            in_f = stdin
+        out_f: BinaryIO
         if stdout_path is not None:
             out_f = stack.enter_context(open(stdout_path, "wb"))
         else:

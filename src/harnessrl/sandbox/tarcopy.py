@@ -59,7 +59,8 @@ def safe_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
     too: checking each link's target as text alone let chains escape (``a/sub -> ..`` then
     ``a/q -> sub/..`` then ``a/q/x`` wrote outside the destination). Setuid/setgid/sticky bits
     are dropped. Same on every Python (no reliance on tar filters)."""
-    keep, links = [], set()
+    keep: list[tarfile.TarInfo] = []
+    links: set[str] = set()
     for m in tar.getmembers():
         name = posixpath.normpath(m.name)
         ok = _inside(m.name) and (m.isfile() or m.isdir() or m.issym() or m.islnk())
