@@ -4,11 +4,15 @@
 - per-rollout: each rollout's calls merged into one sequence (one causal forward per rollout)
 - per-call:    every call's prompt + completion as its own sequence (what a call-level trainer does)
 
-The same decision tokens get the same loss weights in all three. Reports tokens computed and
-wall time (median of --repeats). The group comes from tree.synthetic.claude_code_group; counts at
-the full Claude Code shape (8 x 10 turns, 10k prefix) are printed from the tree stats alone.
+The same decision tokens get the same loss weights in all three. Reports tokens computed, wall
+time and this process's CPU seconds (median of --repeats), for each `--compute-dtype`: float32, or
+bfloat16 compute over the fp32 weights (train/precision.py `compute_weights`, what
+`model.compute_dtype` does under a bf16 engine). The group comes from
+tests/support/synthetic.claude_code_group; counts at the full Claude Code shape (8 x 10 turns, 10k
+prefix) are printed from the tree stats alone.
 
     .venv/bin/python benchmarks/train_speed.py [--layers 6] [--prefix 2048] [--rollouts 4] [--turns 4]
+        [--compute-dtype float32,bfloat16] [--methods tree,per-rollout,per-call]
 """
 
 from __future__ import annotations
@@ -104,14 +108,19 @@ def call_sequences(calls, tree, adv):
     return out
 
 
-def timed(fn, repeats: int, model) -> tuple[int, float]:
-    times, n = [], 0
+def timed(fn, repeats: int, model, dtype: torch.dtype | None) -> tuple[int, float, float]:
+    """(tokens computed, median wall s, median CPU s) of `fn` under `compute_weights(model, dtype)`."""
+    from harnessrl.train.precision import compute_weights
+
+    times, cpus, n = [], [], 0
     for _ in range(repeats):
         model.zero_grad(set_to_none=True)
-        t0 = time.perf_counter()
-        n = fn()
+        t0, c0 = time.perf_counter(), time.process_time()
+        with compute_weights(model, dtype):
+            n = fn()
         times.append(time.perf_counter() - t0)
-    return n, statistics.median(times)
+        cpus.append(time.process_time() - c0)
+    return n, statistics.median(times), statistics.median(cpus)
 
 
 def main() -> None:
@@ -122,6 +131,8 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--budget", type=int, default=8192)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--compute-dtype", default="float32", help="comma-separated: float32, bfloat16")
+    ap.add_argument("--methods", default="tree,per-rollout,per-call")
     args = ap.parse_args()
     torch.set_num_threads(2)
 
@@ -134,15 +145,24 @@ def main() -> None:
     calls, tree, adv = group(args.prefix, args.rollouts, args.turns)
     model = make_model(args.layers)
     print(f"timed shape: {args.rollouts} rollouts x {args.turns} turns, prefix {args.prefix}; "
-          f"model SmolLM2 arch, {args.layers} layers, fp32, 2 threads")
-    rows = [("tree", *timed(lambda: tree_step(model, tree, adv, args.budget), args.repeats, model)),
-            ("per-rollout", *timed(lambda: seq_step(model, rollout_sequences(tree, adv)), args.repeats, model)),
-            ("per-call", *timed(lambda: seq_step(model, call_sequences(calls, tree, adv)), args.repeats, model))]
-    base_n, base_t = rows[0][1], rows[0][2]
-    print(f"{'method':<12} {'tokens':>8} {'x tree':>7} {'fwd+bwd s':>10} {'x tree':>7}")
-    for name, n, t in rows:
-        print(f"{name:<12} {n:>8} {n / base_n:>7.2f} {t:>10.2f} {t / base_t:>7.2f}")
-
+          f"model SmolLM2 arch, {args.layers} layers, fp32 weights, 2 threads")
+    steps = {"tree": lambda: tree_step(model, tree, adv, args.budget),
+             "per-rollout": lambda: seq_step(model, rollout_sequences(tree, adv)),
+             "per-call": lambda: seq_step(model, call_sequences(calls, tree, adv))}
+    rows = [(dt, name, *timed(steps[name], args.repeats, model, None if dt == "float32" else getattr(torch, dt)))
+            for dt in args.compute_dtype.split(",") for name in args.methods.split(",")]
+    first = {dt: (n, t, c) for dt, name, n, t, c in reversed(rows)}  # each dtype's first method: the base
+    print(f"{'compute':<9} {'method':<12} {'tokens':>8} {'x base':>7} {'fwd+bwd s':>10} {'x base':>7} "
+          f"{'CPU s':>8} {'x base':>7} {'CPU ms/tok':>10}")
+    for dt, name, n, t, c in rows:
+        bn, bt, bc = first[dt]
+        print(f"{dt:<9} {name:<12} {n:>8} {n / bn:>7.2f} {t:>10.2f} {t / bt:>7.2f} {c:>8.2f} {c / bc:>7.2f} "
+              f"{1e3 * c / n:>10.2f}")
+    dts = args.compute_dtype.split(",")
+    if len(dts) == 2:
+        for name in args.methods.split(","):
+            (_, _, _, t0, c0), (_, _, _, t1, c1) = [r for r in rows if r[1] == name]
+            print(f"{name}: {dts[0]} / {dts[1]}: wall {t0 / t1:.2f}x, CPU {c0 / c1:.2f}x")
 
 if __name__ == "__main__":
     main()
