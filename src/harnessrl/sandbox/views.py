@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
@@ -26,16 +27,19 @@ from harnessrl.sandbox.factory import make_sandbox
 
 
 def fresh_view(sandbox: Sandbox, *, exclude: Sequence[str] = (),
-               ro_dirs: Mapping[str, Path] | None = None, read_only_proc: bool = True) -> Sandbox:
+               ro_dirs: Mapping[str, Path] | None = None, read_only_proc: bool = True,
+               timings: dict[str, float] | None = None) -> Sandbox:
     """A NEW sandbox of `sandbox`'s config (no proxy) whose workspace is a copy of its workspace.
 
     ``exclude``: workspace-relative paths left out of the copy (a link on the way is removed
     itself, never followed). ``ro_dirs``: inner path -> host directory, shown read-only where the
     backend binds (bwrap), copied in otherwise. ``read_only_proc``: the view's /proc read-only
     (bwrap; False only to measure what it costs). WorkspaceLost when the workspace cannot be copied
-    out (the sandbox died), SandboxError when the new sandbox cannot start.
+    out (the sandbox died), SandboxError when the new sandbox cannot start. ``timings``: filled
+    with the seconds of the copy-out (``copy_out_s``) and of the new sandbox's start (``sandbox_s``).
     """
     ro = dict(ro_dirs or {})
+    t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="harnessrl-view-") as tmp:
         copy = Path(tmp) / "workspace"
         copy.mkdir()
@@ -47,6 +51,7 @@ def fresh_view(sandbox: Sandbox, *, exclude: Sequence[str] = (),
             raise WorkspaceLost(f"the workspace could not be copied out: {e}") from None
         for rel in exclude:
             remove_inside(copy, rel)
+        t_copied = time.monotonic()
         cfg = sandbox.config.model_copy(update={"read_only_proc": read_only_proc})
         if ro and sandbox.read_only_binds:
             binds = [f"{host}:{sandbox.inner_path(inner)}" for inner, host in ro.items()]
@@ -59,6 +64,8 @@ def fresh_view(sandbox: Sandbox, *, exclude: Sequence[str] = (),
         except BaseException:
             view.destroy()
             raise
+    if timings is not None:
+        timings.update(copy_out_s=t_copied - t0, sandbox_s=time.monotonic() - t_copied)
     return view
 
 

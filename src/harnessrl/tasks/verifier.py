@@ -24,7 +24,7 @@ import json
 import math
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -47,6 +47,8 @@ class VerifierResult:
     error: str = ""
     duration_s: float = 0.0
     stdout_tail: str = ""
+    # seconds of its stages (run/profile.py): copy_out_s, sandbox_s (its fresh sandbox), check_s, teardown_s
+    stages: dict[str, float] = field(default_factory=dict)
 
 
 def run_verifier(task: Task, sandbox: Any, payload: dict[str, Any] | None = None,
@@ -68,15 +70,20 @@ def run_verifier(task: Task, sandbox: Any, payload: dict[str, Any] | None = None
         vdir = Path(tmp) / "verifier"
         write_tree(vdir, files)
         _readable(Path(tmp))
+        stages: dict[str, float] = {}
         try:
-            view = fresh_view(sandbox, exclude=[v.dest], ro_dirs={dest: vdir})
+            view = fresh_view(sandbox, exclude=[v.dest], ro_dirs={dest: vdir}, timings=stages)
         except WorkspaceLost as e:
             return VerifierResult("verifier_error", None, error=str(e), duration_s=time.monotonic() - t0)
         except Exception as e:  # noqa: BLE001 - the verifier's sandbox did not start: the host's problem
             return VerifierResult("sandbox_error", None, error=f"the verifier's sandbox did not start: {e}",
                                   duration_s=time.monotonic() - t0)
         with view:
-            return _run_in_view(v, view, dest, timeout_s, t0)
+            t_check = time.monotonic()
+            result = _run_in_view(v, view, dest, timeout_s, t0)
+            t_down = time.monotonic()
+        stages.update(check_s=t_down - t_check, teardown_s=time.monotonic() - t_down)
+        return replace(result, stages=stages)
 
 
 def _run_in_view(v: Any, view: Any, dest: str, timeout_s: float | None, t0: float) -> VerifierResult:

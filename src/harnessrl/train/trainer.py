@@ -19,6 +19,7 @@ sync, checkpoints); the Ray backend runs one inside an actor (cluster/ray_traine
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -130,7 +131,9 @@ class Trainer:
         chunks = pack_forest(batch.forest, self.token_budget)
         targets = [chunk_targets(c, batch) for c in chunks]
         work = self._work(chunks, targets)
+        t_old = time.perf_counter()
         old = self._old_logprobs(work)
+        seconds = {"old_logprobs_s": time.perf_counter() - t_old, "forward_backward_s": 0.0, "optimizer_s": 0.0}
         denom = self._denominator(work, old, batch.denom)
         world = 1 if self.ranks is None else self.ranks.world
         token_harness = self._token_harness(batch)
@@ -144,6 +147,7 @@ class Trainer:
             # from its second epoch on (tests/scale/test_fsdp.py, the mis_epochs case)
             params = [p for p in self.policy.parameters() if p.requires_grad]
             split = HarnessGradients(params) if token_harness is not None and epoch == 0 else None
+            t_fb = time.perf_counter()
             with compute_weights(self.policy, self.compute_dtype):  # one cast of the weights per epoch
                 for i, (chunk, tg, live) in enumerate(work):
                     chunk_sums = self._chunk_backward(chunk, tg, None if old is None else old[i], denom, world,
@@ -155,9 +159,12 @@ class Trainer:
                 if len(split.parts) >= 2:
                     cosine, harness_norm = gradient_agreement(split.parts)
                 del split  # its copies of the gradient before the optimizer step
+            t_opt = time.perf_counter()
+            seconds["forward_backward_s"] += t_opt - t_fb
             grad_norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
+            seconds["optimizer_s"] += time.perf_counter() - t_opt
         if world > 1:
             sums = TokenSums.from_floats(self.ranks.sum_floats(sums.as_floats()))
         value = None
@@ -167,7 +174,8 @@ class Trainer:
         return UpdateStats.from_sums(sums, self.epochs, grad_norm=float(norm),
                                      tokens_computed=float(sum(len(c) for c in chunks)),
                                      unique_tree_tokens=float(len(batch)), chunks=float(len(chunks)),
-                                     value_loss=value, grad_cosine=cosine or None, harness_grad_norm=harness_norm)
+                                     value_loss=value, grad_cosine=cosine or None, harness_grad_norm=harness_norm,
+                                     seconds=seconds)
 
     def _chunk_backward(self, chunk: PackedChunk, tg: ChunkTargets, old_lp: torch.Tensor | None, denom: float,
                         world: int, live: bool, split: HarnessGradients | None,

@@ -69,16 +69,22 @@ class UpdateStats:
     # keyed "a|b", and each harness's gradient norm (first epoch, before clipping)
     grad_cosine: dict[str, float] | None = None
     harness_grad_norm: dict[str, float] | None = None
+    # wall seconds of the update's parts (run/profile.py); forward/backward includes the gradient split
+    old_logprobs_s: float | None = None
+    forward_backward_s: float | None = None
+    optimizer_s: float | None = None
 
     @classmethod
     def from_sums(cls, sums: TokenSums, epochs: int, *, grad_norm: float, tokens_computed: float,
                   unique_tree_tokens: float, chunks: float, value_loss: float | None = None,
                   grad_cosine: dict[str, float] | None = None,
-                  harness_grad_norm: dict[str, float] | None = None) -> UpdateStats:
+                  harness_grad_norm: dict[str, float] | None = None,
+                  seconds: dict[str, float] | None = None) -> UpdateStats:
         """Means of the summed epochs (`sums` holds every epoch's tokens; the loss and token count
         are per epoch)."""
         w = max(sums.weight, 1e-8)
         has = sums.added > 0
+        t = seconds or {}
 
         def mean(total: float) -> float | None:
             return total / w if has else None
@@ -88,4 +94,6 @@ class UpdateStats:
                    is_capped=mean(sums.is_capped), entropy=mean(sums.entropy), loss=sums.loss / epochs,
                    tokens_trained=sums.tokens / epochs, grad_norm=grad_norm, tokens_computed=tokens_computed,
                    unique_tree_tokens=unique_tree_tokens, chunks=chunks, value_loss=value_loss,
-                   grad_cosine=grad_cosine, harness_grad_norm=harness_grad_norm)
+                   grad_cosine=grad_cosine, harness_grad_norm=harness_grad_norm,
+                   old_logprobs_s=t.get("old_logprobs_s"), forward_backward_s=t.get("forward_backward_s"),
+                   optimizer_s=t.get("optimizer_s"))
