@@ -179,7 +179,7 @@ class HFEngine:
                 new = self._take_new(len(running))
                 with self._lock, torch.inference_mode():
                     batch, running = self._admit(new, batch, running)
-                    if running:
+                    if batch is not None:  # a batch holds exactly the running requests
                         batch, running = self._decode_step(batch, running)
             except Exception as err:  # noqa: BLE001 - fail what was in flight, keep serving
                 for req in running:

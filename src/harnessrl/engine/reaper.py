@@ -52,7 +52,7 @@ def child_pids() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
-def start_reaper(pids: set[int] | list[int]) -> subprocess.Popen | None:
+def start_reaper(pids: set[int] | list[int]) -> subprocess.Popen[bytes] | None:
     """Watch `pids`; they are SIGKILLed when this process dies or `stop_reaper` is called."""
     targets = []
     for pid in sorted(pids):
@@ -71,7 +71,7 @@ def start_reaper(pids: set[int] | list[int]) -> subprocess.Popen | None:
     )
 
 
-def stop_reaper(proc: subprocess.Popen | None, timeout_s: float = 15.0) -> None:
+def stop_reaper(proc: subprocess.Popen[bytes] | None, timeout_s: float = 15.0) -> None:
     """Close the pipe (the watchdog kills whatever of its targets still runs) and wait for it."""
     if proc is None:
         return
@@ -81,4 +81,5 @@ def stop_reaper(proc: subprocess.Popen | None, timeout_s: float = 15.0) -> None:
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:  # a starved machine: the watchdog has not even started; do its work
         proc.kill()
-        kill_targets([(int(pid), float(created)) for pid, created in json.loads(proc.args[-1])])
+        argv = proc.args if isinstance(proc.args, list) else ["[]"]  # start_reaper's argv ends with the targets
+        kill_targets([(int(pid), float(created)) for pid, created in json.loads(argv[-1])])
