@@ -11,7 +11,13 @@ What differs from a sandbox on the host's system directories (bwrap_mounts.py):
 - the harness runtime comes from the host: ``node`` at ``RUNTIME_BIN`` (first on PATH), the
   interpreter prefixes as before, and every host library they load that the image lacks, bound
   read-only at its own path (a root without a C library gets the host's). Where the image has a
-  library, its own copy is used.
+  library, its own copy is used by those programs (Claude Code's executable needs glibc 2.17,
+  node 2.28, Codex's is static).
+- this interpreter (the harness launcher, ``python -IS``) runs on the host's own loader and
+  libraries whatever the image holds: they are bound at ``RUNTIME_LIB`` and a command whose argv[0]
+  is this interpreter starts as ``RUNTIME_LIB/ld-*.so --library-path RUNTIME_LIB python ...``, so an
+  image with an older C library (Debian 11, Ubuntu 20.04: glibc 2.31) runs it too. The programs it
+  starts load as usual, from the image.
 - commands change directory with the image's ``sh`` (``cd``), not ``env -C``, which busybox lacks.
 The image needs ``/bin/sh`` (and ``tar`` for copies in and out); ``check_root`` says so by name.
 """
@@ -22,12 +28,14 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from harnessrl.sandbox.base import SandboxConfig, SandboxError
 
 RUNTIME_BIN = "/.harnessrl/rt/bin"
+RUNTIME_LIB = "/.harnessrl/rt/lib"  # this interpreter's loader and libraries, from the host
 ETC_IDENTITY = ("passwd", "group", "hosts", "hostname")
 # Changes to the directory in $1 and runs the rest, with PWD naming it (see bwrap.with_pwd).
 ENTER_DIR = 'cd -- "$1" || exit 125; PWD=$1; export PWD; shift; exec "$@"'
@@ -92,10 +100,11 @@ def host_node() -> str | None:
     return os.path.realpath(found) if found else None
 
 
-def host_libraries(executables: list[str]) -> list[str]:
-    """Paths (as the loader names them, e.g. /lib/x86_64-linux-gnu/libc.so.6) of the shared
-    libraries and the loader that ``executables`` need on this host (``ldd``)."""
-    out: list[str] = []
+def host_library_names(executables: list[str]) -> dict[str, str]:
+    """{name the loader looks for (libc.so.6; the loader's own file name): its path on this host
+    (as ldd names it, e.g. /lib/x86_64-linux-gnu/libc.so.6)} for the shared libraries and the
+    loader that ``executables`` need (``ldd``)."""
+    out: dict[str, str] = {}
     for exe in executables:
         try:
             text = subprocess.run(["ldd", exe], capture_output=True, text=True, timeout=30).stdout
@@ -103,10 +112,59 @@ def host_libraries(executables: list[str]) -> list[str]:
             continue
         for line in text.splitlines():
             words = line.split()
-            path = words[2] if len(words) >= 3 and words[1] == "=>" else words[0] if words else ""
-            if path.startswith("/") and path not in out:
-                out.append(path)
+            if len(words) >= 3 and words[1] == "=>":
+                name, path = words[0], words[2]
+            else:
+                path = words[0] if words else ""
+                name = os.path.basename(path)
+            if path.startswith("/"):
+                out.setdefault(name, path)
     return out
+
+
+def host_libraries(executables: list[str]) -> list[str]:
+    """Paths (as the loader names them, e.g. /lib/x86_64-linux-gnu/libc.so.6) of the shared
+    libraries and the loader that ``executables`` need on this host (``ldd``)."""
+    return list(dict.fromkeys(host_library_names(executables).values()))
+
+
+def elf_interpreter(path: str) -> str | None:
+    """The program interpreter (PT_INTERP: the loader) a 64-bit little-endian ELF file names, or
+    None (not such a file, static, unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+                return None
+            phoff = int.from_bytes(head[0x20:0x28], "little")
+            phentsize = int.from_bytes(head[0x36:0x38], "little")
+            phnum = int.from_bytes(head[0x38:0x3A], "little")
+            for i in range(min(phnum, 256)):
+                f.seek(phoff + i * phentsize)
+                ph = f.read(56)
+                if len(ph) == 56 and int.from_bytes(ph[0:4], "little") == 3:  # PT_INTERP
+                    f.seek(int.from_bytes(ph[8:16], "little"))
+                    raw = f.read(min(int.from_bytes(ph[32:40], "little"), 4096))
+                    return raw.split(b"\0", 1)[0].decode(errors="replace") or None
+    except OSError:
+        return None
+    return None
+
+
+def interpreter_programs() -> list[str]:
+    """This interpreter and its extension modules with libraries of their own (the launcher's)."""
+    return [os.path.realpath(sys.executable), *_extension_paths(LAUNCHER_EXTENSIONS)]
+
+
+def host_loaded_argv(argv: list[str]) -> list[str]:
+    """``argv`` started on the host's loader with ``RUNTIME_LIB`` as its library path when
+    argv[0] is this interpreter (a rootfs sandbox binds them there: runtime_binds), else as is."""
+    if not argv or not argv[0].startswith("/") or os.path.realpath(argv[0]) != os.path.realpath(sys.executable):
+        return argv
+    loader = elf_interpreter(os.path.realpath(sys.executable))
+    if loader is None:
+        return argv
+    return [f"{RUNTIME_LIB}/{os.path.basename(loader)}", "--library-path", RUNTIME_LIB, *argv]
 
 
 def _extension_paths(names: tuple[str, ...]) -> list[str]:
@@ -147,18 +205,20 @@ def bound_executables(cfg: SandboxConfig) -> list[str]:
 def runtime_binds(cfg: SandboxConfig) -> list[tuple[str, str]]:
     """(host, inner) read-only binds that let the harness runtime run on ``cfg.rootfs``: node at
     RUNTIME_BIN and each host library that it, this interpreter or a bound native executable
-    (bound_executables) loads and the image lacks."""
+    (bound_executables) loads and the image lacks; and this interpreter's loader and libraries at
+    RUNTIME_LIB under the names the loader looks for (host_loaded_argv)."""
     assert cfg.rootfs is not None
-    import sys
-
     root = Path(cfg.rootfs)
     node = host_node()
-    exes = [os.path.realpath(sys.executable), *_extension_paths(LAUNCHER_EXTENSIONS)] + ([node] if node else [])
-    exes += bound_executables(cfg)
+    own = interpreter_programs()
+    exes = own + ([node] if node else []) + bound_executables(cfg)
     binds = [(node, f"{RUNTIME_BIN}/node")] if node else []
     for lib in host_libraries(exes):
         if resolve_in_root(root, lib) is None and os.path.exists(lib):
             binds.append((os.path.realpath(lib), lib))
+    for name, lib in host_library_names(own).items():
+        if "/" not in name and os.path.exists(lib):
+            binds.append((os.path.realpath(lib), f"{RUNTIME_LIB}/{name}"))
     return binds
 
 
@@ -226,10 +286,10 @@ def overlay_step(cfg: SandboxConfig, point: str, owner: int) -> list[str]:
 
 def enter_dir_argv(cfg: SandboxConfig, workdir: str, argv: list[str]) -> list[str]:
     """The argv that runs ``argv`` in ``workdir`` inside: ``env -C`` on the host's system, the
-    image's ``sh`` on a rootfs."""
+    image's ``sh`` on a rootfs (this interpreter on the host's loader: host_loaded_argv)."""
     if cfg.rootfs is None:
         return ["env", "-C", workdir, "--", *argv]
-    return ["sh", "-c", ENTER_DIR, "sh", workdir, *argv]
+    return ["sh", "-c", ENTER_DIR, "sh", workdir, *host_loaded_argv(argv)]
 
 
 def path_env(image_path: str) -> str:
