@@ -4,7 +4,7 @@ an image with an older glibc than the host's is to the host's interpreter. The h
 interpreter still starts (on the host's loader and libraries, sandbox/rootfs.py RUNTIME_LIB) and
 imports its extension module, the image's static busybox still runs, and a program that loads the
 image's libc (the image's bash, moved off /bin) gets the image's broken one: the host's libraries are not put
-under the image's own programs."""
+under the image's own programs. Four sandboxes starting together on a new image unpack it once."""
 
 from __future__ import annotations
 
@@ -72,3 +72,15 @@ def test_only_this_interpreter_is_started_on_the_hosts_loader():
     assert elf_interpreter(__file__) is None
     assert subprocess.run([elf_interpreter(str(Path(exe).resolve())) or "", "--library-path", "/nonexistent",
                            exe, "-IS", "-c", "print(7)"], capture_output=True, text=True).stdout == "7\n"
+
+
+def test_rollouts_starting_together_on_a_new_image_unpack_it_once(broken, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harnessrl.tasks.images import prepare_image
+
+    said: list[str] = []
+    with ThreadPoolExecutor(4) as pool:
+        roots = list(pool.map(lambda _: prepare_image(broken, cache=tmp_path, log=said.append).rootfs, range(4)))
+    assert len(set(roots)) == 1 and (roots[0] / "app" / "seed.txt").is_file()
+    assert sum("unpacking" in s for s in said) == 1, said

@@ -11,11 +11,13 @@ Images are read with ``skopeo`` (inspect, copy into an OCI layout) and unpacked 
 own. The unpacked root lands in ``$HARNESSRL_CACHE/images/<digest>-u<owner>/rootfs``, its files
 owned by ``owner`` (the sandbox's host uid: the sandbox user owns the image as root owns a
 container's), with ``image.json`` (digest, Env, WorkingDir). A second use of the same image, by
-any task, reuses it. Every failure is an ``ImageError`` naming the image and the fix.
+any task, reuses it; rollouts that start together on a new image unpack it once (a lock beside it). Every failure is an ``ImageError`` naming the image and the fix.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -25,7 +27,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from harnessrl.sandbox.base import SandboxError
 
@@ -146,11 +148,26 @@ def prepare_image(source: str, owner: int | None = None, cache: Path | None = No
     digest, config = inspect_image(source)
     final = cache_root(cache) / f"{digest.replace(':', '-')}-u{owner}"
     if not (final / "image.json").is_file():
-        say(f"unpacking image {source} ({digest[:19]}) into {final}")
-        _unpack(source, digest, config, final, owner)
+        with _unpack_lock(final):  # rollouts starting together on a new image unpack it once
+            if not (final / "image.json").is_file():
+                say(f"unpacking image {source} ({digest[:19]}) into {final}")
+                _unpack(source, digest, config, final, owner)
     check_root(str(final / "rootfs"), source)
     meta = json.loads((final / "image.json").read_text())
     return ImageRoot(source, final / "rootfs", digest, dict(meta.get("env") or {}), str(meta.get("workdir") or ""))
+
+
+@contextlib.contextmanager
+def _unpack_lock(final: Path) -> Iterator[None]:
+    """An exclusive lock on ``final``'s unpacking (flock on a file beside it; released on exit,
+    also when the process dies)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(final.parent / f".{final.name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _unpack(source: str, digest: str, config: dict[str, Any], final: Path, owner: int) -> None:
