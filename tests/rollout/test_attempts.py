@@ -8,7 +8,7 @@ import json
 import urllib.error
 import urllib.request
 
-from harnessrl.harness.base import HarnessResult
+from harnessrl.harness.base import HarnessAdapter, HarnessResult
 from harnessrl.harness.builtin import BuiltinAdapter
 from harnessrl.rollout import jobs as runner_mod
 from harnessrl.rollout.jobs import RolloutJob, RunOptions, run_rollout
@@ -46,7 +46,7 @@ def test_a_verifier_sandbox_failure_after_calls_is_not_retried(proxy, store, tas
     assert "earlier_attempts" not in rec.meta
 
 
-class _LateCaller:
+class _LateCaller(HarnessAdapter):
     """Attempt 1 fails without a call; attempt 2 first sends a request with attempt 1's key (a
     late request of the failed attempt), then makes its own call."""
 
@@ -55,9 +55,6 @@ class _LateCaller:
     def __init__(self):
         self.keys: list[str] = []
         self.late_status = 0
-
-    def ro_paths(self):
-        return []
 
     def run(self, sandbox, *, proxy_base, api_key, **kwargs):
         self.keys.append(api_key)

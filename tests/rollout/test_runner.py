@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from harnessrl.harness.base import HarnessResult
+from harnessrl.harness.base import HarnessAdapter, HarnessResult
 from harnessrl.harness.builtin import BuiltinAdapter
 from harnessrl.rollout import jobs as runner_mod
 from harnessrl.rollout.proxy_link import LocalProxy
@@ -72,16 +72,13 @@ def test_sandbox_start_failures_are_retried_then_recorded(proxy, store, tasks, m
     assert store.get_rollout(bad.rollout_id).status == "sandbox_error"
 
 
-class _BrokenHarness:
+class _BrokenHarness(HarnessAdapter):
     """Fails before making any model call (e.g. its binary is missing)."""
 
     name = "broken"
 
     def __init__(self):
         self.runs = 0
-
-    def ro_paths(self):
-        return []
 
     def run(self, sandbox, **kwargs):
         self.runs += 1

@@ -27,8 +27,7 @@ def _rollout(adapter, engine, renderer, store, task, rid, opts=LOCAL):
     server = ProxyServer(engine, store, renderer, policy=ServingPolicy(max_tokens_cap=200)).start()
     try:
         link = LocalProxy(server)
-        if hasattr(adapter, "bind_proxy"):
-            adapter.bind_proxy(link)
+        adapter.bind_proxy(link)
         job = RolloutJob(task, adapter.name, f"g-{rid}", 0)
         rec = run_rollout(job, adapter, link, store, opts)
     finally:

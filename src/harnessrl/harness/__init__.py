@@ -1,73 +1,70 @@
 """Harness adapters: drive real, unmodified agent harnesses against the proxy inside a sandbox.
 
-`make_harness(spec)` builds one adapter from a spec string `<harness>[:<profile>]`:
-  builtin | mini-swe-agent[:text|:tool] | claude-code[:full|:small|:tiny] | codex[:full|:small]
-  | openclaw[:full|:small|:lean|:gateway|:gateway-small] | qwen-code[:full|:small] | opencode[:full|:small]
-  | whitebox | command[<options>]:<template>
-(`whitebox` is builtin's agent loop run in the run process, harness/whitebox.py)
-A profile picks the harness's tool set and prompt (flags and config files only: black box);
-see profiles.py and each adapter's PROFILES.
+`make_harness(spec)` builds one adapter from a spec string: `<harness>[:<profile>]`, a name of
+ADAPTERS (`harness_profiles(name)` lists its profiles), or `command[<options>]:<template>` for any
+other CLI agent (harness/command.py). `whitebox` is builtin's agent loop run in the run process
+(harness/whitebox.py). A profile picks the harness's tool set and prompt (flags and config files
+only: black box); see profiles.py and each adapter's PROFILES. Every adapter subclasses
+HarnessAdapter (base.py), which holds the defaults of its optional capabilities.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from harnessrl.harness.base import HarnessAdapter, HarnessConfigError, HarnessResult
-from harnessrl.harness.profiles import Profile
+from harnessrl.harness.base import CachedInstallAdapter, HarnessAdapter, HarnessConfigError, HarnessResult
 
-__all__ = ["HARNESS_SPECS", "HarnessAdapter", "HarnessConfigError", "HarnessResult", "check_harnesses",
-           "check_options", "is_command", "make_harness", "harness_profiles", "spec_profile", "start_hint"]
+__all__ = ["ADAPTERS", "COMMAND_SPEC", "HARNESS_NAMES", "HarnessAdapter", "HarnessConfigError", "HarnessResult",
+           "adapter_class", "check_harnesses", "check_options", "harness_profiles", "harness_specs", "is_command",
+           "make_harness", "spec_profile", "start_hint"]
 
-HARNESS_SPECS = ("builtin", "mini-swe-agent[:profile]", "claude-code[:profile]", "codex[:profile]",
-                 "openclaw[:profile]", "qwen-code[:profile]", "opencode[:profile]", "whitebox",
-                 "command[<options>]:<template>")
+# The harnesses by name: `module:Class` of each adapter, imported when first made. The one list of
+# harness names: CLI choices, spec help, docs checks and tests derive from it.
+ADAPTERS = MappingProxyType({
+    "builtin": "harnessrl.harness.builtin:BuiltinAdapter",
+    "mini-swe-agent": "harnessrl.harness.mini_swe_agent:MiniSweAgentAdapter",
+    "claude-code": "harnessrl.harness.claude_code:ClaudeCodeAdapter",
+    "codex": "harnessrl.harness.codex:CodexAdapter",
+    "openclaw": "harnessrl.harness.openclaw:OpenClawAdapter",
+    "qwen-code": "harnessrl.harness.qwen_code:QwenCodeAdapter",
+    "opencode": "harnessrl.harness.opencode:OpencodeAdapter",
+    "whitebox": "harnessrl.harness.whitebox:WhiteboxAdapter",
+})
+HARNESS_NAMES = tuple(ADAPTERS)
+COMMAND_SPEC = "command[<options>]:<template>"  # any CLI agent (harness/command.py), not a name
 
 
-def _adapter_class(name: str) -> Any:
-    if name == "builtin":
-        from harnessrl.harness.builtin import BuiltinAdapter
+def adapter_class(name: str) -> type[HarnessAdapter] | None:
+    """The adapter class registered as `name` (None for an unknown name)."""
+    target = ADAPTERS.get(name)
+    if target is None:
+        return None
+    module, _, attr = target.partition(":")
+    cls: type[HarnessAdapter] = getattr(importlib.import_module(module), attr)
+    return cls
 
-        return BuiltinAdapter
-    if name == "mini-swe-agent":
-        from harnessrl.harness.mini_swe_agent import MiniSweAgentAdapter
 
-        return MiniSweAgentAdapter
-    if name == "claude-code":
-        from harnessrl.harness.claude_code import ClaudeCodeAdapter
-
-        return ClaudeCodeAdapter
-    if name == "codex":
-        from harnessrl.harness.codex import CodexAdapter
-
-        return CodexAdapter
-    if name == "openclaw":
-        from harnessrl.harness.openclaw import OpenClawAdapter
-
-        return OpenClawAdapter
-    if name == "qwen-code":
-        from harnessrl.harness.qwen_code import QwenCodeAdapter
-
-        return QwenCodeAdapter
-    if name == "opencode":
-        from harnessrl.harness.opencode import OpencodeAdapter
-
-        return OpencodeAdapter
-    if name == "whitebox":
-        from harnessrl.harness.whitebox import WhiteboxAdapter
-
-        return WhiteboxAdapter
-    return None
+def harness_specs() -> tuple[str, ...]:
+    """Every spec form, for help and error messages: `<name>[:profile]` for a harness with a choice
+    of profiles, the bare name otherwise, then the `command` form."""
+    forms = []
+    for name in HARNESS_NAMES:
+        cls = adapter_class(name)
+        many = cls is not None and len({p.name for p in cls.profiles.values()}) > 1
+        forms.append(f"{name}[:profile]" if many else name)
+    return (*forms, COMMAND_SPEC)
 
 
 def harness_profiles(name: str) -> list[str]:
     """The profile names a harness accepts (canonical names first, default first); [] if it has none."""
-    cls = _adapter_class(name)
-    table = getattr(cls, "profiles", None) or {}
-    names = list(dict.fromkeys(p.name for p in table.values()))
-    default = getattr(cls, "default_profile", None)
-    return sorted(names, key=lambda n: n != default)
+    cls = adapter_class(name)
+    if cls is None:
+        return []
+    names = list(dict.fromkeys(p.name for p in cls.profiles.values()))
+    return sorted(names, key=lambda n: n != cls.default_profile)
 
 
 def make_harness(spec: str, cache: Path | None = None, **options: Any) -> HarnessAdapter:
@@ -79,12 +76,12 @@ def make_harness(spec: str, cache: Path | None = None, **options: Any) -> Harnes
         spec_options, template = split_command_spec(spec)
         return CommandAdapter(template, **merge_options(spec_options, options))
     name, _, arg = spec.strip().partition(":")
-    cls = _adapter_class(name)
+    cls = adapter_class(name)
     if cls is None:
-        raise HarnessConfigError(f"unknown harness {spec!r}; use one of: {', '.join(HARNESS_SPECS)}")
+        raise HarnessConfigError(f"unknown harness {spec!r}; use one of: {', '.join(harness_specs())}")
     if arg:
         options["profile"] = arg
-    if name in ("claude-code", "codex", "openclaw", "qwen-code", "opencode"):
+    if issubclass(cls, CachedInstallAdapter):  # installed into the harness cache
         options["cache"] = cache
     return cls(**options)
 
@@ -107,7 +104,7 @@ def check_options(spec: str, options: dict[str, Any]) -> None:
                                      f"name: 'command[name={options['name']}]:...', not in options")
         parse_options(merge_options(split_command_spec(spec)[0], options))
         return
-    cls = _adapter_class(spec.strip().partition(":")[0])
+    cls = adapter_class(spec.strip().partition(":")[0])
     if cls is None or not options:
         return
     params = inspect.signature(cls.__init__).parameters
@@ -123,10 +120,7 @@ def check_harnesses(specs: list[str], options: dict[str, dict[str, Any]]) -> Non
     """Make each spec's adapter once (`options`: spec -> make_harness kwargs), so a bad option or a
     `command` harness's missing binary or path is a HarnessConfigError before any engine starts."""
     for spec in specs:
-        adapter = make_harness(spec, **options.get(spec, {}))
-        check = getattr(adapter, "check", None)
-        if check is not None:
-            check()
+        make_harness(spec, **options.get(spec, {})).check()
 
 
 def start_hint(spec: str) -> str:
@@ -134,14 +128,14 @@ def start_hint(spec: str) -> str:
     installed by harnessrl, so `harnessrl harness install` would not apply to it: its fix is the
     sandbox's view of the CLI (`ro`) and one scripted try (`harnessrl harness check`)."""
     from harnessrl.harness.command import SHOW_IT_FIX
-    from harnessrl.harness.install import HARNESS_NAMES
+    from harnessrl.harness.install import HARNESS_NAMES as INSTALLABLE
 
     if is_command(spec):
         return f"a command: harness is yours to install: {SHOW_IT_FIX}"
     name = spec.strip().partition(":")[0]
-    if name in HARNESS_NAMES:
+    if name in INSTALLABLE:
         return f"check the harness install (`harnessrl harness install {name}`)"
-    return f"check the harness spec ({', '.join(HARNESS_SPECS)})"
+    return f"check the harness spec ({', '.join(harness_specs())})"
 
 
 def spec_profile(spec: str) -> str:
@@ -150,5 +144,4 @@ def spec_profile(spec: str) -> str:
         adapter = make_harness(spec)
     except HarnessConfigError:
         return ""
-    profile = getattr(adapter, "profile", None)
-    return profile.name if isinstance(profile, Profile) else ""
+    return adapter.profile.name if adapter.profile is not None else ""

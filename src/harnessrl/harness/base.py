@@ -11,12 +11,17 @@ import hashlib
 import json
 import sys
 import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.harness import launcher
+
+if TYPE_CHECKING:
+    from harnessrl.harness.profiles import Profile
 
 HarnessStatus = Literal["ok", "harness_error", "timeout"]
 TAIL_CHARS = 4000
@@ -62,19 +67,45 @@ class SandboxLike(Protocol):
             timeout_s: float | None = None) -> ProcessResultLike: ...
 
 
-@runtime_checkable
-class HarnessAdapter(Protocol):
-    name: str
+class HarnessAdapter(ABC):
+    """What the runner drives: `run` one task to completion inside a sandbox. The optional
+    capabilities have their defaults here, so the runner calls each of them on every adapter."""
+
+    name: ClassVar[str] = "abstract"
+    # name -> Profile (aliases included) and the default's name; an adapter without profiles has none
+    profiles: ClassVar[Mapping[str, Profile]] = {}
+    default_profile: ClassVar[str] = ""
+    # False for a harness with no turn limit of its own (Codex, OpenClaw): the runner then gives its
+    # proxy key a budget of max_turns model calls, and the call past it gets a typed 400
+    enforces_max_turns: ClassVar[bool] = True
+    profile: Profile | None = None  # the resolved profile (set by adapters with profiles)
 
     def ro_paths(self) -> list[Path]:
         """Host paths the sandbox must bind read-only (install dirs, runtimes)."""
-        ...
+        return []
 
+    def preflight(self) -> str | None:
+        """Why this harness cannot run here (e.g. not installed), or None."""
+        return None
+
+    def check(self) -> None:
+        """HarnessConfigError when what the adapter was given cannot run (a `command` harness's
+        binary or paths); called once before any engine starts."""
+
+    def bind_proxy(self, link: object) -> None:
+        """Take the runner's proxy link (rollout/proxy_link.py) before any rollout: an agent loop in
+        the run process (harness/whitebox.py) samples from its engine; a harness in a sandbox
+        reaches the proxy over HTTP and needs nothing."""
+
+    def describe(self) -> dict[str, Any]:
+        """What is stored with each rollout as `meta["harness_profile"]` ({} without a profile)."""
+        return self.profile.describe() if self.profile is not None else {}
+
+    @abstractmethod
     def run(self, sandbox: SandboxLike, *, instruction: str, proxy_base: str, api_key: str, model: str,
             timeout_s: float, max_turns: int, workdir: str | None = None) -> HarnessResult:
         """Run one task to completion inside `sandbox`. `proxy_base` is the in-sandbox proxy URL
         including `/r/<key>` and excluding `/v1`."""
-        ...
 
 
 class HarnessConfigError(HarnessRLError, ValueError):
@@ -298,23 +329,12 @@ class RunRequest:
     dirs: RunDirs
 
 
-class LaunchedAdapter:
+class LaunchedAdapter(HarnessAdapter):
     """Shared `run` of the adapters: build a LaunchSpec, launch it, parse the outcome."""
 
-    name = "abstract"
-    # False for a harness with no turn limit of its own (Codex, OpenClaw): the runner then gives its
-    # proxy key a budget of max_turns model calls, and the call past it gets a typed 400
-    enforces_max_turns = True
-
-    def ro_paths(self) -> list[Path]:
-        return []
-
-    def build(self, req: RunRequest) -> LaunchSpec:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def preflight(self) -> str | None:
-        """Why this harness cannot run here (e.g. not installed), or None."""
-        return None
+    @abstractmethod
+    def build(self, req: RunRequest) -> LaunchSpec:
+        """The harness's argv, env and files for one run."""
 
     def parse(self, req: RunRequest, outcome: LaunchOutcome) -> HarnessResult:
         return result_from(outcome, final_message=last_line(outcome.stdout))

@@ -35,6 +35,7 @@ class BuiltinAdapter(LaunchedAdapter):
     name = "builtin"
     profiles = PROFILES
     default_profile = "full"
+    profile: Profile
 
     def __init__(self, script: Path | None = None, extra_args: tuple[str, ...] = (),
                  profile: str | None = None) -> None:

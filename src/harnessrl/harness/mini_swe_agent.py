@@ -47,6 +47,7 @@ class MiniSweAgentAdapter(LaunchedAdapter):
     name = "mini-swe-agent"
     profiles = PROFILES
     default_profile = "text"
+    profile: Profile
 
     def __init__(self, mode: str | None = None, config: Path | None = None, command_timeout_s: int = 60,
                  max_tokens: int | None = None, temperature: float | None = None, profile: str | None = None) -> None:

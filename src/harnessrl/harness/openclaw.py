@@ -105,6 +105,7 @@ class OpenClawAdapter(CachedInstallAdapter):
     enforces_max_turns = False  # no turn limit of its own: the proxy's call budget bounds it
     profiles = PROFILES
     default_profile = "full"
+    profile: Profile
 
     def __init__(self, cache: Path | None = None, context_window: int = 32768, max_tokens: int = 1024,
                  lean: bool | None = None, mode: str | None = None, profile: str | None = None,

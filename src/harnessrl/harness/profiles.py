@@ -63,8 +63,8 @@ class ProfiledInstallAdapter(CachedInstallAdapter):
     """A cached-install harness driven through one of its `profiles` (flags and config files only),
     plus extra command-line arguments."""
 
-    profiles: dict[str, Profile] = {}
     default_profile = "full"
+    profile: Profile
 
     def __init__(self, cache: Path | None = None, extra_args: tuple[str, ...] = (), profile: str | None = None) -> None:
         self.cache = cache

@@ -28,12 +28,11 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harnessrl.engine.base import Generation, PromptTooLong
 from harnessrl.harness import builtin_agent as agent
-from harnessrl.harness.base import HarnessConfigError, HarnessResult, SandboxLike
+from harnessrl.harness.base import HarnessAdapter, HarnessConfigError, HarnessResult, SandboxLike
 from harnessrl.harness.profiles import Profile, profile_table, resolve
 from harnessrl.proxy.call_record import CallHead, error_record, record_call
 from harnessrl.proxy.serving import Sampled, ServingPolicy, sampling_params, sent_error
@@ -81,7 +80,7 @@ class LoopStats:
                 **{k: round(v, 4) for k, v in self.times.items()}}
 
 
-class WhiteboxAdapter:
+class WhiteboxAdapter(HarnessAdapter):
     """The `whitebox` harness: `builtin`'s agent loop in this process (bound to the run's proxy by
     the runner, `bind_proxy`). Options: `temperature` (None, as builtin_agent: none is sent, the
     proxy's serve.default_temperature applies), `max_tokens` (builtin_agent's default)."""
@@ -89,7 +88,7 @@ class WhiteboxAdapter:
     name = "whitebox"
     profiles = PROFILES
     default_profile = "full"
-    enforces_max_turns = True
+    profile: Profile
 
     def __init__(self, temperature: float | None = None, max_tokens: int = 256, profile: str | None = None) -> None:
         bad = sent_error(temperature, None, max_tokens)  # what the agent sends, checked as a request is
@@ -99,12 +98,6 @@ class WhiteboxAdapter:
         self.temperature = None if temperature is None else float(temperature)
         self.max_tokens = int(max_tokens)
         self.policy: Policy | None = None
-
-    def ro_paths(self) -> list[Path]:
-        return []  # only bash runs in the sandbox
-
-    def preflight(self) -> str | None:
-        return None
 
     def bind_proxy(self, link: Any) -> None:
         """Take the engine, writer and rollout registry of the runner's in-process proxy."""

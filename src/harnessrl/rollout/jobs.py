@@ -123,8 +123,7 @@ def run_plans(plans: Sequence[GroupPlan], *, proxy: ProxyServer | ProxyLink, sto
     adapters = adapters if adapters is not None else make_adapters({p.harness for p in plans},
                                                                     opts.harness_options)
     for adapter in adapters.values():  # in-process agent loops (harness/whitebox.py) take the proxy's engine
-        if hasattr(adapter, "bind_proxy"):
-            adapter.bind_proxy(link)
+        adapter.bind_proxy(link)
     work = [(job, replace(opts, step=p.step)) for p in plans for job in p.jobs()]
     results: dict[int, RolloutRecord] = {}
     live = LiveSandboxes()
@@ -213,12 +212,11 @@ def run_rollout(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, store
                 opts: RunOptions) -> RolloutRecord:
     """One rollout, start to record; never raises (every failure becomes a status)."""
     t0 = time.monotonic()
-    profile: Any = getattr(adapter, "profile", None)  # harness.profiles.Profile where the adapter has profiles
+    profile = adapter.describe()  # the harness profile it runs with ({} without one)
     base = RolloutRecord(rollout_id=job.rollout_id, task_id=job.task.id, harness=job.harness_spec,
                          group_id=job.group_id, status="sandbox_error", reward=None, step=opts.step,
                          sample_idx=job.sample_idx, category=job.task.category, split=job.task.split,
-                         profile=getattr(profile, "name", ""),
-                         meta={"harness_profile": profile.describe()} if hasattr(profile, "describe") else {})
+                         profile=str(profile.get("name", "")), meta={"harness_profile": profile} if profile else {})
     if job.branch is not None:
         base = replace(base, lineage=Lineage(job.branch.parent, job.branch.calls))
     budget = call_budget(adapter, turns_for(job.task, opts))
@@ -256,7 +254,7 @@ def call_budget(adapter: HarnessAdapter, max_turns: int) -> int:
     """The model calls a rollout key may make: `max_turns` for a harness with no turn limit of its
     own (Codex, OpenClaw, `command:`); for one that enforces it (Claude Code's --max-turns), a
     backstop of SELF_LIMITED_SLACK x max_turns that its side calls and retries stay within."""
-    if getattr(adapter, "enforces_max_turns", True):
+    if adapter.enforces_max_turns:
         return SELF_LIMITED_SLACK * max_turns
     return max_turns
 

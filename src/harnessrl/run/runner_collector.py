@@ -15,17 +15,27 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harnessrl.engine import resolve_model
-from harnessrl.harness import HarnessConfigError, start_hint
+from harnessrl.engine.base import Engine
+from harnessrl.harness import HarnessAdapter, HarnessConfigError, start_hint
 from harnessrl.harness.command import shell_tool_overrides
+from harnessrl.proxy.server import ProxyServer
 from harnessrl.render.renderer import Renderer
 from harnessrl.rollout.jobs import RunOptions, make_adapters, run_plans
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.rollout.proxy_link import LocalProxy
 from harnessrl.rollout.sample_check import SampleCheck
 from harnessrl.run.collector import Collector, Progress
+from harnessrl.run.config import RunConfig
 from harnessrl.run.errors import TrainError
-from harnessrl.run.serve_config import start_proxy
 from harnessrl.sandbox.base import SandboxConfig
+from harnessrl.store import RunStore
+
+
+def start_proxy(cfg: RunConfig, engine: Engine, store: RunStore, renderer: Renderer) -> ProxyServer:
+    """The started proxy that serves `cfg`'s way: its serving policy
+    (`RunConfig.serving_policy()`: loop.max_tokens as every call's default and cap, serve.*), the
+    renderer of render.tool_format. Training and `harnessrl rollout` / `eval` both come here."""
+    return ProxyServer(engine, store, renderer, policy=cfg.serving_policy()).start()
 
 
 class RunnerCollector:
@@ -39,7 +49,7 @@ class RunnerCollector:
         self.proxy = start_proxy(cfg, engine, store, renderer)  # the way `harnessrl eval --from-run` serves
         self.sandbox_cfg = SandboxConfig(type=cfg.sandbox.type, host_uid=cfg.sandbox.host_uid)
         self.samples = SampleCheck(_warn)  # token-identical GRPO groups: warned once per run
-        self._adapters: dict[str, Any] = {}
+        self._adapters: dict[str, HarnessAdapter] = {}
         try:
             for h in cfg.harness_entries():
                 self._check(h.name)
@@ -53,11 +63,11 @@ class RunnerCollector:
             adapter = self._adapter(name)
         except (HarnessConfigError, TypeError) as err:
             raise TrainError(f"harness {name!r}: {err}") from err
-        problem = adapter.preflight() if hasattr(adapter, "preflight") else None
+        problem = adapter.preflight()
         if problem:
             raise TrainError(f"harness {name!r} cannot run: {problem} ({start_hint(name)})")
 
-    def _adapter(self, name: str) -> Any:
+    def _adapter(self, name: str) -> HarnessAdapter:
         if name not in self._adapters:
             opts = next((dict(h.options) for h in self.cfg.harness_entries() if h.name == name), {})
             self._adapters.update(make_adapters({name}, {name: opts}))
