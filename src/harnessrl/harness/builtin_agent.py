@@ -21,8 +21,12 @@ import os
 import re
 import subprocess
 import sys
+from typing import TYPE_CHECKING, TypedDict
 
 import openai
+
+if TYPE_CHECKING:
+    from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 
 TEXT_SYSTEM = "You solve tasks by running bash commands in the current directory. Reply with one bash command in a ```bash code block. When the task is done, reply without a code block."
 
@@ -137,19 +141,31 @@ def first_messages(fmt, task):
     return messages + [{"role": "user", "content": task}]
 
 
-def run(args, task):
+class Stats(TypedDict, total=False):
+    """What the agent prints as its last stdout line."""
+
+    turns: int
+    commands: int
+    stop: str
+    final_message: str
+    error: str
+
+
+def run(args: argparse.Namespace, task: str) -> Stats:
     client = openai.OpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=3, timeout=args.call_timeout)
     messages = first_messages(args.format, task)
-    stats = {"turns": 0, "commands": 0, "stop": "max_turns", "final_message": ""}
-    extra = {"tools": TOOLS} if args.format == "tools" else {}
+    stats: Stats = {"turns": 0, "commands": 0, "stop": "max_turns", "final_message": ""}
+    params: CompletionCreateParamsNonStreaming = {"model": args.model, "messages": messages,
+                                                  "max_tokens": args.max_tokens}
+    if args.format == "tools":
+        params["tools"] = TOOLS
     if args.temperature is not None:  # else none is sent: the proxy's serve.default_temperature applies
-        extra["temperature"] = args.temperature
+        params["temperature"] = args.temperature
     while stats["turns"] < args.max_turns:
         try:
-            response = client.chat.completions.create(model=args.model, messages=messages,
-                                                      max_tokens=args.max_tokens, **extra)
+            response = client.chat.completions.create(**params)
         except openai.BadRequestError as e:  # e.g. the conversation no longer fits the context
-            stats.update(stop="rejected", error=str(e)[:500])
+            stats["stop"], stats["error"] = "rejected", str(e)[:500]
             break
         stats["turns"] += 1
         reply = response.choices[0].message

@@ -87,7 +87,7 @@ class ClaudeCodeAdapter(ProfiledInstallAdapter):
     def parse(self, req: RunRequest, outcome: LaunchOutcome) -> HarnessResult:
         events = json_lines(outcome.stdout)
         final = next((e for e in reversed(events) if e.get("type") == "result"), None)
-        meta = {"events": len(events)}
+        meta: dict[str, object] = {"events": len(events)}  # then fields of the harness's own JSON
         if final is None:
             return result_from(outcome, final_message="", meta=meta)
         meta.update({k: final.get(k) for k in ("subtype", "num_turns", "stop_reason", "is_error")})

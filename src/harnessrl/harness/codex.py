@@ -25,6 +25,7 @@ from pathlib import Path
 from harnessrl.harness import install
 from harnessrl.harness.base import (
     HarnessResult,
+    HarnessStatus,
     LaunchOutcome,
     LaunchSpec,
     RunRequest,
@@ -171,10 +172,10 @@ class CodexAdapter(ProfiledInstallAdapter):
         turns = sum(1 for e in events if e.get("type") == "turn.completed")
         failed = [e for e in events if e.get("type") == "turn.failed"]
         errors = sum(1 for e in events if e.get("type") == "error")  # includes retried ones
-        meta = {"events": len(events), "turns_completed": turns, "turns_failed": len(failed),
-                "errors": errors}
-        error = None
-        status = None
+        meta: dict[str, int | str] = {"events": len(events), "turns_completed": turns,
+                                      "turns_failed": len(failed), "errors": errors}
+        error: str | None = None
+        status: HarnessStatus | None = None
         if failed and policy_ended(json.dumps(failed[-1])):
             # the policy's reply was cut by the reply budget, or Codex refused the command the policy
             # wrote: a normal (scored) end of the episode, not a harness failure to drop from training

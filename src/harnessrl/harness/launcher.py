@@ -158,6 +158,8 @@ def cpu_report() -> dict:
 def main(raw_spec: dict) -> int:
     keys = list(raw_spec.get("collect", []))
     spec = substitute(raw_spec, run_root(str(raw_spec.get("run_id", "run"))))
+    if not isinstance(spec, dict):  # substitute keeps a dict a dict
+        raise TypeError(f"the launch spec must be a JSON object, not {type(spec).__name__}")
     prepare(spec)
     become_subreaper()
     stopping: list[int] = []

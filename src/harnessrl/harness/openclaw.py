@@ -30,6 +30,7 @@ from harnessrl.harness.base import (
     CachedInstallAdapter,
     HarnessConfigError,
     HarnessResult,
+    HarnessStatus,
     LaunchOutcome,
     LaunchSpec,
     RunRequest,
@@ -190,9 +191,9 @@ class OpenClawAdapter(CachedInstallAdapter):
             return parse_gateway(outcome)
         envelope = parse_envelope(outcome.stdout)
         keys = ("status", "assistantTurns", "toolSummary", "usage")
-        meta = {k: envelope.get(k) for k in keys if k in envelope}
-        status = None
-        error = None
+        meta: dict[str, object] = {k: envelope.get(k) for k in keys if k in envelope}
+        status: HarnessStatus | None = None
+        error: str | None = None
         if outcome.exit_code == EXEC_TIMEOUT_EXIT or envelope.get("status") == "timeout":
             status = "timeout"
             error = "openclaw reported a timeout"
@@ -227,6 +228,6 @@ def parse_gateway(outcome: LaunchOutcome) -> HarnessResult:
     if not lines:
         return result_from(outcome, final_message="")
     out = lines[-1]
-    meta = {k: out[k] for k in ("ready_s", "usage", "gateway_port") if k in out}
+    meta: dict[str, object] = {k: out[k] for k in ("ready_s", "usage", "gateway_port") if k in out}
     error = None if out.get("status") == "ok" else f"{outcome.error}; {out.get('error', '')}".strip("; ")
     return result_from(outcome, final_message=str(out.get("final_message") or ""), meta=meta, error=error)

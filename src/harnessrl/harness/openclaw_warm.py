@@ -24,7 +24,11 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from harnessrl.harness.openclaw import OpenClawAdapter
+    from harnessrl.sandbox import SandboxConfig
 
 CACHE_NAME = "node-compile-cache"
 MARKER = ".harnessrl-warm"
@@ -89,7 +93,7 @@ def failed_marker(cache: Path | None = None) -> Path:
     return cache_dir(cache).parent / f".{CACHE_NAME}.failed"
 
 
-def warm(adapter: Any, sandbox_cfg: Any = None, timeout_s: float = WARM_TIMEOUT_S,
+def warm(adapter: OpenClawAdapter, sandbox_cfg: SandboxConfig | None = None, timeout_s: float = WARM_TIMEOUT_S,
          force: bool = False) -> str | None:
     """Fill the compile cache of `adapter.cache` once (idempotent, under a file lock), with a run of
     `adapter` (the OpenClaw adapter's `warmup_adapter()`: full profile, no cache of its own). Returns
@@ -116,7 +120,7 @@ def warm(adapter: Any, sandbox_cfg: Any = None, timeout_s: float = WARM_TIMEOUT_
         return problem
 
 
-def _warm_locked(target: Path, adapter: Any, sandbox_cfg: Any, timeout_s: float) -> str | None:
+def _warm_locked(target: Path, adapter: OpenClawAdapter, sandbox_cfg: SandboxConfig | None, timeout_s: float) -> str | None:
     from harnessrl.harness.base import RunDirs, RunRequest, launch
     from harnessrl.sandbox import SandboxConfig, make_sandbox
 
@@ -148,7 +152,8 @@ def _warm_locked(target: Path, adapter: Any, sandbox_cfg: Any, timeout_s: float)
             if outcome.status != "ok" or len(subdirs) != 1:
                 return (f"openclaw warm-up run failed ({outcome.status}, {outcome.error or 'no cache written'}): "
                         f"{outcome.stderr[-300:]}")
-            return _install(subdirs[0], target)
+            _install(subdirs[0], target)
+            return None
 
 
 def _install(produced: Path, target: Path) -> None:

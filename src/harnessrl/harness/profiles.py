@@ -9,6 +9,7 @@ profile (name + the settings it applies) is stored with every rollout.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ def profile_table(*profiles: Profile) -> dict[str, Profile]:
     return table
 
 
-def resolve(harness: str, table: dict[str, Profile], name: str | None, default: str) -> Profile:
+def resolve(harness: str, table: Mapping[str, Profile], name: str | None, default: str) -> Profile:
     """The profile `name` (or the default) of `harness`, or a HarnessConfigError listing the choices."""
     key = name or default
     if key not in table:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from harnessrl.engine.base import Generation, PromptTooLong
 from harnessrl.harness import builtin_agent as agent
@@ -36,11 +36,18 @@ from harnessrl.harness.base import HarnessAdapter, HarnessConfigError, HarnessRe
 from harnessrl.harness.profiles import Profile, profile_table, resolve
 from harnessrl.proxy.call_record import CallHead, error_record, record_call
 from harnessrl.proxy.serving import Sampled, ServingPolicy, sampling_params, sent_error
-from harnessrl.render.messages import Message
+from harnessrl.render.messages import Message, Role
 
 PROFILES = profile_table(Profile("full", "the builtin agent's loop in the run process (text mode, direct token ids)"))
 COMMAND_TIMEOUT_S = 60.0  # builtin_agent.run_shell's limit per command
 PROTOCOL = "whitebox"
+
+
+class TextTurn(TypedDict):
+    """One message of the text-format loop, as builtin_agent sends it."""
+
+    role: Role
+    content: str
 
 
 @dataclass(frozen=True)
@@ -131,7 +138,7 @@ def run_loop(policy: Policy, state: Any, loop: asyncio.AbstractEventLoop, sandbo
              model: str, *, max_turns: int, deadline: float, temperature: float | None, max_tokens: int,
              workdir: str | None) -> LoopStats:
     """builtin_agent.run (text format) with the engine called in-process."""
-    messages = agent.first_messages("text", task)
+    messages: list[TextTurn] = agent.first_messages("text", task)
     stats = LoopStats()
     while stats.turns < max_turns:
         if time.monotonic() >= deadline:
@@ -167,7 +174,7 @@ def run_command(sandbox: SandboxLike, command: str, timeout_s: float, workdir: s
     return int(res.returncode or 0), agent.clip(out + err)
 
 
-def model_call(policy: Policy, state: Any, loop: asyncio.AbstractEventLoop, messages: list[dict[str, str]],
+def model_call(policy: Policy, state: Any, loop: asyncio.AbstractEventLoop, messages: list[TextTurn],
                model: str, temperature: float | None, max_tokens: int, stats: LoopStats) -> str | None:
     """One call: render -> generate -> commit -> store. The reply's text, or None when refused."""
     seq, t_start = state.take_seq(), time.time()
