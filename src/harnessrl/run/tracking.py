@@ -27,7 +27,8 @@ from harnessrl.run.record import step_records
 from harnessrl.run.transfer import Cell
 
 Warn = Callable[[str], None]
-Table = tuple[list[str], list[list[Any]]]  # (columns, rows)
+TableCell = str | int | float | bool | None
+Table = tuple[list[str], list[list[TableCell]]]  # (columns, rows)
 RUN_ID_KEY = "wandb_run_id"
 
 
@@ -36,7 +37,7 @@ class Tracker(Protocol):
         """Scalars of one step (steps arrive in increasing order)."""
         ...
 
-    def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None: ...
+    def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[TableCell]]) -> None: ...
 
     def log_images(self, key: str, paths: Sequence[Path]) -> None:
         """PNG files, one image each under key/<file stem>."""
@@ -52,9 +53,9 @@ class Tracker(Protocol):
 class Meta(Protocol):
     """Where a tracker keeps its run id between attempts (the run store)."""
 
-    def get_meta(self, key: str) -> Any: ...
+    def get_meta(self, key: str) -> object: ...
 
-    def set_meta(self, key: str, value: Any) -> None: ...
+    def set_meta(self, key: str, value: str) -> None: ...
 
 
 class SafeTracker:
@@ -78,7 +79,7 @@ class SafeTracker:
     def log_step(self, step: int, metrics: Mapping[str, float]) -> None:
         self._call("logging", lambda: self.inner.log_step(step, metrics))
 
-    def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[TableCell]]) -> None:
         self._call(f"table {key}", lambda: self.inner.log_table(key, columns, rows))
 
     def log_images(self, key: str, paths: Sequence[Path]) -> None:
@@ -125,7 +126,7 @@ class WandbTracker:
         self.run.log(dict(metrics), step=step)
         self.step = step
 
-    def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[TableCell]]) -> None:
         import wandb
 
         self._log({key: wandb.Table(columns=list(columns), data=[list(r) for r in rows])})
@@ -188,9 +189,9 @@ CHANGE_COLUMNS = ["harness · set", "before", "after", "change", "ci95_low", "ci
                   "rollouts_before", "rollouts_after"]
 
 
-def eval_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
+def eval_rows(records: list[dict[str, Any]]) -> list[list[TableCell]]:
     """One row per eval step, eval set and harness (EVAL_COLUMNS)."""
-    rows: list[list[Any]] = []
+    rows: list[list[TableCell]] = []
     for step, rec in step_records(records):
         for name, per_harness in ((rec.eval.sets if rec.eval else None) or {}).items():
             for harness, agg in sorted(per_harness.items()):
@@ -200,7 +201,7 @@ def eval_rows(records: list[dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
-def change_rows(changes: Sequence[tuple[str, Cell]]) -> list[list[Any]]:
+def change_rows(changes: Sequence[tuple[str, Cell]]) -> list[list[TableCell]]:
     """The held-out change table (run/heldout.py), one row per label (CHANGE_COLUMNS)."""
     return [[label, c.before, c.after, c.change, c.ci95[0], c.ci95[1], c.tasks, c.rollouts_before,
              c.rollouts_after] for label, c in changes]
