@@ -10,10 +10,14 @@ the trainer actor is passed as is, so weights go trainer node -> engine nodes, n
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any
 
-from harnessrl.engine.base import EngineError, Generation, SamplingParams
+from harnessrl.engine.base import EngineError, Generation, NamedTensors, SamplingParams
 from harnessrl.engine.replicas import ReplicatedEngine
+
+if TYPE_CHECKING:
+    import ray
+    import torch
 
 
 class EngineActor:
@@ -31,7 +35,7 @@ class EngineActor:
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
         return await self.engine.generate(prompt_ids, params)
 
-    async def update_weights(self, tensors: list, version: int) -> int:
+    async def update_weights(self, tensors: list[tuple[str, torch.Tensor]], version: int) -> int:
         await asyncio.to_thread(self.engine.update_weights, tensors, version)
         return int(self.engine.policy_version)
 
@@ -68,7 +72,7 @@ class ActorEngine:
         self._version = max(self._version, int(gen.policy_version))
         return gen
 
-    def update_weights(self, named_tensors: Any, version: int) -> None:
+    def update_weights(self, named_tensors: NamedTensors | ray.ObjectRef, version: int) -> None:
         import ray
 
         arg = named_tensors if isinstance(named_tensors, ray.ObjectRef) else list(named_tensors)
@@ -89,7 +93,7 @@ class RayEngine(ReplicatedEngine):
         """What another process needs to build its own RayEngine over the same replicas."""
         return self.handles, self.infos
 
-    def shareable(self, named_tensors: Iterable[tuple[str, Any]] | Any) -> Any:
+    def shareable(self, named_tensors: NamedTensors | ray.ObjectRef) -> Any:
         """One object in the store that each replica fetches (an ObjectRef is passed as is)."""
         import ray
 

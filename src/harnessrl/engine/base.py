@@ -8,11 +8,15 @@ sibling modules and are built by `make_engine` with lazy imports, so this module
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Iterable, Literal, Protocol, runtime_checkable
 
 from harnessrl.errors import HarnessRLError
 
+if TYPE_CHECKING:
+    import torch
+
 FinishReason = Literal["stop", "length"]
+NamedTensors = Iterable[tuple[str, "torch.Tensor"]]  # HF parameter names and their (full, merged) tensors
 
 
 class EngineError(HarnessRLError, RuntimeError):
@@ -71,7 +75,7 @@ class Engine(Protocol):
         """Sample one completion. Concurrent callers are batched together by the backend."""
         ...
 
-    def update_weights(self, named_tensors: Iterable[tuple[str, Any]], version: int) -> None:
+    def update_weights(self, named_tensors: NamedTensors, version: int) -> None:
         """Load new policy weights (HF parameter names) and set policy_version = version."""
         ...
 

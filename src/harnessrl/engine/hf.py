@@ -18,13 +18,12 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, SamplingParams
+from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, NamedTensors, SamplingParams
 from harnessrl.engine.checks import fit_max_tokens, stop_ids_for, validate_params, validate_prompt
 from harnessrl.engine.kv_batch import KVBatch
 from harnessrl.engine.sampling import sample_token
@@ -143,7 +142,7 @@ class HFEngine:
         self._queue.put(req)
         return await req.future
 
-    def update_weights(self, named_tensors: Iterable[tuple[str, Any]], version: int) -> None:
+    def update_weights(self, named_tensors: NamedTensors, version: int) -> None:
         """Copy HF-named tensors into the live model between decode steps; set policy_version."""
         with self._lock:
             targets = self._model.state_dict(keep_vars=True)

@@ -16,11 +16,11 @@ others keep the new weights and the reported version stays the old one until a r
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from harnessrl.engine.base import Engine, EngineError, Generation, SamplingParams
+from harnessrl.engine.base import Engine, EngineError, Generation, NamedTensors, SamplingParams
 
 
 def rendezvous(key: str, n: int) -> int:
@@ -65,11 +65,11 @@ class ReplicatedEngine:
         timings["replica"] = float(i)
         return Generation(gen.token_ids, gen.logprobs, gen.finish_reason, gen.policy_version, timings)
 
-    def shareable(self, named_tensors: Iterable[tuple[str, Any]]) -> Any:
+    def shareable(self, named_tensors: NamedTensors) -> Any:
         """The weights in a form every replica can take (here a list; Ray: one object-store ref)."""
         return list(named_tensors)
 
-    def update_weights(self, named_tensors: Iterable[tuple[str, Any]], version: int) -> None:
+    def update_weights(self, named_tensors: NamedTensors, version: int) -> None:
         tensors = self.shareable(named_tensors)  # every replica gets the same object
         errors: list[str] = []
         with ThreadPoolExecutor(max_workers=len(self.replicas)) as pool:

@@ -8,9 +8,8 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
-from harnessrl.engine.base import EngineError, Generation, SamplingParams
+from harnessrl.engine.base import EngineError, Generation, NamedTensors, SamplingParams
 from harnessrl.engine.checks import fit_max_tokens, stop_ids_for
 
 
@@ -92,7 +91,7 @@ class ScriptedEngine:
             policy_version=self._version,
         )
 
-    def update_weights(self, named_tensors: Iterable[tuple[str, Any]], version: int) -> None:
+    def update_weights(self, named_tensors: NamedTensors, version: int) -> None:
         for _ in named_tensors:
             pass
         self._version = int(version)
@@ -139,7 +138,7 @@ class FixedLatencyEngine:
             policy_version=self._version,
         )
 
-    def update_weights(self, named_tensors: Iterable[tuple[str, Any]], version: int) -> None:
+    def update_weights(self, named_tensors: NamedTensors, version: int) -> None:
         self._version = int(version)
 
     def close(self) -> None:

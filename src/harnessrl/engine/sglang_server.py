@@ -22,13 +22,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, PromptTooLong, SamplingParams
+from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, NamedTensors, PromptTooLong, SamplingParams
 from harnessrl.engine.checks import fit_max_tokens, validate_params
 
 
@@ -136,7 +135,7 @@ class SGLangServerEngine:
                 raise EngineError(f"SGLang weight update request failed: {err!r}") from err
         self._version = int(version)
 
-    def update_weights(self, named_tensors: Iterable[tuple[str, Any]], version: int) -> None:
+    def update_weights(self, named_tensors: NamedTensors, version: int) -> None:
         """Write the tensors as an HF checkpoint the server can read, load it, delete it."""
         import torch
         from safetensors.torch import save_file

@@ -24,11 +24,11 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any
 
-from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, SamplingParams
+from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, NamedTensors, SamplingParams
 from harnessrl.engine.checks import fit_max_tokens, validate_params, validate_prompt
 from harnessrl.engine.engine_stats import EngineCounters, process_cpu_seconds, request_stats
 from harnessrl.engine.reaper import child_pids, start_reaper, stop_reaper
@@ -237,7 +237,7 @@ class VLLMEngine:
 
     # ---- weights ----------------------------------------------------------------------
 
-    def update_weights(self, named_tensors: Iterable[tuple[str, Any]], version: int) -> None:
+    def update_weights(self, named_tensors: NamedTensors, version: int) -> None:
         """Load HF-named tensors into the running engine (all workers), then set policy_version.
 
         Blocking; safe from any thread. Called from inside a running event loop it blocks that
@@ -251,7 +251,7 @@ class VLLMEngine:
                 os.unlink(path)
             self._version = int(version)
 
-    async def update_weights_async(self, named_tensors: Iterable[tuple[str, Any]], version: int) -> None:
+    async def update_weights_async(self, named_tensors: NamedTensors, version: int) -> None:
         """update_weights without blocking the caller's event loop."""
         await asyncio.to_thread(self.update_weights, named_tensors, version)
 

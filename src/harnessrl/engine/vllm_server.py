@@ -21,12 +21,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import httpx
 
-from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, PromptTooLong, SamplingParams
+from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, NamedTensors, PromptTooLong, SamplingParams
 from harnessrl.engine.checks import fit_max_tokens, validate_params
 from harnessrl.engine.engine_stats import EngineCounters, usage_stats
 from harnessrl.engine.vllm_worker import WORKER_EXTENSION, write_weights_file
@@ -174,7 +173,7 @@ class VLLMServerEngine:
             raise EngineError(f"vllm serve answered {resp.status_code}: {resp.text[:500]}")
         return resp.json()
 
-    def update_weights(self, named_tensors: Iterable[tuple[str, Any]], version: int) -> None:
+    def update_weights(self, named_tensors: NamedTensors, version: int) -> None:
         """Load new weights into the server's workers (same host; see module doc), then set the version."""
         path = write_weights_file(named_tensors)
         try:
