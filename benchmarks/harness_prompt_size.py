@@ -39,7 +39,7 @@ def _tools_and_system(request: dict[str, Any]) -> tuple[list[str], int]:
 def measure(spec: str, renderer: Any, model_dir: Path, tool_format: str | None, timeout_s: float,
             dump: Path | None = None) -> dict:
     from harnessrl.harness import make_harness
-    from harnessrl.proxy.cli import build_engine
+    from harnessrl.app.serve import build_engine
     from harnessrl.proxy.server import ProxyServer
     from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, make_sandbox
     from harnessrl.store import RunStore

@@ -112,7 +112,7 @@ def fixed_engine(renderer: Any) -> Any:
 
 def bench(spec: str, args: argparse.Namespace, cfg: Any, tasks: list, renderer: Any) -> dict[str, Any]:
     from harnessrl.rollout.jobs import run_groups
-    from harnessrl.run.serve_config import start_proxy
+    from harnessrl.run.runner_collector import start_proxy
     from harnessrl.sandbox import SandboxConfig
     from harnessrl.store import RunStore
 

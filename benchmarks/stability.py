@@ -132,7 +132,7 @@ def main() -> None:
     if args.cmd == "analyse":
         analyse(args.run_dir, args.png)
         return
-    cmd = [sys.executable, "-m", "harnessrl.cli", "train", "--config", args.config, *args.overrides]
+    cmd = [sys.executable, "-m", "harnessrl.app", "train", "--config", args.config, *args.overrides]
     if args.resume:
         cmd.append("--resume")
     rc = subprocess.call(cmd)

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from harnessrl.cli import app
+from harnessrl.app.main import app
 
 
 def _options(cmd: Any, path: str) -> list[tuple[str, str, str]]:

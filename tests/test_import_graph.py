@@ -1,10 +1,11 @@
 """Layering: the modules of harnessrl import each other without cycles, and so do its packages
 (read from the source with ast, so nothing is imported). Every import counts, also those inside
-functions (a lazy import is still a dependency), except those under `if TYPE_CHECKING:`, which only
-name a type for an annotation and never run.
+functions (a lazy import is still a dependency). Imports under `if TYPE_CHECKING:` only name a type
+for an annotation and never run: cycles leave them out, but the layering rules count them.
 
-The command modules (`harnessrl/cli.py` and each stage's `cli.py`) sit on top: their imports are
-not checked, and nothing else may import them."""
+The app package (`harnessrl.app`: every command and the recipes they share) sits on top: its
+imports are not checked for cycles with the library, and no library module imports it, not even
+for a type. No library package keeps a command module (`cli.py`) of its own."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ import harnessrl
 SRC = Path(harnessrl.__file__).resolve().parent.parent
 
 
-def _module(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
+def _module(path: Path, src: Path = SRC) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -26,9 +27,10 @@ def _is_type_checking(test: ast.expr) -> bool:
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def import_graph() -> dict[str, set[str]]:
-    """module -> the harnessrl modules it imports (anywhere in the file)."""
-    modules = {_module(p): p for p in (SRC / "harnessrl").rglob("*.py")}
+def import_graph(type_only_too: bool = False, src: Path = SRC) -> dict[str, set[str]]:
+    """module -> the harnessrl modules it imports (anywhere in the file; with `type_only_too`, also
+    those under `if TYPE_CHECKING:`)."""
+    modules = {_module(p, src): p for p in (src / "harnessrl").rglob("*.py")}
 
     def owner(name: str) -> str | None:
         while name and name not in modules:
@@ -42,7 +44,7 @@ def import_graph() -> dict[str, set[str]]:
         type_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
                      for stmt in block.body for n in ast.walk(stmt)}
         for node in ast.walk(tree):
-            if id(node) in type_only:
+            if id(node) in type_only and not type_only_too:
                 continue
             if isinstance(node, ast.Import):
                 deps |= {owner(a.name) for a in node.names if a.name.startswith("harnessrl")}
@@ -101,8 +103,12 @@ def test_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def is_cli(module: str) -> bool:
-    return module == "harnessrl.cli" or module.endswith(".cli")
+APP = "harnessrl.app"
+
+
+def is_app(module: str) -> bool:
+    """A module of the top layer: the app package (commands and recipes)."""
+    return module == APP or module.startswith(APP + ".")
 
 
 def package(module: str) -> str:
@@ -112,24 +118,24 @@ def package(module: str) -> str:
 
 
 def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """package -> the other packages its modules import (command modules left out)."""
+    """package -> the other packages its modules import (the app package left out)."""
     out: dict[str, set[str]] = {}
     for mod, deps in graph.items():
-        if is_cli(mod):
+        if is_app(mod):
             continue
-        out.setdefault(package(mod), set()).update(package(d) for d in deps if not is_cli(d))
+        out.setdefault(package(mod), set()).update(package(d) for d in deps if not is_app(d))
     return {p: deps - {p} for p, deps in out.items()}
 
 
 def test_cycle_finder_sees_packages():
     graph = {"harnessrl.a.x": {"harnessrl.b.y"}, "harnessrl.b.y": set(), "harnessrl.b.z": {"harnessrl.a.w"},
-             "harnessrl.a.w": set(), "harnessrl.a.cli": {"harnessrl.b.y"}}
+             "harnessrl.a.w": set(), "harnessrl.app.x": {"harnessrl.b.y"}}
     assert cycles(graph) == []  # no module cycle ...
     assert cycles(package_graph(graph)) == [["harnessrl.a", "harnessrl.b"]]  # ... but a package cycle
 
 
 def test_no_import_cycles_between_modules():
-    found = [c for c in cycles(import_graph()) if not all(is_cli(m) for m in c)]
+    found = cycles(import_graph())
     assert found == [], f"import cycles: {found}"
 
 
@@ -138,10 +144,37 @@ def test_no_import_cycles_between_packages():
     assert found == [], f"package import cycles: {found}"
 
 
-def test_nothing_imports_a_command_module():
-    graph = import_graph()
-    found = {mod: sorted(d for d in deps if is_cli(d)) for mod, deps in graph.items() if not is_cli(mod)}
+def test_the_library_never_imports_the_app_package():
+    """Not at run time, not lazily inside a function, not for a type under TYPE_CHECKING."""
+    graph = import_graph(type_only_too=True)
+    assert APP in {package(m) for m in graph}  # the app package is there to be checked
+    found = {mod: sorted(d for d in deps if is_app(d)) for mod, deps in graph.items() if not is_app(mod)}
     assert {m: d for m, d in found.items() if d} == {}
+
+
+def test_type_only_imports_are_seen(tmp_path):
+    """An import that only a TYPE_CHECKING block makes is left out of the graph for cycles and
+    counted with `type_only_too`, so a library module naming an app type is caught."""
+    (tmp_path / "harnessrl" / "app").mkdir(parents=True)
+    (tmp_path / "harnessrl" / "app" / "cmd.py").write_text("X = 1\n")
+    (tmp_path / "harnessrl" / "lib.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from harnessrl.app.cmd import X\n")
+    assert import_graph(src=tmp_path)["harnessrl.lib"] == set()
+    assert import_graph(type_only_too=True, src=tmp_path)["harnessrl.lib"] == {"harnessrl.app.cmd"}
+
+
+def test_commands_live_only_in_the_app_package():
+    """No library package keeps a `cli.py` (or a module that builds a typer app): commands sit on top."""
+    found = sorted(str(p.relative_to(SRC)) for p in (SRC / "harnessrl").rglob("*.py")
+                   if not is_app(_module(p)) and (p.name == "cli.py" or "typer.Typer(" in p.read_text()
+                                                  or "import typer" in p.read_text()))
+    assert found == []
+
+
+def test_no_cycles_between_library_packages_with_type_only_imports():
+    """Counting the TYPE_CHECKING imports too, the library packages still form no loop."""
+    found = cycles(package_graph(import_graph(type_only_too=True)))
+    assert found == [], f"package import cycles (type-only imports counted): {found}"
 
 
 def test_the_local_backend_imports_nothing_from_cluster():

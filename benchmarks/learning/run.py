@@ -42,7 +42,7 @@ def summarise(run_dir: Path) -> str:
 def train(config: str, run_dir: Path, overrides: list[str]) -> None:
     """`harnessrl train` on a config into run_dir, resuming when the run dir already holds a run."""
     t0 = time.time()
-    cmd = [sys.executable, "-m", "harnessrl.cli", "train", "--config", str(ROOT / config),
+    cmd = [sys.executable, "-m", "harnessrl.app", "train", "--config", str(ROOT / config),
            f"output.run_dir={run_dir}", *overrides]
     if (run_dir / "harnessrl.sqlite").exists():
         cmd.append("--resume")

@@ -110,7 +110,7 @@ def test_failed_build_leaves_nothing(tmp_path):
 
 
 def _cli() -> typer.Typer:
-    from harnessrl.engine.cli import register
+    from harnessrl.app.model import register
 
     app = typer.Typer()
     app.command("noop")(lambda: None)

@@ -120,7 +120,7 @@ def test_start_hints_fit_the_harness():
 def test_config_validate_rejects_a_misspelled_option(tmp_path):
     from typer.testing import CliRunner
 
-    from harnessrl.cli import app
+    from harnessrl.app.main import app
 
     bad = tmp_path / "rox.yaml"
     bad.write_text("harnesses:\n  - name: 'command:ls {task}'\n    options: {rox: [/opt]}\n")
@@ -175,7 +175,7 @@ CLIENT = ("command[name=probe]:python -c \"import json,os,urllib.request as u; "
 def test_harness_check_shows_what_the_harness_sent(tmp_path):
     from typer.testing import CliRunner
 
-    from harnessrl.cli import app
+    from harnessrl.app.main import app
 
     res = CliRunner().invoke(app, ["harness", "check", CLIENT, "--sandbox", "local", "--json",
                                    "--run-dir", str(tmp_path / "run")])
@@ -214,7 +214,7 @@ OPAQUE_CLIENT = CLIENT.replace("'name':'bash'", "'name':'do_it'").replace(
 def test_harness_check_names_the_override_when_no_shell_tool_is_found(tmp_path):
     from typer.testing import CliRunner
 
-    from harnessrl.cli import app
+    from harnessrl.app.main import app
 
     assert OPAQUE_CLIENT != CLIENT
     res = CliRunner().invoke(app, ["harness", "check", OPAQUE_CLIENT, "--sandbox", "local",

@@ -100,7 +100,7 @@ def test_unknown_and_pip_and_builtin(fake_npm):
 
 
 def test_cli_install_and_list(fake_npm):
-    from harnessrl.cli import app
+    from harnessrl.app.main import app
 
     runner = CliRunner()
     out = runner.invoke(app, ["harness", "list", "--json"])

@@ -39,7 +39,7 @@ def hello_task(tmp_path):
 def test_small_model_runs_a_command_through_cline_run_commands(options, hello_task, kit, tmp_path):
     from typer.testing import CliRunner
 
-    from harnessrl.cli import app
+    from harnessrl.app.main import app
     from harnessrl.store import RunStore
 
     kit.require_installed("cline")  # installs it into the cache, as `harnessrl harness install cline` does

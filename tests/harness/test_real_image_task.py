@@ -45,7 +45,7 @@ def image_task(tmp_path_factory) -> Path:
 def run_cli(args: list[str]) -> None:
     from typer.testing import CliRunner
 
-    from harnessrl.cli import app
+    from harnessrl.app.main import app
 
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output

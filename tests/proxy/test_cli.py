@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from harnessrl.cli import app
+from harnessrl.app.main import app
 from harnessrl.store import PROMPT, CallRecord, RunStore
 
 
@@ -59,7 +59,7 @@ def start_serve(run_dir, *extra: str):
     import time
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harnessrl.cli", "serve", "--engine", "scripted", "--port", "0", "--run-dir",
+        [sys.executable, "-m", "harnessrl.app", "serve", "--engine", "scripted", "--port", "0", "--run-dir",
          str(run_dir), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"})
     urls, deadline = {}, time.monotonic() + 120

@@ -135,7 +135,7 @@ def test_serve_forces_what_its_modes_say(tmp_path):
         (call,) = store.list_calls()
         assert call.temperature == 0.8 and call.meta["sampling"]["forced"] == ["temperature"]
         assert store.get_meta("serve")["force"] == ["temperature"]
-    bad = subprocess.run([sys.executable, "-m", "harnessrl.cli", "serve", "--engine", "scripted",
+    bad = subprocess.run([sys.executable, "-m", "harnessrl.app", "serve", "--engine", "scripted",
                           "--top-p-mode", "always"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--top-p-mode always" in bad.stderr
 
@@ -144,7 +144,7 @@ def test_scripted_serve_engine_has_the_window_serve_help_names(renderer):
     """`serve --engine scripted` without --max-model-len: the model's window, 8192 for SmolLM2 (as
     `serve --help` says), not 4096."""
     from harnessrl.engine.model import smollm2_tokenizer_dir
-    from harnessrl.proxy.cli import build_engine
+    from harnessrl.app.serve import build_engine
 
     assert build_engine("scripted", smollm2_tokenizer_dir(), None, renderer).max_model_len == 8192
     assert build_engine("scripted", smollm2_tokenizer_dir(), 1024, renderer).max_model_len == 1024
@@ -176,7 +176,7 @@ def test_run_config_refuses_a_value_out_of_its_bound(override, bound):
 
 
 def test_the_policy_and_serve_refuse_values_with_the_same_bounds():
-    from harnessrl.proxy.cli import serving_policy
+    from harnessrl.app.serve import serving_policy
 
     for bad in ({"default_temperature": 2.5}, {"default_top_p": 0.0}, {"default_max_tokens": 0},
                 {"max_tokens_cap": 0}, {"force": ("seed",)}, {"seed": 1}):

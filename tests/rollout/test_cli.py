@@ -13,7 +13,7 @@ from harnessrl.tasks import load_tasks
 
 from .solver import solver_engine
 
-CLI = [sys.executable, "-m", "harnessrl.cli"]
+CLI = [sys.executable, "-m", "harnessrl.app"]
 
 
 def test_eval_json_attached_to_a_proxy(renderer, store, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from harnessrl.cli import app
+from harnessrl.app.main import app
 
 
 @pytest.mark.parametrize("command", ["rollout", "eval"])

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harnessrl.cli import app
+from harnessrl.app.main import app
 from harnessrl.proxy.server import ProxyServer
 from harnessrl.rollout.proxy_link import ProxyLinkError, RemoteProxy
-from harnessrl.rollout.session import proxy_run_dir
+from harnessrl.app.proxy_session import proxy_run_dir
 from harnessrl.store import RunStore
 from tests.proxy.fakes import TextScriptEngine
 

@@ -8,10 +8,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from harnessrl.cli import app
+from harnessrl.app.main import app
 from harnessrl.rollout import jobs
 from harnessrl.run.config import LoopConfig, RunConfig, ServeSection, load_config
-from harnessrl.run.serve_config import FLAG_KEYS, harness_specs, serving_config
+from harnessrl.app.serve_config import FLAG_KEYS, harness_specs, serving_config
 from harnessrl.store import RunStore
 
 TRAINED = ["render.tool_format=bash", "loop.max_tokens=64", "loop.max_turns=2", "serve.default_temperature=0.45",
@@ -51,7 +51,7 @@ def test_unset_flags_take_the_run_config_defaults():
 
 
 def test_serve_takes_the_same_defaults():
-    from harnessrl.proxy.cli import _run_defaults
+    from harnessrl.app.serve import _run_defaults
 
     run = RunConfig()
     assert _run_defaults(None, None, None) == (run.engine.type, run.loop.max_tokens, run.serve.default_temperature)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harnessrl.cli import app
+from harnessrl.app.main import app
 from harnessrl.run.config import ConfigError, apply_override, load_config
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))

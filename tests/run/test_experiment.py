@@ -16,7 +16,7 @@ import torch
 from rich.console import Console
 from typer.testing import CliRunner
 
-from harnessrl.cli import app
+from harnessrl.app.main import app
 from harnessrl.engine import make_tiny_model
 from harnessrl.run.experiment import (BASELINE, ExperimentError, load_spec, plan_runs, run_experiment,
                                       write_experiment_results)

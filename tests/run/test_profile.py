@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from harnessrl.cli import app
+from harnessrl.app.main import app
 from harnessrl.engine import make_tiny_model
 from harnessrl.run.config import load_config
 from harnessrl.run.display import RunDisplay

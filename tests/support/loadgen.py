@@ -39,7 +39,7 @@ class Outcome:
 
 def start_serve(run_dir: str | Path, *extra: str, timeout_s: float = 600.0) -> tuple[subprocess.Popen, str, str]:
     """`harnessrl serve --engine scripted --port 0` on `run_dir`; (process, base URL, admin token)."""
-    cmd = [sys.executable, "-m", "harnessrl.cli", "serve", "--engine", "scripted", "--port", "0",
+    cmd = [sys.executable, "-m", "harnessrl.app", "serve", "--engine", "scripted", "--port", "0",
            "--run-dir", str(run_dir), *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "COLUMNS": "250"})

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from harnessrl.tasks import load_tasks
 from harnessrl.tasks.clawgym import checks_reward_sh, clawgym_form, export_clawgym
-from harnessrl.tasks.cli import tasks_app
+from harnessrl.app.tasks import tasks_app
 from harnessrl.tasks.model import TaskError
 from harnessrl.tasks.suite import calc, office, office_words
 from harnessrl.tasks.suite.calc import FUNCS, WRONG

@@ -167,7 +167,7 @@ def test_eval_from_the_cli_scores_a_no_op_agent_zero(tmp_path):
     scripted engine's one fixed reply answers nothing, so every task scores 0."""
     from typer.testing import CliRunner
 
-    from harnessrl.cli import app
+    from harnessrl.app.main import app
 
     export_officeqa(ROOT, tmp_path / "tasks")
     res = CliRunner().invoke(app, ["eval", "--tasks", str(tmp_path / "tasks"), "--harness", "builtin", "--engine",

@@ -156,7 +156,7 @@ def test_replaying_training_solutions_fails_paraphrase_tasks():
 
 
 def test_tasks_package_imports_without_heavy_deps():
-    code = ("import sys, harnessrl.tasks, harnessrl.tasks.suite, harnessrl.tasks.cli, harnessrl.rollout.pass_at_k;"
+    code = ("import sys, harnessrl.tasks, harnessrl.tasks.suite, harnessrl.app.tasks, harnessrl.rollout.pass_at_k;"
             "heavy = [m for m in ('torch', 'transformers', 'vllm') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harnessrl.tasks import TaskError, load_task_dir, load_tasks
-from harnessrl.tasks.cli import tasks_app
+from harnessrl.app.tasks import tasks_app
 from harnessrl.tasks.files import MAX_FILE_BYTES, MAX_TASK_BYTES, TaskLimits
 from harnessrl.tasks.model import DEFAULT_MOUNT, MOUNT_ROOTS, Task, TaskDataError, Verifier
 

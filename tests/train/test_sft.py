@@ -167,7 +167,7 @@ def test_distill_trains_calls_without_rollout_records(tmp_path):
 def test_sft_cli_refuses_a_run_without_passing_rollouts(tmp_path):
     from typer.testing import CliRunner
 
-    from harnessrl.cli import app
+    from harnessrl.app.main import app
 
     calls, rollouts = _group()
     store = _store(tmp_path, "run", calls, [replace(r, reward=0.0) for r in rollouts], [])

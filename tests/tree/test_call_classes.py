@@ -80,7 +80,7 @@ def test_side_calls_drop_by_default_train_or_weight():
 def test_tree_show_lists_the_classes(tmp_path):
     from typer.testing import CliRunner
 
-    from harnessrl.cli import app
+    from harnessrl.app.main import app
     from harnessrl.store import RunStore
 
     with RunStore(tmp_path) as store:

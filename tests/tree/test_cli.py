@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from harnessrl.store import RunStore
 from harnessrl.tree import build_tree, sum_stats
-from harnessrl.tree.cli import register
+from harnessrl.app.tree import register
 from tests.support.synthetic import claude_code_group, make_call
 
 
@@ -158,7 +158,7 @@ def test_show_decodes_with_the_real_tokenizer(app, tmp_path):
 
 
 def test_previews_use_the_run_model_tokenizer(tmp_path):
-    from harnessrl.tree.cli import _run_model
+    from harnessrl.app.tree import _run_model
 
     with RunStore(tmp_path) as store:
         assert _run_model(store) is None

@@ -14,7 +14,7 @@ import typer
 from typer.testing import CliRunner
 
 from harnessrl.store import RunStore
-from harnessrl.tree.cli import register
+from harnessrl.app.tree import register
 from tests.support.synthetic import claude_code_group
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)

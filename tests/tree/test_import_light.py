@@ -24,7 +24,7 @@ BLOCKER = textwrap.dedent("""
 
 USE = textwrap.dedent("""
     import numpy as np
-    import harnessrl.tree, harnessrl.algo, harnessrl.tree.cli, harnessrl.algo.estimator, harnessrl.algo.trained
+    import harnessrl.tree, harnessrl.algo, harnessrl.app.tree, harnessrl.algo.estimator, harnessrl.algo.trained
     from harnessrl.tree import build_tree
     from tests.support.synthetic import claude_code_group
     from harnessrl.algo import grpo, tree_grpo, gae

@@ -1,4 +1,4 @@
-"""Commands of the harness stage (registered by harnessrl.cli). Keep top-level imports light.
+"""Commands of the harness stage (registered by harnessrl.app.main). Keep top-level imports light.
 
   harnessrl harness install NAME... [--force]   pinned versions into $HARNESSRL_CACHE/harnesses/<name>
   harnessrl harness list [--json]               installed? version, path, size
@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
         import tempfile
 
         from harnessrl.harness import HarnessConfigError
-        from harnessrl.run.harness_check import check_harness
+        from harnessrl.app.harness_check import check_harness
 
         if sandbox not in ("bwrap", "local"):
             typer.echo("error: --sandbox must be bwrap or local", err=True)

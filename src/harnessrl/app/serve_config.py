@@ -1,5 +1,6 @@
-"""How a run serves, in one place: the proxy a RunConfig builds (for the training loop's collector
-and for `harnessrl rollout` / `eval` alike), and the RunConfig that `rollout` / `eval` serve with:
+"""How `harnessrl rollout` / `eval` / `harness check` serve: an in-process proxy over the engine a
+RunConfig builds (`local_proxy`, started by run/runner_collector.py `start_proxy` as a training run's
+is), and the RunConfig they serve with:
 a config file (`--config`) or a training run's stored config (`--from-run`), else the defaults,
 then every flag that was given.
 
@@ -18,11 +19,11 @@ from typing import Any, Iterator, Mapping
 from harnessrl.engine import make_engine, resolve_model
 from harnessrl.engine.base import Engine
 from harnessrl.engine.factory import EngineConfig
-from harnessrl.proxy.server import ProxyServer
 from harnessrl.render.bash_format import ShellOverride
 from harnessrl.render.renderer import Renderer
 from harnessrl.rollout.proxy_link import LocalProxy
 from harnessrl.run.config import ConfigError, RunConfig, build_config, load_config
+from harnessrl.run.runner_collector import start_proxy
 from harnessrl.store import RunStore
 from harnessrl.store.schema import DB_NAME
 
@@ -83,13 +84,6 @@ def harness_specs(cfg: RunConfig, given: list[str] | None, evaluated: bool = Fal
     default = cfg.eval_harness_entries() if evaluated else cfg.harnesses
     specs = list(given) if given else [h.name for h in default]
     return specs, {s: options[s] for s in specs if options.get(s)}
-
-
-def start_proxy(cfg: RunConfig, engine: Engine, store: RunStore, renderer: Renderer) -> ProxyServer:
-    """The started proxy that serves `cfg`'s way: its serving policy (`RunConfig.serving_policy()`:
-    loop.max_tokens as every call's default and cap, serve.*), the renderer of render.tool_format.
-    Training and eval both come here."""
-    return ProxyServer(engine, store, renderer, policy=cfg.serving_policy()).start()
 
 
 def engine_config(cfg: RunConfig, model_dir: Path, renderer: Renderer, scripted: bool) -> EngineConfig:

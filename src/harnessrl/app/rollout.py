@@ -1,4 +1,4 @@
-"""`harnessrl rollout` and `harnessrl eval` (registered by harnessrl.cli). Heavy imports stay inside.
+"""`harnessrl rollout` and `harnessrl eval` (registered by harnessrl.app.main). Heavy imports stay inside.
 
     harnessrl rollout --tasks builtin:train --harness builtin -n 4 --concurrency 4 --run-dir runs/r1
     harnessrl eval --tasks builtin:test --harness builtin -n 4 --engine vllm --json
@@ -112,7 +112,7 @@ def _serving_config(flags: ServeFlags) -> Any:
     """The RunConfig these flags serve with; a bad value or a missing file/run exits 2 with the fix,
     before anything is loaded or a run store is opened."""
     from harnessrl.run.config import ConfigError
-    from harnessrl.run.serve_config import FLAG_KEYS, serving_config
+    from harnessrl.app.serve_config import FLAG_KEYS, serving_config
 
     if flags.engine is not None and flags.engine not in ENGINES:
         raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}")
@@ -158,8 +158,8 @@ def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_di
     from harnessrl.proxy.server import ProxyStartError
     from harnessrl.rollout.proxy_link import ProxyLinkError
     from harnessrl.rollout.jobs import RolloutsFailed, run_groups
-    from harnessrl.rollout.session import proxy_session
-    from harnessrl.run.serve_config import SCRIPTED, harness_specs, local_proxy
+    from harnessrl.app.proxy_session import proxy_session
+    from harnessrl.app.serve_config import SCRIPTED, harness_specs, local_proxy
     from harnessrl.sandbox.base import SandboxConfig, SandboxUnavailable
     from harnessrl.sandbox.health import preflight
     from harnessrl.tasks.loader import load_tasks
@@ -295,7 +295,7 @@ def evaluate(
     """pass@1 (with a 95% bootstrap interval over tasks) and unbiased pass@k per task, category, family
     and harness; with several --tasks, one summary per set and a harness x set table."""
     from harnessrl.rollout.pass_at_k import summarize, summarize_sets
-    from harnessrl.rollout.eval_tables import print_sets, print_summary
+    from harnessrl.app.eval_tables import print_sets, print_summary
 
     flags = ServeFlags(config, from_run, harness, concurrency, model, engine, sandbox, proxy, admin_token,
                        max_turns, timeout, tool_format, max_tokens, default_temperature, default_top_p,

@@ -1,5 +1,5 @@
 """`harnessrl tasks list|show|validate DIR_OR_SELECTOR` and `harnessrl tasks export SPEC DIR`
-(registered by harnessrl.cli).
+(registered by harnessrl.app.main).
 
 Selectors: builtin:train | builtin:test | builtin:all | builtin:<category>[:<split>] | builtin:<family>,
 or a task directory (ClawGym or native), or a directory of task directories.

@@ -1,4 +1,4 @@
-"""Commands of the tree stage (registered by harnessrl.cli). Keep top-level imports light.
+"""Commands of the tree stage (registered by harnessrl.app.main). Keep top-level imports light.
 
     harnessrl tree show RUN_DIR --task T [--group G] [--step S] [--estimator trained|grpo|tree_grpo|none]
                         [--html out.html] [--tokenizer auto|none|DIR] [--all]

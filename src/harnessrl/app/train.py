@@ -1,4 +1,4 @@
-"""Commands of the train stage (registered by harnessrl.cli). Keep top-level imports light."""
+"""Commands of the train stage (registered by harnessrl.app.main). Keep top-level imports light."""
 
 from __future__ import annotations
 

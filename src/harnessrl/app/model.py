@@ -1,4 +1,4 @@
-"""Commands of the engine stage (registered by harnessrl.cli). Keep top-level imports light."""
+"""Commands of the engine stage (registered by harnessrl.app.main). Keep top-level imports light."""
 
 from __future__ import annotations
 

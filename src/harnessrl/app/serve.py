@@ -1,4 +1,4 @@
-"""Commands of the proxy stage (registered by harnessrl.cli). Keep top-level imports light.
+"""Commands of the proxy stage (registered by harnessrl.app.main). Keep top-level imports light.
 
     harnessrl serve --model M --port P --run-dir D [--engine hf|vllm|scripted] [--history exact|rerender]
     harnessrl calls D [--json] [--rollout R] [--export out.parquet|out.jsonl]
@@ -14,7 +14,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from harnessrl.rollout.cli import TOOL_FORMAT_HELP
+from harnessrl.app.rollout import TOOL_FORMAT_HELP
 
 ENGINES = ("auto", "hf", "vllm", "scripted")
 SMOLLM2_WINDOW = 8192  # the default model's context (its tokenizer-only cache has no config.json)

@@ -1,0 +1,30 @@
+"""`harnessrl` command line. Each command module of this package registers its commands; those
+modules import only typer/rich (and light library modules) at top level so `harnessrl --help`
+stays fast."""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="harnessrl",
+    help="RL for LLM agents through real, unmodified agent harnesses.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+
+# Command modules of harnessrl.app, in the order their commands appear in --help.
+_COMMANDS = ("model", "serve", "harness", "tasks", "rollout", "tree", "train")
+
+for _name in _COMMANDS:
+    importlib.import_module(f"harnessrl.app.{_name}").register(app)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
