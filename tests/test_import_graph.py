@@ -187,3 +187,13 @@ def test_the_local_backend_imports_nothing_from_cluster():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+def test_the_learning_core_imports_nothing_from_the_runner():
+    """algo/ and tree/ (the learning core) import nothing from rollout/ (the runner), not even a
+    type: the pass rule and the stored groups they read live in store/."""
+    graph = import_graph(type_only_too=True)
+    core = ("harnessrl.algo", "harnessrl.tree")
+    found = {m: sorted(d for d in deps if package(d) == "harnessrl.rollout")
+             for m, deps in graph.items() if package(m) in core}
+    assert {m: d for m, d in found.items() if d} == {}

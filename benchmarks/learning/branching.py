@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harnesses import paired_change  # noqa: E402
 from run import train  # noqa: E402
 
-from harnessrl.rollout.groups import drop_abandoned_attempts  # noqa: E402
-from harnessrl.rollout.pass_at_k import rollout_passed  # noqa: E402
+from harnessrl.store.groups import drop_abandoned_attempts  # noqa: E402
+from harnessrl.store.records import rollout_passed  # noqa: E402
 from harnessrl.store import RunStore  # noqa: E402
 from harnessrl.tasks.loader import load_tasks  # noqa: E402
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from run import train  # noqa: E402  (benchmarks/learning/run.py: train or resume one config)
 
-from harnessrl.rollout.pass_at_k import rollout_passed  # noqa: E402
+from harnessrl.store.records import rollout_passed  # noqa: E402
 from harnessrl.store import RunStore  # noqa: E402
 from harnessrl.tasks.loader import load_tasks  # noqa: E402
 

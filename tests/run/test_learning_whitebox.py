@@ -78,7 +78,7 @@ def rollout_logps_packed(model_dir, tree) -> dict[str, float]:
 def first_order_changes(store, step: int, before, after) -> list[tuple[float, float]]:
     """Per train group of `step` with differing rewards: (mean reward, mean over its rollouts of
     (reward - mean) x (log p_after - log p_before) of the rollout's sampled ids)."""
-    from harnessrl.rollout.groups import group_calls, group_rollouts
+    from harnessrl.store.groups import group_calls, group_rollouts
     from harnessrl.tree.build import build_tree
 
     out = []

@@ -11,8 +11,7 @@ from __future__ import annotations
 import pytest
 
 from harnessrl.algo.advantages import grpo
-from harnessrl.rollout.pass_at_k import rollout_passed
-from harnessrl.store.records import INFRASTRUCTURE_STATUSES, ROLLOUT_STATUSES, RolloutRecord, is_scored
+from harnessrl.store.records import INFRASTRUCTURE_STATUSES, ROLLOUT_STATUSES, RolloutRecord, is_scored, rollout_passed
 from harnessrl.tasks.model import Task, Verifier
 from harnessrl.tree import build_tree
 from tests.support.synthetic import make_call

@@ -19,23 +19,36 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from harnessrl.algo.advantages import gae, grpo, tree_grpo
 from harnessrl.algo.contributions import TokenAdvantages, whiten
-from harnessrl.rollout.pass_at_k import rollout_passed
-from harnessrl.store.records import RolloutRecord, is_scored
+from harnessrl.store.records import CallRecord, PassRule, RolloutRecord, is_scored, rollout_passed
 from harnessrl.tree.build import build_tree
 from harnessrl.tree.filters import FilterConfig
 from harnessrl.tree.nodes import PrefixTree
 
-if TYPE_CHECKING:
-    from harnessrl.rollout.groups import PlannedGroup
-
 ESTIMATOR_NAMES = ("grpo", "tree_grpo", "ppo")
 CriticValues = Callable[[PrefixTree], np.ndarray]  # the critic's value of every tree token (ppo)
+
+
+class TaskOfGroup(Protocol):
+    @property
+    def task(self) -> PassRule | None: ...  # the task the group ran (its pass rule)
+
+
+class RecordedGroup(Protocol):
+    """What the estimator reads of a group (rollout/groups.py PlannedGroup): its task, and its
+    recorded rollouts and calls."""
+
+    @property
+    def plan(self) -> TaskOfGroup: ...
+    @property
+    def rollouts(self) -> Sequence[RolloutRecord]: ...
+    @property
+    def calls(self) -> Sequence[CallRecord]: ...
 
 
 class AdvantageSettings(Protocol):
@@ -74,7 +87,7 @@ class EstimatorOnly:
     lam: float = 1.0
 
 
-def step_advantages(groups: Sequence[PlannedGroup], a: AdvantageSettings, filters: FilterConfig,
+def step_advantages(groups: Sequence[RecordedGroup], a: AdvantageSettings, filters: FilterConfig,
                     critic_values: CriticValues | None = None) -> tuple[list[PrefixTree], list[TokenAdvantages]]:
     """One prefix tree per group with recorded calls, and its advantages (ppo: GAE over
     `critic_values`); trees that train no token (all filtered, or no decision tokens) are dropped."""
@@ -108,7 +121,7 @@ def estimate(tree: PrefixTree, a: AdvantageSettings, values: np.ndarray | None =
     raise ValueError(f"unknown estimator {a.name!r}: use one of {', '.join(ESTIMATOR_NAMES)}")
 
 
-def trained_rewards(group: PlannedGroup, mode: str) -> list[RolloutRecord]:
+def trained_rewards(group: RecordedGroup, mode: str) -> list[RolloutRecord]:
     """The group's rollouts with the reward the policy is trained on: "score" keeps the verifier's
     reward (partial credit included); "pass" is 1 when the rollout passes its task (the eval's pass
     rule, `rollout_passed`) and 0 otherwise. The stored records keep the verifier's score."""

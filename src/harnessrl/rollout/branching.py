@@ -53,9 +53,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from harnessrl.rollout.groups import counted, trained_outcome
-from harnessrl.rollout.pass_at_k import rollout_passed
 from harnessrl.rollout.plan import Branch, GroupPlan
-from harnessrl.store.records import CallRecord, Lineage, RolloutRecord, is_scored, served_calls
+from harnessrl.store.records import CallRecord, Lineage, RolloutRecord, is_scored, rollout_passed, served_calls
 from harnessrl.tasks.model import Task
 
 

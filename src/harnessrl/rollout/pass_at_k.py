@@ -20,7 +20,7 @@ import random
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from harnessrl.store.records import RolloutRecord, is_scored
+from harnessrl.store.records import RolloutRecord, is_scored, rollout_passed
 from harnessrl.tasks.model import Task
 
 if TYPE_CHECKING:
@@ -69,17 +69,6 @@ def bootstrap_interval(values: list[float], level: float = 0.95, resamples: int 
     lo = means[int(math.floor(tail * (resamples - 1)))]
     hi = means[int(math.ceil((1 - tail) * (resamples - 1)))]
     return lo, hi
-
-
-def rollout_passed(record: RolloutRecord, task: Task | None) -> bool:
-    """The one pass rule: a scored rollout (`is_scored`: whatever way its harness ended, the
-    verifier scored the workspace) whose reward meets the task's own threshold (>= 1.0 without a
-    task). An infrastructure failure or an unscored rollout counts as a fail."""
-    if not is_scored(record.status, record.reward) or record.reward is None:
-        return False
-    if task is None:
-        return record.reward >= 1.0 - 1e-9
-    return task.passed(record.reward)
 
 
 def _mean(values: list[float]) -> float | None:

@@ -24,7 +24,7 @@ from harnessrl.rollout.difficulty import DifficultyTracker, Observation, picks_s
 from harnessrl.rollout.groups import MIXED, PlannedGroup, counted, group_outcome, read_groups
 from harnessrl.rollout.informative import (DroppedGroup, dropped, informative_share, replacement_harnesses,
                                            triage)
-from harnessrl.rollout.pass_at_k import rollout_passed
+from harnessrl.store.records import rollout_passed
 from harnessrl.rollout.plan import GroupPlan, TaskWeight, plan_more, plan_step
 from harnessrl.run.record import SamplingStats
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.render.fingerprint import recorded_tokenizers, tokenizer_fingerprint
-from harnessrl.rollout.groups import drop_abandoned_attempts
+from harnessrl.store.groups import drop_abandoned_attempts
 from harnessrl.store.records import CallRecord, RolloutRecord
 from harnessrl.tree.build import build_tree
 from harnessrl.tree.filters import FilterConfig

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from harnessrl.errors import HarnessRLError
-from harnessrl.rollout.groups import drop_abandoned_attempts
-from harnessrl.rollout.pass_at_k import bootstrap_interval, rollout_passed
+from harnessrl.store.groups import drop_abandoned_attempts
+from harnessrl.rollout.pass_at_k import bootstrap_interval
+from harnessrl.store.records import rollout_passed
 from harnessrl.rollout.plan import set_tag
 from harnessrl.store.records import RolloutRecord
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 # Per-token provenance of prompt ids: PROMPT for harness/environment text; a value v >= 0 means the
 # token was sampled by policy version v in an earlier call and reused verbatim (exact history).
@@ -30,6 +30,23 @@ INFRASTRUCTURE_STATUSES = ("sandbox_error", "cancelled", "runner_error")
 def is_scored(status: str, reward: float | None) -> bool:
     """Whether a rollout is a policy outcome that counts (group baseline, loss, pass@k)."""
     return reward is not None and status not in INFRASTRUCTURE_STATUSES
+
+
+class PassRule(Protocol):
+    """A task's own pass threshold (harnessrl.tasks.model.Task.passed)."""
+
+    def passed(self, reward: float) -> bool: ...
+
+
+def rollout_passed(record: RolloutRecord, task: PassRule | None) -> bool:
+    """The one pass rule: a scored rollout (`is_scored`: whatever way its harness ended, the
+    verifier scored the workspace) whose reward meets the task's own threshold (>= 1.0 without a
+    task). An infrastructure failure or an unscored rollout counts as a fail."""
+    if not is_scored(record.status, record.reward) or record.reward is None:
+        return False
+    if task is None:
+        return record.reward >= 1.0 - 1e-9
+    return task.passed(record.reward)
 
 
 @dataclass(frozen=True)

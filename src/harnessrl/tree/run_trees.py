@@ -1,4 +1,4 @@
-"""Trees of a run directory: read groups through ``rollout.groups`` and build one tree per group."""
+"""Trees of a run directory: read groups through ``store.groups`` and build one tree per group."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from harnessrl.errors import HarnessRLError
-from harnessrl.rollout.groups import StoredGroup, drop_abandoned_attempts, group_calls, group_rollouts
+from harnessrl.store.groups import StoredGroup, drop_abandoned_attempts, group_calls, group_rollouts
 from harnessrl.store.records import CallRecord
 from harnessrl.tree.build import build_tree
 from harnessrl.tree.filters import FilterConfig
@@ -23,7 +23,7 @@ __all__ = ["RunNotFound", "group_rollouts", "iter_group_trees", "open_store", "r
 
 def run_rollouts(store, step: int | None = None, group: str | None = None) -> list:
     """The run's rollouts (of one step), less the abandoned attempts of steps a resumed training
-    run redid (only the last attempt trained; see rollout.groups.drop_abandoned_attempts). Kept
+    run redid (only the last attempt trained; see store.groups.drop_abandoned_attempts). Kept
     whole when a group is asked for by id, and for runs without training steps."""
     rollouts = store.list_rollouts(step=step)
     if group is None and store.list_steps():
