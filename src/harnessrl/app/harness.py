@@ -7,11 +7,16 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
+
+
+def _show_step(status: Any, name: str, msg: str) -> None:
+    status.update(f"[bold]{name}[/]: {msg}")
 
 
 def register(app: typer.Typer) -> None:
@@ -40,8 +45,7 @@ def register(app: typer.Typer) -> None:
         for name in wanted:
             with console.status(f"[bold]{name}[/]: checking") as status:
                 try:
-                    info = inst.install(name, force=force,
-                                        on_step=lambda msg, n=name: status.update(f"[bold]{n}[/]: {msg}"))
+                    info = inst.install(name, force=force, on_step=functools.partial(_show_step, status, name))
                 except inst.InstallError as e:
                     console.print(f"[red]✗ {name}[/]: {e}")
                     failed += 1
@@ -126,7 +130,7 @@ def format_report(report: Any) -> str:
         lines.append(f"  #{c.seq} {c.protocol} {c.status}: prompt {c.prompt_tokens} tokens, reply {c.completion_tokens}; "
                      f"shell tool {shell}; {len(c.tools)} tools: {tools[:300]}"
                      + (f"; {c.error}" if c.error else ""))
-    hints = next((c.suggestions for c in report.calls if c.tools and not c.shell_tool and c.suggestions), [])
+    hints: list[str] = next((c.suggestions for c in report.calls if c.tools and not c.shell_tool and c.suggestions), [])
     if hints:
         lines.append("  no shell tool recognised: if one of these runs commands, name it with the command: option "
                      + " or ".join(f"shell_tool={h}" for h in hints)
