@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
     app.command("sft")(sft)
     app.command("transfer")(transfer)
     app.command("experiment")(experiment)
-    from harnessrl.run.profile_command import profile  # the cost budget (run/profile.py)
+    from harnessrl.app.profile import profile  # the cost budget (run/profile.py)
 
     app.command("profile")(profile)
     config_app = typer.Typer(help="Run configs: validate YAML files against the RunConfig schema.")
