@@ -19,16 +19,19 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from harnessrl.proxy.canonical import CallResult, ChatRequest
 from harnessrl.proxy.errors import STATUS, ProxyError, bad_request
 from harnessrl.proxy.jsonutil import dumps
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
 
 class WireProtocol(ABC):
     name: ClassVar[str]  # stored in CallRecord.protocol
-    request_model: ClassVar[Any]  # the pydantic model of a request body (its JSON schema: openapi.py)
+    request_model: ClassVar[type[BaseModel]]  # the pydantic model of a request body (its JSON schema: openapi.py)
     routes: ClassVar[tuple[str, ...]]  # model-call routes (under "" and "/r/{key}")
     keepalive: ClassVar[bytes]  # what a slow stream sends while the engine works
     count_tokens_route: ClassVar[str | None] = None  # a token-count route (answered by count_tokens_body)
@@ -59,8 +62,8 @@ class WireProtocol(ABC):
     # -- requests ------------------------------------------------------------------------------
 
     @abstractmethod
-    def parse(self, body: Any) -> ChatRequest:
-        """A decoded JSON object -> ChatRequest (ProxyError 400 naming the field on bad input)."""
+    def parse(self, body: object) -> ChatRequest:
+        """A decoded JSON value -> ChatRequest (ProxyError 400 naming the field on bad input)."""
 
     # -- answers -------------------------------------------------------------------------------
 
