@@ -188,7 +188,10 @@ def test_the_policy_and_serve_refuse_values_with_the_same_bounds():
     with pytest.raises(typer.BadParameter, match="--max-tokens-cap 0"):
         serving_policy(None, 0, None, None, ())
     served = serving_policy(64, None, 0.5, None, ("top_p",))
-    assert served == ServingPolicy(default_temperature=0.5, default_max_tokens=64, force=("top_p",))
+    assert served == ServingPolicy(default_temperature=0.5, default_max_tokens=64, max_tokens_cap=64, force=("top_p",))
+    # serve caps the way a run does: the max-tokens default is the cap unless --max-tokens-cap is given
+    assert serving_policy(None, None, None, None, ()) == RunConfig().serving_policy()
+    assert serving_policy(64, 128, None, None, ()).max_tokens_cap == 128
 
 
 def test_the_proxy_and_its_info_hold_the_policy_it_was_given(store, renderer):

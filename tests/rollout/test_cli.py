@@ -1,5 +1,5 @@
 """`harnessrl eval --json` attached to a running proxy (scripted policy): exactly one JSON object on
-stdout with the documented keys; `harnessrl tasks validate` exit codes."""
+stdout with the documented keys; `rollout --limit`; `harnessrl tasks validate` exit codes."""
 
 from __future__ import annotations
 
@@ -66,6 +66,21 @@ def test_eval_several_sets_with_limit(renderer, store, tmp_path):
     assert "per harness and task set" in out.stderr
     bad = subprocess.run(CLI + ["eval", "--tasks", "builtin:nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown category or family" in bad.stderr
+
+
+def test_rollout_takes_limit_as_eval_does(renderer, store, tmp_path):
+    """`rollout --limit N`: the first N tasks of --tasks, one family at a time (as `eval --limit`)."""
+    tasks = load_tasks("builtin:unseen")
+    server = ProxyServer(solver_engine(renderer, tasks, lambda t: False), store, renderer).start()
+    try:
+        out = subprocess.run(CLI + ["rollout", "--tasks", "builtin:unseen", "--limit", "2", "-n", "1", "--sandbox",
+                                    "local", "--proxy", f"http://127.0.0.1:{server.port}", "--admin-token",
+                                    server.admin_token, "--max-turns", "2"], capture_output=True, text=True, timeout=600)
+    finally:
+        server.stop()
+    assert out.returncode == 0, out.stderr[-2000:]
+    ran = {r.task_id for r in store.list_rollouts()}
+    assert len(ran) == 2 and len({t.split("-")[0] for t in ran}) == 2 < len(tasks)
 
 
 def test_tasks_validate_exit_codes(tmp_path):

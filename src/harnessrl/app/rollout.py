@@ -66,6 +66,8 @@ TEMPERATURE_MODE = typer.Option(None, "--temperature-mode", show_default="serve.
 TOP_P_MODE = typer.Option(None, "--top-p-mode", show_default="serve.top_p_mode", help=MODE_HELP.format("--default-top-p"))
 MAX_TOKENS_MODE = typer.Option(None, "--max-tokens-mode", show_default="serve.max_tokens_mode",
                                help=MODE_HELP.format("--max-tokens"))
+LIMIT = typer.Option(None, "--limit", min=1, help="At most this many tasks per --tasks set, one family at a time "
+                                                 "(eval: the training run's loop.eval_size).")
 RUN_DIR_DEFAULT = "runs/{split}; with --proxy, the proxy's own"
 
 
@@ -246,6 +248,7 @@ def rollout(
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", "-d", show_default=RUN_DIR_DEFAULT.format(split="rollout"),
                                            help="Run directory (store)."),
     step: int = typer.Option(0, "--step", help="Step number stored with the rollouts."),
+    limit: Optional[int] = LIMIT,
     config: Optional[Path] = CONFIG, from_run: Optional[Path] = FROM_RUN, harness: Optional[List[str]] = HARNESS,
     concurrency: Optional[int] = CONCURRENCY, model: Optional[str] = MODEL, engine: Optional[str] = ENGINE,
     sandbox: Optional[str] = SANDBOX, proxy: Optional[str] = PROXY, admin_token: Optional[str] = ADMIN_TOKEN,
@@ -262,7 +265,8 @@ def rollout(
                        temperature_mode, top_p_mode, max_tokens_mode)
     cfg = _serving_config(flags)
     n = n if n is not None else cfg.loop.n_per_group
-    _, records, run_dir = _execute(tasks, cfg, flags, n, run_dir, step, split="rollout")
+    chosen: str | list[Any] = load_sets([tasks], limit)[1] if limit else tasks
+    _, records, run_dir = _execute(chosen, cfg, flags, n, run_dir, step, split="rollout")
     counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -280,9 +284,7 @@ def evaluate(
     k: List[int] = typer.Option([], "--k", help="Report pass@k for these k (default 1 and n)."),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", "-d", show_default=RUN_DIR_DEFAULT.format(split="eval"),
                                            help="Run directory (store)."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1,
-                                        help="At most this many tasks per --tasks set, one family at a time "
-                                             "(the training run's loop.eval_size)."),
+    limit: Optional[int] = LIMIT,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object on stdout (all else to stderr)."),
     config: Optional[Path] = CONFIG, from_run: Optional[Path] = FROM_RUN, harness: Optional[List[str]] = HARNESS,
     concurrency: Optional[int] = CONCURRENCY, model: Optional[str] = MODEL, engine: Optional[str] = ENGINE,

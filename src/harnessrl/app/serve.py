@@ -53,9 +53,9 @@ def serve(
     max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="Context limit (default: the model's own window, 8192 for SmolLM2)."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", show_default="loop.max_tokens",
                                              help="Completion limit when a request sets none."),
-    max_tokens_cap: Optional[int] = typer.Option(None, "--max-tokens-cap",
-                                                 help="Completion limit whatever a request asks (a training run's "
-                                                      "loop.max_tokens)."),
+    max_tokens_cap: Optional[int] = typer.Option(None, "--max-tokens-cap", show_default="--max-tokens",
+                                                 help="Completion limit whatever a request asks; as in a training "
+                                                      "run, --max-tokens caps too unless this is given."),
     default_temperature: Optional[float] = typer.Option(None, "--default-temperature",
                                                         show_default="serve.default_temperature",
                                                         help="Temperature of requests that send none."),
@@ -161,8 +161,9 @@ def _run_defaults(engine: Optional[str], max_tokens: Optional[int],
 def serving_policy(max_tokens: Optional[int], max_tokens_cap: Optional[int], default_temperature: Optional[float],
                    default_top_p: Optional[float], force: tuple[str, ...]) -> Any:
     """The ServingPolicy of `serve`'s flags, the training run's (RunConfig.serving_policy()) for the
-    flags not given, except the cap: serve caps only with --max-tokens-cap. A value out of its bound
-    is a usage error (exit 2) that names the flag."""
+    flags not given. As in a run, the max-tokens default is also the cap (a harness asking for 32k
+    gets at most that) unless --max-tokens-cap names another. A value out of its bound is a usage
+    error (exit 2) that names the flag."""
     from pydantic import ValidationError
 
     from harnessrl.run.config import RunConfig
@@ -170,8 +171,8 @@ def serving_policy(max_tokens: Optional[int], max_tokens_cap: Optional[int], def
     base = RunConfig().serving_policy()
     given = {"default_max_tokens": max_tokens, "default_temperature": default_temperature,
              "default_top_p": default_top_p}
-    values = {**base.model_dump(), **{k: v for k, v in given.items() if v is not None},
-              "max_tokens_cap": max_tokens_cap, "force": force}
+    values = {**base.model_dump(), **{k: v for k, v in given.items() if v is not None}, "force": force}
+    values["max_tokens_cap"] = max_tokens_cap if max_tokens_cap is not None else values["default_max_tokens"]
     try:
         return type(base).model_validate(values)
     except ValidationError as err:
