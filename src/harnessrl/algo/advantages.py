@@ -47,6 +47,7 @@ from harnessrl.algo.contributions import TokenAdvantages, assemble, decision_cou
 from harnessrl.tree.nodes import PrefixTree
 
 RewardNorm = Literal["none", "mean", "mean_std"]
+Rows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # token, rollout, advantage, weight
 
 
 def normalize_rewards(rewards: dict[str, float], harness: dict[str, str], mode: RewardNorm,
@@ -81,7 +82,7 @@ def _kept_rewards(tree: PrefixTree) -> tuple[dict[str, float], dict[str, str]]:
 
 
 def _per_rollout_rows(tree: PrefixTree, node_adv: list[np.ndarray | dict[str, float]],
-                      w: dict[str, float], ids: tuple[str, ...]):
+                      w: dict[str, float], ids: tuple[str, ...]) -> Rows:
     """Rows (token, rollout, adv, weight) for every decision token x rollout that sampled it.
 
     ``node_adv[s]`` is either a per-rollout dict (grpo) or a scalar array (tree_grpo)."""
@@ -230,7 +231,7 @@ def _paths_through_nodes(tree: PrefixTree, rollouts: set[str]) -> dict[tuple[int
     return counts
 
 
-def _finish(name: str, tree: PrefixTree, ids: tuple[str, ...], rows, path: np.ndarray | None,
+def _finish(name: str, tree: PrefixTree, ids: tuple[str, ...], rows: Rows, path: np.ndarray | None,
             returns: np.ndarray | None, norm: float, node_value: np.ndarray | None,
             rollout_adv: dict[str, float] | None) -> TokenAdvantages:
     tok, rol, adv, wt = rows

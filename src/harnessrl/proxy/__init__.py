@@ -8,7 +8,7 @@ policy, per-rollout secret keys, every call recorded exactly in the run store.
 """
 
 
-def __getattr__(name: str):  # lazy: keep `import harnessrl.proxy` light (no uvicorn/starlette)
+def __getattr__(name: str) -> type:  # lazy: keep `import harnessrl.proxy` light (no uvicorn/starlette)
     if name in ("ProxyServer", "ProxyStartError"):
         from harnessrl.proxy import server
 

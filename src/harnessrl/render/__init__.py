@@ -5,7 +5,7 @@ from harnessrl.render.messages import Message, ParsedCompletion, ToolCall, ToolS
 __all__ = ["Message", "ParsedCompletion", "ToolCall", "ToolSpec", "Renderer", "Conversation", "RenderedPrompt"]
 
 
-def __getattr__(name: str):  # lazy: keep `import harnessrl.render` light
+def __getattr__(name: str) -> type:  # lazy: keep `import harnessrl.render` light
     if name == "Renderer":
         from harnessrl.render.renderer import Renderer
 
