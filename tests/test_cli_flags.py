@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import typer
+from typer.testing import CliRunner
 
 from harnessrl.app.main import app
 
@@ -32,3 +34,53 @@ def test_each_short_flag_names_one_option_everywhere():
     assert not clashes, clashes
     assert seen["-c"] and set(seen["-c"].values()) == {"--config"}  # rollout, eval and train alike
     assert {"harnessrl rollout", "harnessrl eval", "harnessrl train"} <= set(seen["-c"])
+
+
+def _schema_field(schema: dict[str, Any], key: str) -> dict[str, Any]:
+    """The JSON schema of a dotted RunConfig key, read through its section's $ref."""
+    section, name = key.split(".")
+    ref = schema["properties"][section].get("$ref") or schema["properties"][section]["allOf"][0]["$ref"]
+    field = schema["$defs"][ref.rsplit("/", 1)[-1]]["properties"][name]
+    return next((a for a in field.get("anyOf", []) if a.get("type") in ("integer", "number")), field)
+
+
+SERVING_COMMANDS = ("serve", "rollout", "eval")
+
+
+def test_serving_flags_take_name_default_and_bound_from_the_run_config():
+    """Each serving flag of serve / rollout / eval: named after its option (FLAG_KEYS), None unless
+    given (the config's value applies), --help showing the RunConfig key, its default and the bound
+    the RunConfig schema declares; the bound itself is enforced once, by the config."""
+    from harnessrl.app.flags import FLAG_KEYS
+    from harnessrl.run.config import RunConfig
+
+    schema, defaults = RunConfig.model_json_schema(), RunConfig().model_dump()
+    signs = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
+    root = typer.main.get_command(app)
+    checked = {}
+    for command in SERVING_COMMANDS:
+        params = {p.name: p for p in root.commands[command].params}
+        for name, key in FLAG_KEYS.items():
+            p = params.get(name)
+            if p is None or command == "serve" and name not in ("max_tokens", "default_temperature", "default_top_p"):
+                continue  # serve's mode options choose among words; its model/engine have their own defaults
+            section, field = key.split(".")
+            field_schema = _schema_field(schema, key)
+            bound = ", ".join(f"{signs[k]} {field_schema[k]:g}" for k in signs if k in field_schema)
+            assert p.opts[0] == "--" + name.replace("_", "-"), (command, name)
+            assert p.default is None, (command, name)
+            assert p.show_default == f"{key}: {defaults[section][field]}", (command, name, p.show_default)
+            assert (f"Bound: {bound}." in p.help) if bound else ("Bound:" not in p.help), (command, name, p.help)
+            checked[(command, name)] = bound
+    assert checked[("rollout", "max_turns")] == checked[("eval", "max_turns")] == ">= 1"
+    assert checked[("serve", "default_temperature")] == checked[("rollout", "default_temperature")] == ">= 0, <= 2"
+    assert checked[("eval", "default_top_p")] == "> 0, <= 1" and checked[("serve", "max_tokens")] == ">= 1"
+
+
+@pytest.mark.parametrize("command", SERVING_COMMANDS)
+def test_a_serving_flag_out_of_its_bound_is_refused_naming_the_flag(command, tmp_path):
+    result = CliRunner().invoke(app, [command, "--engine", "scripted", "--default-temperature", "2.5",
+                                      "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "--default-temperature" in result.output
+    assert "less than or equal to 2" in " ".join(result.output.replace("│", " ").split())
+    assert not (tmp_path / "run").exists()  # refused before anything was served or stored

@@ -20,6 +20,8 @@ from typing import Any, Iterator, List, Optional
 
 import typer
 
+from harnessrl.app.flags import FLAG_KEYS, config_option
+
 TASKS_HELP = ("builtin:train|test|paraphrase|unseen|all|<category>|<family>[:<split>], a task directory, or a "
               "directory of task directories.")
 TOOL_FORMAT_HELP = ("hermes | smollm2 | bash | bash_examples: how the model writes tool calls (in-process proxy; "
@@ -29,7 +31,7 @@ ENGINES = ("auto", "hf", "vllm", "vllm_server", "sglang_server", "scripted")
 
 # Options that `rollout` and `eval` share. A serving option left unset (None) takes its value from
 # the run config (--config FILE, or --from-run DIR's stored config, else the RunConfig defaults);
-# run/serve_config.py FLAG_KEYS names the key each one sets.
+# app/flags.py FLAG_KEYS names the key each one sets, and its field gives the default and bound.
 CONFIG = typer.Option(None, "--config", "-c", help="A run config (YAML): serve as that training run would "
                       "(tool format, max tokens, temperature, max turns, engine, sandbox, harness options); "
                       "flags override it.")
@@ -38,34 +40,28 @@ FROM_RUN = typer.Option(None, "--from-run", help="A `harnessrl train` run direct
 HARNESS = typer.Option(None, "--harness", "-H", show_default="the config's harnesses",
                        help="Harness spec <name>[:<profile>] (e.g. claude-code:small); repeat to mix or compare "
                             "(one group per harness). A harness of the config keeps its options.")
-CONCURRENCY = typer.Option(None, "--concurrency", "-j", min=1, show_default="loop.concurrency",
-                           help="Rollouts running at once.")
-MODEL = typer.Option(None, "--model", "-m", show_default="model.path",
-                     help="smollm2-135m-instruct (null) or an HF dir, e.g. a run's checkpoints/step_N/policy.")
-ENGINE = typer.Option(None, "--engine", "-e", show_default="engine.type",
-                      help=f"{' | '.join(ENGINES)} (in-process proxy; scripted: one fixed reply, no weights).")
-SANDBOX = typer.Option(None, "--sandbox", show_default="sandbox.type", help="bwrap (isolated) | local (no isolation).")
+CONCURRENCY = config_option("concurrency", "-j", help="Rollouts running at once.")
+MODEL = config_option("model", "-m", help="smollm2-135m-instruct (null) or an HF dir, e.g. a run's "
+                                          "checkpoints/step_N/policy.")
+ENGINE = config_option("engine", "-e", help=f"{' | '.join(ENGINES)} (in-process proxy; scripted: one fixed reply, "
+                                            "no weights).")
+SANDBOX = config_option("sandbox", help="bwrap (isolated) | local (no isolation).")
 PROXY = typer.Option(None, "--proxy", help="Attach to a running proxy: http://127.0.0.1:PORT (it keeps its own "
                                            "engine, tool format and sampling).")
 ADMIN_TOKEN = typer.Option(None, "--admin-token", help="The running proxy's admin token.")
-MAX_TURNS = typer.Option(None, "--max-turns", min=1, show_default="loop.max_turns",
-                         help="Model calls per rollout (harnesses that support it).")
-TIMEOUT = typer.Option(None, "--timeout", min=1, show_default="loop.rollout_timeout_s", help="Seconds per harness run.")
-TOOL_FORMAT = typer.Option(None, "--tool-format", show_default="render.tool_format", help=TOOL_FORMAT_HELP)
-MAX_TOKENS = typer.Option(None, "--max-tokens", min=1, show_default="loop.max_tokens",
-                          help="Tokens per model reply at most (in-process proxy), whatever the harness asks.")
-DEFAULT_TEMPERATURE = typer.Option(None, "--default-temperature", min=0.01, max=2.0,
-                                   show_default="serve.default_temperature",
-                                   help="Sampling temperature of requests that send none (in-process proxy).")
-DEFAULT_TOP_P = typer.Option(None, "--default-top-p", min=0.01, max=1.0, show_default="serve.default_top_p",
-                             help="top_p of requests that send none (in-process proxy).")
+MAX_TURNS = config_option("max_turns", help="Model calls per rollout (harnesses that support it).")
+TIMEOUT = config_option("timeout", help="Seconds per harness run.")
+TOOL_FORMAT = config_option("tool_format", help=TOOL_FORMAT_HELP)
+MAX_TOKENS = config_option("max_tokens", help="Tokens per model reply at most (in-process proxy), whatever the "
+                                              "harness asks.")
+DEFAULT_TEMPERATURE = config_option("default_temperature", help="Sampling temperature of requests that send none "
+                                                                "(in-process proxy).")
+DEFAULT_TOP_P = config_option("default_top_p", help="top_p of requests that send none (in-process proxy).")
 MODE_HELP = ("default: a value the harness sends is used | force: the serving value ({}) replaces it; the call "
              "records both (in-process proxy).")
-TEMPERATURE_MODE = typer.Option(None, "--temperature-mode", show_default="serve.temperature_mode",
-                                help=MODE_HELP.format("--default-temperature"))
-TOP_P_MODE = typer.Option(None, "--top-p-mode", show_default="serve.top_p_mode", help=MODE_HELP.format("--default-top-p"))
-MAX_TOKENS_MODE = typer.Option(None, "--max-tokens-mode", show_default="serve.max_tokens_mode",
-                               help=MODE_HELP.format("--max-tokens"))
+TEMPERATURE_MODE = config_option("temperature_mode", help=MODE_HELP.format("--default-temperature"))
+TOP_P_MODE = config_option("top_p_mode", help=MODE_HELP.format("--default-top-p"))
+MAX_TOKENS_MODE = config_option("max_tokens_mode", help=MODE_HELP.format("--max-tokens"))
 LIMIT = typer.Option(None, "--limit", min=1, help="At most this many tasks per --tasks set, one family at a time "
                                                  "(eval: the training run's loop.eval_size).")
 RUN_DIR_DEFAULT = "runs/{split}; with --proxy, the proxy's own"
@@ -114,7 +110,7 @@ def _serving_config(flags: ServeFlags) -> Any:
     """The RunConfig these flags serve with; a bad value or a missing file/run exits 2 with the fix,
     before anything is loaded or a run store is opened."""
     from harnessrl.run.config import ConfigError
-    from harnessrl.app.serve_config import FLAG_KEYS, serving_config
+    from harnessrl.app.serve_config import serving_config
 
     if flags.engine is not None and flags.engine not in ENGINES:
         raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}")

@@ -14,6 +14,7 @@ from typing import Any, List, Optional
 
 import typer
 
+from harnessrl.app.flags import config_option
 from harnessrl.app.rollout import TOOL_FORMAT_HELP
 
 ENGINES = ("auto", "hf", "vllm", "scripted")
@@ -51,16 +52,13 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Listen address (keep it on loopback)."),
     uds: Optional[Path] = typer.Option(None, "--uds", help="Also listen on this Unix socket path."),
     max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="Context limit (default: the model's own window, 8192 for SmolLM2)."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", show_default="loop.max_tokens",
-                                             help="Completion limit when a request sets none."),
+    max_tokens: Optional[int] = config_option("max_tokens", help="Completion limit when a request sets none."),
     max_tokens_cap: Optional[int] = typer.Option(None, "--max-tokens-cap", show_default="--max-tokens",
                                                  help="Completion limit whatever a request asks; as in a training "
                                                       "run, --max-tokens caps too unless this is given."),
-    default_temperature: Optional[float] = typer.Option(None, "--default-temperature",
-                                                        show_default="serve.default_temperature",
-                                                        help="Temperature of requests that send none."),
-    default_top_p: Optional[float] = typer.Option(None, "--default-top-p", show_default="serve.default_top_p",
-                                        help="top_p of requests that send none."),
+    default_temperature: Optional[float] = config_option("default_temperature",
+                                                         help="Temperature of requests that send none."),
+    default_top_p: Optional[float] = config_option("default_top_p", help="top_p of requests that send none."),
     temperature_mode: str = typer.Option("default", "--temperature-mode", show_default="serve.temperature_mode",
                                          help="default: a temperature the harness sends is used | force: "
                                               "--default-temperature replaces it (both are recorded)."),

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from harnessrl.app.flags import FLAG_KEYS
 from harnessrl.engine import make_engine, resolve_model
 from harnessrl.engine.base import Engine
 from harnessrl.engine.factory import EngineConfig
@@ -27,22 +28,6 @@ from harnessrl.run.runner_collector import start_proxy
 from harnessrl.store import RunStore
 from harnessrl.store.schema import DB_NAME
 
-# CLI option (the parameter name of `rollout` / `eval`) -> the run-config key it sets
-FLAG_KEYS = {
-    "model": "model.path",
-    "engine": "engine.type",
-    "sandbox": "sandbox.type",
-    "concurrency": "loop.concurrency",
-    "max_turns": "loop.max_turns",
-    "timeout": "loop.rollout_timeout_s",
-    "tool_format": "render.tool_format",
-    "max_tokens": "loop.max_tokens",
-    "default_temperature": "serve.default_temperature",
-    "default_top_p": "serve.default_top_p",
-    "temperature_mode": "serve.temperature_mode",
-    "top_p_mode": "serve.top_p_mode",
-    "max_tokens_mode": "serve.max_tokens_mode",
-}
 SCRIPTED = "scripted"  # `--engine scripted`: a fixed reply, no weights (a smoke test; never in a run config)
 
 
