@@ -295,7 +295,7 @@ def test_admin_token_needs_the_bearer_scheme(proxy):
 def test_body_limit_default_is_the_same_in_code_cli_and_docs():
     import inspect
 
-    from harnessrl.proxy import cli
+    from harnessrl.app import serve as cli
     from harnessrl.proxy.server import DEFAULT_MAX_BODY_BYTES
 
     mib = DEFAULT_MAX_BODY_BYTES / (1024 * 1024)

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from harnessrl.rollout import cli as rollout_cli
-from harnessrl.rollout import jobs, session
+from harnessrl.app import proxy_session as session
+from harnessrl.app import rollout as rollout_cli
+from harnessrl.rollout import jobs
 from harnessrl.rollout.plan import next_attempt, plan_cross, plan_eval, plan_step
 from harnessrl.run import loop
 from harnessrl.run.config import load_config
