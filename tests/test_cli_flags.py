@@ -84,3 +84,16 @@ def test_a_serving_flag_out_of_its_bound_is_refused_naming_the_flag(command, tmp
     assert result.exit_code == 2 and "--default-temperature" in result.output
     assert "less than or equal to 2" in " ".join(result.output.replace("│", " ").split())
     assert not (tmp_path / "run").exists()  # refused before anything was served or stored
+
+
+def test_sft_flags_default_to_the_sft_options():
+    """`harnessrl sft`'s defaults are SFTOptions' own (written once, in run/sft.py)."""
+    import dataclasses
+
+    from harnessrl.run.sft import SFTOptions
+
+    params = {p.name: p for p in typer.main.get_command(app).commands["sft"].params}
+    fields = {f.name: f.default for f in dataclasses.fields(SFTOptions)}
+    shared = set(params) & set(fields)
+    assert shared >= {"mode", "epochs", "lr", "batch_trees", "token_budget", "min_reward", "seed"}
+    assert {k: params[k].default for k in shared} == {k: fields[k] for k in shared}

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.console import Console
+
+from harnessrl.run.sft import SFTOptions
+
+SFT = SFTOptions()  # the sft defaults, written once (run/sft.py); the flags show and take them
 
 
 def register(app: typer.Typer) -> None:
@@ -63,19 +68,19 @@ def train(
 def sft(
     runs: list[Path] = typer.Argument(..., help="run dirs whose recorded calls to train on"),
     out: Path = typer.Option(..., "--out", "-o", help="output dir: <out>/policy (HF checkpoint) and <out>/sft.json"),
-    mode: str = typer.Option("rejection", "--mode", help="rejection: passing rollouts; distill: every served call"),
-    model: str = typer.Option(None, "--model", help="the student (HF dir or id; default: the default model)"),
-    epochs: int = typer.Option(3, "--epochs", help="passes over the data"),
-    lr: float = typer.Option(1e-5, "--lr", help="AdamW learning rate"),
-    batch_trees: int = typer.Option(0, "--batch-trees", help="trees per optimizer step (0: all, one step an epoch)"),
-    token_budget: int = typer.Option(2048, "--token-budget", help="tokens per packed chunk"),
-    min_reward: float = typer.Option(1.0, "--min-reward", help="rejection: a rollout passes at this reward"),
-    harness: str = typer.Option(None, "--harness", help="rejection: only this harness's rollouts"),
-    seed: int = typer.Option(0, "--seed"),
+    mode: str = typer.Option(SFT.mode, "--mode", help="rejection: passing rollouts; distill: every served call"),
+    model: Optional[str] = typer.Option(SFT.model, "--model", help="the student (HF dir or id; default: the default model)"),
+    epochs: int = typer.Option(SFT.epochs, "--epochs", help="passes over the data"),
+    lr: float = typer.Option(SFT.lr, "--lr", help="AdamW learning rate"),
+    batch_trees: int = typer.Option(SFT.batch_trees, "--batch-trees", help="trees per optimizer step (0: all, one step an epoch)"),
+    token_budget: int = typer.Option(SFT.token_budget, "--token-budget", help="tokens per packed chunk"),
+    min_reward: float = typer.Option(SFT.min_reward, "--min-reward", help="rejection: a rollout passes at this reward"),
+    harness: Optional[str] = typer.Option(SFT.harness, "--harness", help="rejection: only this harness's rollouts"),
+    seed: int = typer.Option(SFT.seed, "--seed"),
 ) -> None:
     """Supervised fine-tuning on recorded ids (cold start): tree-packed, writes a plain HF checkpoint."""
     from harnessrl.engine import ModelNotFound
-    from harnessrl.run.sft import SFTOptions, run_sft
+    from harnessrl.run.sft import run_sft
     from harnessrl.run.sft_data import SFTDataError
 
     console = Console()
