@@ -34,6 +34,8 @@ def test_each_short_flag_names_one_option_everywhere():
     assert not clashes, clashes
     assert seen["-c"] and set(seen["-c"].values()) == {"--config"}  # rollout, eval and train alike
     assert {"harnessrl rollout", "harnessrl eval", "harnessrl train"} <= set(seen["-c"])
+    assert set(seen["-n"].values()) == {"--samples"}  # rollouts per (task, harness) group, rollout and eval alike
+    assert {"harnessrl rollout", "harnessrl eval"} <= set(seen["-n"])
 
 
 def _schema_field(schema: dict[str, Any], key: str) -> dict[str, Any]:

@@ -276,7 +276,7 @@ def evaluate(
                                               help=TASKS_HELP + " Repeat to report several sets side by side "
                                                    "(e.g. builtin:test, builtin:paraphrase, builtin:unseen)."),
     n: Optional[int] = typer.Option(None, "-n", "--samples", min=1, show_default="loop.eval_samples",
-                                    help="Rollouts per (task, harness)."),
+                                    help="Rollouts per (task, harness) group."),
     k: List[int] = typer.Option([], "--k", help="Report pass@k for these k (default 1 and n)."),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", "-d", show_default=RUN_DIR_DEFAULT.format(split="eval"),
                                            help="Run directory (store)."),
