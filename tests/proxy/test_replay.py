@@ -33,7 +33,7 @@ def test_replay_answers_exactly_the_recorded_ids_then_samples_fresh(proxy, engin
     parent = store.list_calls(["g:0"])
     seen_before = len(engine.seen)
 
-    branch_key = proxy.register_rollout("g:1", replay_from="g:0", replay_calls=1)
+    branch_key = proxy.register_rollout("g:1", replay_from="g:0", branch_call=1)
     texts = _turns(proxy, branch_key)
     proxy.close_rollout(branch_key)
     branch = store.list_calls(["g:1"])
@@ -54,7 +54,7 @@ def test_a_diverged_replay_is_detected_and_sampled_fresh(proxy, engine, store):
     key = proxy.register_rollout("g:0")
     _turns(proxy, key)
     proxy.close_rollout(key)
-    key = proxy.register_rollout("g:1", replay_from="g:0", replay_calls=2)
+    key = proxy.register_rollout("g:1", replay_from="g:0", branch_call=2)
     texts = _turns(proxy, key, first_user="delete every file")  # another prompt: the harness diverged
     proxy.close_rollout(key)
     branch = store.list_calls(["g:1"])
@@ -69,7 +69,7 @@ def test_volatile_ids_and_clocks_still_match_by_meaning(proxy, engine, store):
     key = proxy.register_rollout("g:0")
     _turns(proxy, key, first_user="session 3f2a9c1e-1234-4abc-9def-0123456789ab, now 2026-12-02T01:34:55Z: list")
     proxy.close_rollout(key)
-    key = proxy.register_rollout("g:1", replay_from="g:0", replay_calls=1)
+    key = proxy.register_rollout("g:1", replay_from="g:0", branch_call=1)
     texts = _turns(proxy, key, first_user="session 77777777-1234-4abc-9def-0123456789ab, now 2026-12-02T01:40:07Z: list")
     proxy.close_rollout(key)
     branch, parent = store.list_calls(["g:1"]), store.list_calls(["g:0"])
@@ -86,12 +86,12 @@ def test_admin_route_registers_a_branch_and_refuses_bad_replays(proxy, engine, s
     proxy.close_rollout(key)
     admin = {"Authorization": f"Bearer {proxy.admin_token}"}
     url = f"http://127.0.0.1:{proxy.port}/admin/rollouts"
-    ok = httpx.post(url, headers=admin, json={"rollout_id": "g:1", "replay": {"parent": "g:0", "calls": 2}})
+    ok = httpx.post(url, headers=admin, json={"rollout_id": "g:1", "replay": {"parent": "g:0", "branch_call": 2}})
     assert ok.status_code == 200
     assert proxy.registry.get(ok.json()["key"]).replay.pending == 2
-    too_many = httpx.post(url, headers=admin, json={"rollout_id": "g:2", "replay": {"parent": "g:0", "calls": 3}})
+    too_many = httpx.post(url, headers=admin, json={"rollout_id": "g:2", "replay": {"parent": "g:0", "branch_call": 3}})
     assert too_many.status_code == 400 and "2 served calls" in too_many.json()["error"]["message"]
-    shape = httpx.post(url, headers=admin, json={"rollout_id": "g:3", "replay": {"parent": "g:0", "calls": 0}})
+    shape = httpx.post(url, headers=admin, json={"rollout_id": "g:3", "replay": {"parent": "g:0", "branch_call": 0}})
     assert shape.status_code == 400 and shape.json()["error"]["param"] == "replay"
 
 

@@ -144,11 +144,11 @@ def test_target_call_lands_branches_near_one_half():
 def test_target_policy_branches_the_rarer_outcome_at_its_target_call():
     cfg = BranchingConfig(points=1, width=2, policy="target")
     low, calls = group([0, 0, 0, 1], n_calls=5)  # p = 1/4: j* = 5 (1/4) / (3/4) = 1.67 -> call 2
-    assert [(p.parent, p.call) for p in branch_points(low, calls, cfg)] == [("r3", 2)]
+    assert [(p.parent, p.branch_call) for p in branch_points(low, calls, cfg)] == [("r3", 2)]
     high, calls = group([1, 1, 1, 0], n_calls=5)  # p = 3/4, failing parent: j* = 5 (1/4) / (3/4) -> 2
-    assert [(p.parent, p.call) for p in branch_points(high, calls, cfg)] == [("r3", 2)]
+    assert [(p.parent, p.branch_call) for p in branch_points(high, calls, cfg)] == [("r3", 2)]
     two, calls = group([1, 0, 0, 1, 0, 0], n_calls=4)  # p = 1/3: j* = 4 (1/6) / (2/3) = 1
-    assert [(p.parent, p.call) for p in branch_points(two, calls, BranchingConfig(points=3, policy="target"))] == \
+    assert [(p.parent, p.branch_call) for p in branch_points(two, calls, BranchingConfig(points=3, policy="target"))] == \
         [("r0", 1), ("r3", 1), ("r0", 2)]  # the passing parents only, then their next-nearest call
     for uniform in ([0, 0, 0], [1, 1, 1]):
         rollouts, calls = group(uniform)
@@ -175,7 +175,7 @@ def test_an_all_fail_group_borrows_a_passing_prefix_from_an_earlier_step(tmp_pat
         store.insert_calls(calls)
         plan = GroupPlan("s2-a1-g1", Task("t"), "synthetic", 3, "train", 2)
         [wave] = branch_plans(store, [plan], cfg, borrow=lambda p: earlier.rollout_id)
-        assert [(b.parent, b.calls) for b in wave.branches] == [(earlier.rollout_id, 2)] * 2  # half its 4 calls
+        assert [(b.parent, b.branch_call) for b in wave.branches] == [(earlier.rollout_id, 2)] * 2  # half its 4 calls
         assert wave.group_id == plan.group_id and wave.first == 3
         assert branch_plans(store, [plan], cfg, borrow=lambda p: None) == []  # nothing to borrow, no branch
         off = BranchingConfig(points=1, width=2, policy="target")

@@ -97,7 +97,7 @@ def test_branch_points_pick_the_least_certain_calls_deterministically():
                 replace(make_rollout("x", None, status="sandbox_error"), sample_idx=2)]
     cfg = BranchingConfig(points=2, width=3)
     points = branch_points(rollouts, calls, cfg)
-    assert [(p.parent, p.call) for p in points] == [("a", 2), ("b", 1)]  # one per parent first; never call 0
+    assert [(p.parent, p.branch_call) for p in points] == [("a", 2), ("b", 1)]  # one per parent first; never call 0
     assert branch_points(rollouts, calls, BranchingConfig(points=3, policy="random"), seed=1) == \
         branch_points(rollouts, calls, BranchingConfig(points=3, policy="random"), seed=1)
     plan = GroupPlan("g0", object(), "builtin", 2, "train", 3)
@@ -120,15 +120,15 @@ def test_outcome_policy_branches_the_rarer_outcome_first():
 
     outcome = BranchingConfig(points=1, policy="outcome")
     assert rarer_outcome(group(0.0, 1.0, 0.0), None) == {"b"}  # mostly failing: the pass is rarer
-    assert [(p.parent, p.call) for p in branch_points(group(0.0, 1.0, 0.0), calls, outcome)] == [("b", 1)]
-    assert [(p.parent, p.call) for p in branch_points(group(1.0, 0.0, 1.0), calls, outcome)] == [("b", 1)]
-    assert [(p.parent, p.call) for p in branch_points(group(1.0, 1.0, 0.0), calls, outcome)] == [("c", 1)]
+    assert [(p.parent, p.branch_call) for p in branch_points(group(0.0, 1.0, 0.0), calls, outcome)] == [("b", 1)]
+    assert [(p.parent, p.branch_call) for p in branch_points(group(1.0, 0.0, 1.0), calls, outcome)] == [("b", 1)]
+    assert [(p.parent, p.branch_call) for p in branch_points(group(1.0, 1.0, 0.0), calls, outcome)] == [("c", 1)]
     # one outcome only: no rarer one, so the least certain call, as `entropy` picks it
     same = branch_points(group(0.0, 0.0, 0.0), calls, outcome)
     assert same == branch_points(group(0.0, 0.0, 0.0), calls, BranchingConfig(points=1)) and same[0].parent == "a"
     # more points than rarer parents: the rest by surprisal
     two = branch_points(group(0.0, 1.0, 0.0), calls, BranchingConfig(points=2, policy="outcome"))
-    assert [(p.parent, p.call) for p in two] == [("b", 1), ("a", 2)]
+    assert [(p.parent, p.branch_call) for p in two] == [("b", 1), ("a", 2)]
 
 
 def test_tree_views_show_branch_points_and_lineage():

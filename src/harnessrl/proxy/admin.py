@@ -1,7 +1,7 @@
 """Admin routes: a runner in another process registers and closes rollout keys. All of them sit
 under one Mount whose `AdminAuth` middleware checks `Authorization: Bearer <admin token>`.
 
-    POST   /admin/rollouts {"rollout_id": ..., "max_calls": N, "replay": {"parent": ..., "calls": J}}
+    POST   /admin/rollouts {"rollout_id": ..., "max_calls": N, "replay": {"parent": ..., "branch_call": J}}
                                                -> {"key", "rollout_id", "base_urls"}
     GET    /admin/rollouts                     -> {"rollouts": [{"key", "rollout_id"}, ...]}
     DELETE /admin/rollouts/{key}               -> {"closed": true}
@@ -58,8 +58,8 @@ def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s:
                  load_replay: Callable[[str, int], Any] | None = None,
                  info: Callable[[], dict[str, Any]] = dict) -> list[Route]:
     """`flush`: commits queued delivery marks (a closed key's calls read final once DELETE answers);
-    `load_replay(parent, calls)`: the ReplayScript of a branch (proxy/replay.py)."""
-    def no_replay(parent: str, calls: int) -> Any:
+    `load_replay(parent, branch_call)`: the ReplayScript of a branch (proxy/replay.py)."""
+    def no_replay(parent: str, branch_call: int) -> Any:
         raise ValueError("this proxy cannot replay: it has no run store")
 
     load_replay = load_replay or no_replay
@@ -76,9 +76,9 @@ def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s:
             raise bad_request("max_calls must be a positive integer or absent", "max_calls")
         replay = payload.get("replay")
         if replay is not None and not _replay_shape(replay):
-            raise bad_request('replay must be {"parent": "<rollout id>", "calls": <positive int>}', "replay")
+            raise bad_request('replay must be {"parent": "<rollout id>", "branch_call": <positive int>}', "replay")
         try:
-            script = None if replay is None else await asyncio.to_thread(load_replay, replay["parent"], replay["calls"])
+            script = None if replay is None else await asyncio.to_thread(load_replay, replay["parent"], replay["branch_call"])
             key = registry.register(rollout_id, max_calls=max_calls, replay=script)
         except ValueError as e:
             raise bad_request(str(e), "replay" if replay is not None else "rollout_id") from None
@@ -99,7 +99,8 @@ def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s:
 
 def _replay_shape(value: Any) -> bool:
     return (isinstance(value, dict) and isinstance(value.get("parent"), str) and bool(value["parent"])
-            and isinstance(value.get("calls"), int) and not isinstance(value["calls"], bool) and value["calls"] >= 1)
+            and isinstance(value.get("branch_call"), int) and not isinstance(value["branch_call"], bool)
+            and value["branch_call"] >= 1)
 
 
 def _json_object(body: bytes) -> dict[str, Any]:

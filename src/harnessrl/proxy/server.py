@@ -188,12 +188,12 @@ class ProxyServer:
                 "serving": self.policy.model_dump(mode="json")}
 
     def register_rollout(self, rollout_id: str, max_calls: int | None = None, replay_from: str | None = None,
-                         replay_calls: int = 0) -> str:
+                         branch_call: int = 0) -> str:
         """A new secret key whose routes record into `rollout_id` (`max_calls`: its model-call budget).
-        With `replay_from`, the key's first `replay_calls` calls are answered with that rollout's
+        With `replay_from`, the key's first `branch_call` calls are answered with that rollout's
         recorded answers, read from this proxy's store (a branch, proxy/replay.py; ValueError when
         the parent has fewer served calls)."""
-        script = load_script(self.store, replay_from, replay_calls) if replay_from else None
+        script = load_script(self.store, replay_from, branch_call) if replay_from else None
         return self.registry.register(rollout_id, max_calls=max_calls, replay=script)
 
     def close_rollout(self, key: str) -> None:

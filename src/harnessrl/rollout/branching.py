@@ -74,15 +74,11 @@ class BranchingConfig(BaseModel):
     def enabled(self) -> bool:
         return self.points > 0
 
-    def rollouts_per_group(self) -> int:
-        """Branch rollouts a group adds at most (its sampled-rollout budget grows by this)."""
-        return self.points * self.width
-
 
 @dataclass(frozen=True)
 class BranchPoint:
     parent: str
-    call: int  # the branch replays calls 0..call-1 of the parent and samples call `call` fresh
+    branch_call: int  # the branch replays calls 0..branch_call-1 of the parent and samples this one fresh
     score: float  # the policy's score (mean surprisal for entropy)
 
 
@@ -145,7 +141,7 @@ def branch_points(rollouts: Sequence[RolloutRecord], calls: Sequence[CallRecord]
         own = served_calls(by_rollout.get(r.rollout_id, []))
         aim = target_call(len(own), rate, rollout_passed(r, task)) if cfg.policy == "target" else None
         candidates += [((float(r.rollout_id not in first), *key), p) for key, p in _candidates(r, own, cfg, rng, aim)]
-    candidates.sort(key=lambda kp: (*kp[0], kp[1].parent, kp[1].call))
+    candidates.sort(key=lambda kp: (*kp[0], kp[1].parent, kp[1].branch_call))
     return _chosen([p for _, p in candidates], cfg.points)
 
 
@@ -169,7 +165,7 @@ def borrowed_points(parent: str, calls: Sequence[CallRecord], cfg: BranchingConf
     own = served_calls(calls)
     rec = RolloutRecord(parent, "", "", "", "ok", 1.0)
     ranked = sorted(_candidates(rec, own, cfg, random.Random(0), target_call(len(own), 0.0, True)),
-                    key=lambda kp: (*kp[0], kp[1].call))
+                    key=lambda kp: (*kp[0], kp[1].branch_call))
     return _chosen([p for _, p in ranked], cfg.points)
 
 
@@ -191,7 +187,7 @@ def branch_plan(plan: GroupPlan, rollouts: Sequence[RolloutRecord], calls: Seque
         points = branch_points(rollouts, calls, cfg, seed, plan.task)
     if not points:
         return None
-    branches = tuple(Branch(p.parent, p.call) for p in points for _ in range(cfg.width))
+    branches = tuple(Branch(p.parent, p.branch_call) for p in points for _ in range(cfg.width))
     first = 1 + max((r.sample_idx for r in rollouts), default=plan.n - 1)
     return GroupPlan(plan.group_id, plan.task, plan.harness, len(branches), plan.split, plan.step,
                      branches=branches, first=first)

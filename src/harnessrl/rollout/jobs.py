@@ -42,7 +42,7 @@ from harnessrl.plain_progress import PlainProgress
 from harnessrl.rollout.branching import branch_lineage
 from harnessrl.rollout.memory_gate import MemoryGate
 from harnessrl.rollout.plan import GroupPlan, RolloutJob, next_attempt, plan_cross
-from harnessrl.rollout.proxy_link import Replay, as_proxy_link
+from harnessrl.rollout.proxy_link import as_proxy_link
 from harnessrl.rollout.sample_check import SampleCheck
 from harnessrl.store.call_classes import classify_calls
 from harnessrl.store.records import Lineage, RolloutRecord
@@ -218,9 +218,9 @@ def run_rollout(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, store
                          sample_idx=job.sample_idx, category=job.task.category, split=job.task.split,
                          profile=str(profile.get("name", "")), meta={"harness_profile": profile} if profile else {})
     if job.branch is not None:
-        base = replace(base, lineage=Lineage(job.branch.parent, job.branch.calls))
+        base = replace(base, lineage=Lineage(job.branch.parent, job.branch.branch_call))
     budget = call_budget(adapter, turns_for(job.task, opts))
-    replay = None if job.branch is None else Replay(job.branch.parent, job.branch.calls)
+    replay = job.branch  # a branch: the proxy answers its first branch_call calls with the parent's
 
     def register() -> str:
         return link.register(job.rollout_id, max_calls=budget, **({"replay": replay} if replay else {}))

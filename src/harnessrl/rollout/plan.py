@@ -33,11 +33,12 @@ TaskWeight = Callable[[Any, str], float]  # (task, harness) -> sampling weight >
 
 @dataclass(frozen=True)
 class Branch:
-    """A branch of a recorded rollout: the proxy answers the first `calls` served calls of
-    `parent` again (the same ids), then the branch samples fresh (rollout/branching.py)."""
+    """A branch of a recorded rollout: the proxy answers the first `branch_call` served calls of
+    `parent` again (the same ids), then the branch samples call `branch_call` fresh
+    (rollout/branching.py; the proxy's replay, proxy/replay.py)."""
 
     parent: str
-    calls: int
+    branch_call: int
 
 
 @dataclass(frozen=True)

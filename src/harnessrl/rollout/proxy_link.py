@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from harnessrl.errors import HarnessRLError
+from harnessrl.rollout.plan import Branch
 
 
 class ProxyLinkError(HarnessRLError, RuntimeError):
@@ -26,18 +27,9 @@ class ProxyLink(Protocol):
     @property
     def served_model(self) -> str: ...
 
-    def register(self, rollout_id: str, max_calls: int | None = None, replay: "Replay | None" = None) -> str: ...
+    def register(self, rollout_id: str, max_calls: int | None = None, replay: Branch | None = None) -> str: ...
 
     def close(self, key: str) -> None: ...
-
-
-@dataclass(frozen=True)
-class Replay:
-    """Answer a key's first `calls` model calls with those of rollout `parent` (a branch;
-    proxy/replay.py). The proxy reads them from its own run store."""
-
-    parent: str
-    calls: int
 
 
 @dataclass
@@ -54,11 +46,11 @@ class LocalProxy:
     def served_model(self) -> str:
         return str(getattr(self.server, "served_model", "policy"))
 
-    def register(self, rollout_id: str, max_calls: int | None = None, replay: Replay | None = None) -> str:
+    def register(self, rollout_id: str, max_calls: int | None = None, replay: Branch | None = None) -> str:
         if replay is None:
             return self.server.register_rollout(rollout_id, max_calls=max_calls)
         return self.server.register_rollout(rollout_id, max_calls=max_calls, replay_from=replay.parent,
-                                            replay_calls=replay.calls)
+                                            branch_call=replay.branch_call)
 
     def close(self, key: str) -> None:
         self.server.close_rollout(key)
@@ -109,14 +101,14 @@ class RemoteProxy:
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.admin_token}"}
 
-    def register(self, rollout_id: str, max_calls: int | None = None, replay: Replay | None = None) -> str:
+    def register(self, rollout_id: str, max_calls: int | None = None, replay: Branch | None = None) -> str:
         import httpx
 
         body: dict[str, Any] = {"rollout_id": rollout_id}
         if max_calls is not None:
             body["max_calls"] = max_calls
         if replay is not None:
-            body["replay"] = {"parent": replay.parent, "calls": replay.calls}
+            body["replay"] = {"parent": replay.parent, "branch_call": replay.branch_call}
         try:
             r = httpx.post(f"{self.url.rstrip('/')}/admin/rollouts", json=body,
                            headers=self._headers(), timeout=30)
