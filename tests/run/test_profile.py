@@ -14,7 +14,8 @@ from harnessrl.engine import make_tiny_model
 from harnessrl.run.config import load_config
 from harnessrl.run.display import RunDisplay
 from harnessrl.run.loop import close_run, open_run, record_step, step_line, train_step
-from harnessrl.run.profile import (CpuMeter, RunProfile, add_calls, add_rollouts, cache_text, profile_markdown,
+from harnessrl.run.profile_view import profile_markdown
+from harnessrl.run.profile import (CpuMeter, RunProfile, add_calls, add_rollouts, cache_text,
                                    profile_run_dir)
 from harnessrl.run.profile_view import phase_rows
 from harnessrl.run.record import EngineWork, StepRecord

@@ -31,7 +31,7 @@ from typing import Any
 
 from harnessrl.run.record import EngineWork, StepRecord
 
-__all__ = ["CpuMeter", "RunProfile", "profile_markdown", "profile_run_dir", "profile_store"]
+__all__ = ["CpuMeter", "RunProfile", "profile_run_dir", "profile_store"]
 
 PHASES = ("rollout", "branch", "tree", "train", "sync", "eval", "checkpoint")
 ROLLOUT_PHASES = ("rollout", "branch", "eval")  # phases that run rollouts (sandboxes, harnesses, verifiers)
@@ -368,10 +368,3 @@ def profile_run_dir(run_dir: Path) -> RunProfile:
 
     with RunStore(run_dir) as store:
         return profile_store(store)
-
-
-def profile_markdown(prof: RunProfile) -> list[str]:
-    """The report's "Cost budget" section (markdown lines; run/profile_view.py)."""
-    from harnessrl.run.profile_view import markdown
-
-    return markdown(prof)
