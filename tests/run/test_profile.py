@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import resource
 import time
 
@@ -19,10 +20,10 @@ from harnessrl.run.profile import (CpuMeter, RunProfile, add_calls, add_rollouts
                                    profile_run_dir)
 from harnessrl.run.profile_view import phase_rows
 from harnessrl.run.record import EngineWork, StepRecord
+from harnessrl.run.runner_collector import default_collector
+from harnessrl.run.task_sets import default_tasks
 from harnessrl.store.records import RolloutRecord
 
-from .fakes import fake_collector_factory, fake_tasks
-from .test_loop import overrides
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +36,20 @@ def cpu_now() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def runner_overrides(tiny_dir, run_dir):
+    """A scripted short run through the real runner: the proxy, the builtin harness as a process in
+    a local sandbox, the verifier in its fresh sandbox, the tiny random model in the hf engine."""
+    return [f"model.path={tiny_dir}", "engine.type=hf", "sandbox.type=local", f"output.run_dir={run_dir}",
+            "output.tensorboard=false", "harnesses=[{name: builtin, weight: 1}]", "tasks.families=[write_word]",
+            "loop.steps=2", "loop.groups_per_step=1", "loop.n_per_group=2", "loop.eval_size=1", "loop.eval_every=2",
+            "loop.max_turns=2", "loop.max_tokens=8", "loop.concurrency=2", "filters.truncated=keep",
+            "algorithm.token_budget=4096"]
+
+
 def test_profile_of_a_scripted_run_adds_up_to_the_measured_wall_and_cpu(tiny_dir, tmp_path):
     run_dir = tmp_path / "run"
-    cfg = load_config(None, overrides(tiny_dir, run_dir, steps=2) + ["loop.eval_every=1"])
-    parts = open_run(cfg, False, Console(quiet=True), fake_collector_factory(delay_s=0.05), fake_tasks)
+    cfg = load_config(None, runner_overrides(tiny_dir, run_dir))
+    parts = open_run(cfg, False, Console(quiet=True), default_collector, default_tasks)
     walls, cpus = [], []
     try:
         with RunDisplay(Console(quiet=True), 2, 1) as display:
@@ -51,19 +62,49 @@ def test_profile_of_a_scripted_run_adds_up_to_the_measured_wall_and_cpu(tiny_dir
     finally:
         close_run(parts)
     prof = profile_run_dir(run_dir)
-    assert prof.steps == 2 and prof.n_rollouts > 0
-    named = sum(c.wall_s or 0.0 for p, c in prof.phases.items() if p != "other")
+    assert prof.steps == 2 and prof.rollouts.get("rollout") == 4 and prof.rollouts.get("eval", 0) >= 1
+    # the steps: the phases add up to the wall measured around each step, less than 10% unaccounted
     measured = sum(walls)
-    assert abs(named - measured) <= 0.1 * measured  # the phases account for the step's wall
+    named = sum(c.wall_s or 0.0 for p, c in prof.phases.items() if p != "other")
+    assert abs(named - measured) <= 0.1 * measured
     assert abs(prof.step_wall_s - measured) <= 0.1 * measured
+    assert prof.unaccounted_step_share is not None and prof.unaccounted_step_share < 0.1
     cpu = sum(prof.processes.values())
     assert abs(cpu - sum(cpus)) <= 0.1 * sum(cpus) + 0.05  # every CPU second of the steps, once
-    assert {"rollout", "train", "sync", "eval"} <= set(prof.phases)
+    assert {"rollout", "train", "sync", "eval", "checkpoint"} <= set(prof.phases)
+    # the update's parts lie inside the train phase
+    if prof.trainer:  # the tiny random model's groups may all share one reward: then nothing trains
+        assert set(prof.trainer) == {"old_logprobs_s", "forward_backward_s", "optimizer_s"}
+        assert 0 < sum(prof.trainer.values()) <= prof.phases["train"].wall_s
+    # a rollout: its recorded parts add up to its wall, less than 10% unaccounted
+    c = prof.components
+    assert {"sandbox_start", "harness", "verifier_copy_out", "verifier_sandbox", "verifier_check",
+            "verifier_teardown", "sandbox_teardown", "total"} <= set(c)
+    assert "verifier" not in c  # split into its stages
+    parts_wall = sum(c[k].wall_s or 0.0 for k in c if k not in ("total", "rest", "proxy", "engine_prefill",
+                                                                    "engine_decode", "launcher", "sandboxes",
+                                                                    "run", "engine"))
+    assert abs(parts_wall - c["total"].wall_s) <= 0.1 * c["total"].wall_s
+    assert prof.unaccounted_rollout_share is not None and prof.unaccounted_rollout_share < 0.1
+    assert c["harness"].cpu_s and c["harness"].cpu_s > 0  # the launcher's report of the harness tree
+    assert c["proxy"].wall_s and c["proxy"].wall_s < c["harness"].wall_s
+    assert prof.harnesses["builtin"].rollouts == prof.n_rollouts
+    assert not any("verifier stages" in m for m in prof.missing)
+    assert any("prefix-cache counts not reported" in m for m in prof.missing)  # hf reports none
     lines = profile_markdown(prof)
     assert lines[0].startswith("## Cost budget") and any(line.startswith("| trainer update") for line in lines)
+    assert any(line.startswith("| verifier: copy-out") for line in lines)
+    # the command: plain text off a terminal, and --json
     out = CliRunner().invoke(app, ["profile", str(run_dir)])
     assert out.exit_code == 0, out.output
-    assert "per step phase" in out.output and "weight sync" in out.output
+    assert "per step phase" in out.output and "weight sync" in out.output and "each step" in out.output
+    assert "\u2501" not in out.output  # no box drawing in a pipe
+    out = CliRunner().invoke(app, ["profile", str(run_dir), "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["steps"] == 2 and data["n_rollouts"] == prof.n_rollouts
+    assert data["unaccounted"]["rollouts"] == pytest.approx(prof.unaccounted_rollout_share)
+    assert [s["step"] for s in data["per_step"]] == [1, 2]
 
 
 def test_profile_refuses_a_dir_without_a_run(tmp_path):
@@ -130,3 +171,43 @@ def test_phase_rows_end_with_the_total():
     prof = RunProfile()
     rows = phase_rows(prof)
     assert rows[-1][0].startswith("all steps")
+
+
+def test_a_run_of_older_code_shows_what_it_recorded_and_lists_the_rest():
+    from harnessrl.run.profile import add_steps, derive, gaps
+    from harnessrl.run.profile_view import component_rows, markdown, plain_text, profile_json
+
+    prof = RunProfile()
+    add_steps(prof, [(0, StepRecord(policy_version=0, time={"eval": 4.0})),
+                     (1, StepRecord(policy_version=1, time={"rollout": 3.0, "train": 2.0}))])
+    rollouts = [RolloutRecord("r1", "t", "codex", "s1-a1-g0", "ok", 1.0,
+                              durations={"sandbox_s": 0.1, "harness_s": 2.0, "verifier_s": 0.4, "total_s": 2.6})]
+    add_rollouts(prof, rollouts)
+    add_calls(prof, [{"n_prompt": 10, "meta": {"timings": {"render_s": 0.01}}}])
+    derive(prof, 0.0)
+    prof.missing = gaps(prof, rollouts)
+    assert prof.step_wall_s == pytest.approx(9.0) and prof.unaccounted_step_share is None  # no wall_s: phases' sum
+    assert prof.components["verifier"].wall_s == pytest.approx(0.4)
+    assert prof.unaccounted_rollout_share == pytest.approx(0.1 / 2.6)
+    text = "\n".join(prof.missing)
+    for what in ("step wall (wall_s) not recorded for 2 of 2", "CPU per phase (cpu) not recorded",
+                 "prefix-cache counts not reported", "harness process CPU not recorded for 1",
+                 "verifier stages", "the update's parts"):
+        assert what in text, what
+    assert [r[0] for r in component_rows(prof)][-1] == "rollout total"
+    assert "Not recorded by this run:" in markdown(prof) and "not recorded by this run:" in plain_text(prof, "x")
+    assert profile_json(prof, "x")["missing"] == prof.missing
+
+
+def test_verifier_stages_split_its_wall():
+    from harnessrl.rollout.task_sandbox import open_task_sandbox
+    from harnessrl.sandbox.base import SandboxConfig
+    from harnessrl.tasks.model import Task, Verifier
+    from harnessrl.tasks.verifier import run_verifier
+
+    task = Task(id="t", instruction="do it", files={"a.txt": b"hi"},
+                verifier=Verifier(kind="reward_line", command="test -f a.txt && echo 1.0"))
+    with pytest.warns(Warning), open_task_sandbox(task, SandboxConfig(type="local")) as sb:
+        res = run_verifier(task, sb)
+    assert res.status == "ok" and set(res.stages) == {"copy_out_s", "sandbox_s", "check_s", "teardown_s"}
+    assert sum(res.stages[k] for k in ("copy_out_s", "sandbox_s")) <= res.duration_s
