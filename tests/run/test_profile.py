@@ -15,10 +15,9 @@ from harnessrl.engine import make_tiny_model
 from harnessrl.run.config import load_config
 from harnessrl.run.display import RunDisplay
 from harnessrl.run.loop import close_run, open_run, record_step, step_line, train_step
-from harnessrl.run.profile_view import profile_markdown
 from harnessrl.run.profile import (CpuMeter, RunProfile, add_calls, add_rollouts, cache_text,
                                    profile_run_dir)
-from harnessrl.run.profile_view import phase_rows
+from harnessrl.run.profile_view import markdown, phase_rows
 from harnessrl.run.record import EngineWork, StepRecord
 from harnessrl.run.runner_collector import default_collector
 from harnessrl.run.task_sets import default_tasks
@@ -91,7 +90,7 @@ def test_profile_of_a_scripted_run_adds_up_to_the_measured_wall_and_cpu(tiny_dir
     assert prof.harnesses["builtin"].rollouts == prof.n_rollouts
     assert not any("verifier stages" in m for m in prof.missing)
     assert any("prefix-cache counts not reported" in m for m in prof.missing)  # hf reports none
-    lines = profile_markdown(prof)
+    lines = markdown(prof)
     assert lines[0].startswith("## Cost budget") and any(line.startswith("| trainer update") for line in lines)
     assert any(line.startswith("| verifier: copy-out") for line in lines)
     # the command: plain text off a terminal, and --json
@@ -175,7 +174,7 @@ def test_phase_rows_end_with_the_total():
 
 def test_a_run_of_older_code_shows_what_it_recorded_and_lists_the_rest():
     from harnessrl.run.profile import add_steps, derive, gaps
-    from harnessrl.run.profile_view import component_rows, markdown, plain_text, profile_json
+    from harnessrl.run.profile_view import component_rows, plain_text, profile_json
 
     prof = RunProfile()
     add_steps(prof, [(0, StepRecord(policy_version=0, time={"eval": 4.0})),

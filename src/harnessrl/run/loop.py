@@ -55,7 +55,7 @@ from harnessrl.run.metrics_log import MetricsLog, read_jsonl
 from harnessrl.run.record import (REDONE, EvalResult, PolicyLag, RolloutStats, StepRecord, TreeTotals,
                                   UpdateStats)
 from harnessrl.run.profile import CpuMeter, cache_text, profile_store
-from harnessrl.run.profile_view import profile_markdown
+from harnessrl.run.profile_view import markdown as profile_markdown
 from harnessrl.run.report import write_plots, write_report
 from harnessrl.run.setup import make_trainer, seed_everything
 from harnessrl.run.tracking import Tracker, log_run_end, open_tracker

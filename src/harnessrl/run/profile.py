@@ -363,7 +363,8 @@ def profile_store(store: Any) -> RunProfile:
 
 
 def profile_run_dir(run_dir: Path) -> RunProfile:
-    """The profile of the run in `run_dir` (RunStore opened read-only in spirit: nothing is written)."""
+    """The profile of the run in `run_dir`. It opens the store as a run does (schema check, WAL mode),
+    so the run dir is not left untouched; the profile itself writes nothing."""
     from harnessrl.store.run_store import RunStore
 
     with RunStore(run_dir) as store:

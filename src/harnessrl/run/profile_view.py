@@ -230,8 +230,3 @@ def profile_json(prof: RunProfile, run_dir: str) -> dict[str, Any]:
         "unaccounted": {"steps": prof.unaccounted_step_share, "rollouts": prof.unaccounted_rollout_share},
         "missing": list(prof.missing),
     }
-
-
-def profile_markdown(prof: RunProfile) -> list[str]:
-    """The report's "Cost budget" section (markdown lines)."""
-    return markdown(prof)
