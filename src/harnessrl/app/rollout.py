@@ -14,9 +14,9 @@ import contextlib
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Iterator, List, Optional
+from typing import Any, Iterator, List, Mapping, Optional
 
 import typer
 
@@ -89,6 +89,11 @@ class ServeFlags:
     temperature_mode: Optional[str] = None
     top_p_mode: Optional[str] = None
     max_tokens_mode: Optional[str] = None
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> "ServeFlags":
+        """The flags from a command's parameters by name (`ServeFlags.of(locals())`)."""
+        return cls(**{f.name: values[f.name] for f in fields(cls)})
 
 
 # flags that set how the in-process proxy serves: a running --proxy serves its own way
@@ -256,9 +261,7 @@ def rollout(
     """Run groups of rollouts (task x harness x n) in sandboxes through the proxy; store them."""
     from rich.console import Console
 
-    flags = ServeFlags(config, from_run, harness, concurrency, model, engine, sandbox, proxy, admin_token,
-                       max_turns, timeout, tool_format, max_tokens, default_temperature, default_top_p,
-                       temperature_mode, top_p_mode, max_tokens_mode)
+    flags = ServeFlags.of(locals())
     cfg = _serving_config(flags)
     n = n if n is not None else cfg.loop.n_per_group
     chosen: str | list[Any] = load_sets([tasks], limit)[1] if limit else tasks
@@ -295,9 +298,7 @@ def evaluate(
     from harnessrl.rollout.pass_at_k import summarize, summarize_sets
     from harnessrl.app.eval_tables import print_sets, print_summary
 
-    flags = ServeFlags(config, from_run, harness, concurrency, model, engine, sandbox, proxy, admin_token,
-                       max_turns, timeout, tool_format, max_tokens, default_temperature, default_top_p,
-                       temperature_mode, top_p_mode, max_tokens_mode)
+    flags = ServeFlags.of(locals())
     cfg = _serving_config(flags)
     n = n if n is not None else cfg.loop.eval_samples
     ks = sorted(set(k) | {1, n}) if not k else sorted(set(k) | {1})
