@@ -11,7 +11,8 @@ Images are read with ``skopeo`` (inspect, copy into an OCI layout) and unpacked 
 own. The unpacked root lands in ``$HARNESSRL_CACHE/images/<digest>-u<owner>/rootfs``, its files
 owned by ``owner`` (the sandbox's host uid: the sandbox user owns the image as root owns a
 container's), with ``image.json`` (digest, Env, WorkingDir). A second use of the same image, by
-any task, reuses it; rollouts that start together on a new image unpack it once (a lock beside it). Every failure is an ``ImageError`` naming the image and the fix.
+any task, reuses it; rollouts that start together on a new image unpack it once (a lock beside
+it). Every failure is an ``ImageError`` naming the image and the fix.
 """
 
 from __future__ import annotations
