@@ -2,12 +2,13 @@
 
     .venv/bin/python benchmarks/stability.py run [--config configs/stability.yaml] [key=value ...]
     .venv/bin/python benchmarks/stability.py analyse RUN_DIR [--png docs/images/stability.png]
+    .venv/bin/python benchmarks/stability.py run --config configs/long.yaml   (the 200-step run)
 
 `run` starts `harnessrl train` (60 steps, held-out pass@1 every 10; resumable with
 `output.run_dir=RUN_DIR --resume`), then analyses the run. `analyse` works on any run directory,
-finished or not, so a cut-short run still reports how far it got. One figure, five panels: train
-reward, held-out pass@1, entropy, the trainer/engine gap (mean |dlogp| and KL(engine||trainer)),
-clip and importance-sampling fractions. Pass (no collapse): held-out pass@1 never falls more
+finished or not, so a cut-short run still reports how far it got. One figure, six panels: train
+reward, held-out pass@1 (per eval set and harness), entropy, grad norm, the trainer/engine gap
+(mean |dlogp| and KL(engine||trainer)), clip and importance-sampling fractions. Pass (no collapse): held-out pass@1 never falls more
 than 10 points below its best so far, and entropy does not reach ~0 (< 0.02) while reward is flat.
 """
 
@@ -28,11 +29,16 @@ def load(run_dir: Path) -> list[dict]:
 
 
 def series(recs: list[dict], key: str, sub: str | None = None) -> tuple[list[int], list[float]]:
+    """(steps, values) of `key`; `sub` picks one entry of a dict value ("a/b" walks two levels and
+    takes pass@1 at the end: eval_sets' set/harness), else a dict is averaged over its entries."""
     xs, ys = [], []
     for r in recs:
         v = r.get(key)
         if sub is not None:
-            v = v.get(sub) if isinstance(v, dict) else None
+            for part in sub.split("/"):
+                v = v.get(part) if isinstance(v, dict) else None
+            if isinstance(v, dict):
+                v = v.get("pass@1")
         elif isinstance(v, dict):  # mean over harnesses
             v = sum(v.values()) / len(v) if v else None
         if isinstance(v, (int, float)):
@@ -61,6 +67,22 @@ def verdict(recs: list[dict]) -> dict:
             "passed": worst_drop <= 0.10 + 1e-9 and not collapsed_entropy}
 
 
+def eval_keys(recs: list[dict]) -> list[tuple[str, str | None, str]]:
+    """The held-out curves: one per eval set and harness when the run has several sets, else one
+    per harness (`eval`), else the mean."""
+    sets: dict[str, list[str]] = {}
+    for r in recs:
+        for name, by_harness in (r.get("eval_sets") or {}).items():
+            for h in by_harness if isinstance(by_harness, dict) else ():
+                sets.setdefault(name, [])
+                if h not in sets[name]:
+                    sets[name].append(h)
+    if sets:
+        return [("eval_sets", f"{name}/{h}", f"{h} {name}") for name, hs in sets.items() for h in hs]
+    harnesses = sorted({h for r in recs for h in (r.get("eval") or {}) if isinstance(r.get("eval"), dict)})
+    return [("eval", h, h) for h in harnesses] or [("eval", None, "mean")]
+
+
 def plot(recs: list[dict], out: Path, title: str) -> None:
     import matplotlib
 
@@ -68,11 +90,12 @@ def plot(recs: list[dict], out: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     train = [r for r in recs if r["step"] > 0]
-    fig, axes = plt.subplots(1, 5, figsize=(22, 3.6))
+    fig, axes = plt.subplots(1, 6, figsize=(26, 3.6))
     panels = [
         ("train reward (mean over harnesses)", [("reward", None, "reward"), ("pass_rate", None, "pass rate")], train),
-        ("held-out pass@1", [("eval", None, "mean")], recs),
+        ("held-out pass@1 per harness and set", eval_keys(recs), recs),
         ("entropy (sampled tokens)", [("entropy", None, "entropy")], train),
+        ("grad norm (before clipping)", [("grad_norm", None, "grad norm")], train),
         ("trainer/engine gap", [("abs_logp_gap", None, "mean |dlogp|"), ("mismatch_kl", None, "KL(engine||trainer)")],
          train),
         ("clip / IS", [("clip_frac", None, "clip fraction"), ("is_weight", None, "mean TIS weight - 1"),
@@ -107,14 +130,17 @@ def analyse(run_dir: Path, png: Path | None) -> dict:
     plot(recs, png, f"{run_dir.name}: {v['steps']} steps")
     print(json.dumps(v, indent=1))
     print(f"figure: {png}")
-    print("step  reward  eval   entropy  |dlogp|  mKL      clip   is_w")
+    print("step  reward  eval   entropy  |dlogp|  mKL      clip   is_w   gnorm")
     for r in recs:
         rw = series([r], "reward")[1]
         ev = series([r], "eval")[1]
         print(f"{r['step']:>4}  {rw[0] if rw else float('nan'):.3f}  {ev[0] if ev else float('nan'):.3f}  "
               f"{r.get('entropy', float('nan')):.4f}  {r.get('abs_logp_gap', float('nan')):.4f}   "
               f"{r.get('mismatch_kl', float('nan')):.5f}  {r.get('clip_frac', float('nan')):.3f}  "
-              f"{r.get('is_weight', float('nan')):.3f}")
+              f"{r.get('is_weight', float('nan')):.3f}  {r.get('grad_norm', float('nan')):.2f}")
+    for key, sub, label in eval_keys(recs):
+        xs, ys = series(recs, key, sub)
+        print(f"held-out {label}: " + "  ".join(f"{x}:{y:.3f}" for x, y in zip(xs, ys)))
     return v
 
 
