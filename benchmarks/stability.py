@@ -162,7 +162,8 @@ def main() -> None:
     if args.resume:
         cmd.append("--resume")
     rc = subprocess.call(cmd)
-    runs = sorted((ROOT / "runs").glob("stability-*"), key=lambda p: p.stat().st_mtime)
+    runs = sorted((p for p in (ROOT / "runs").glob("*-*") if (p / "metrics.jsonl").is_file()),
+                  key=lambda p: p.stat().st_mtime)  # the newest run directory
     dirs = [o.split("=", 1)[1] for o in args.overrides if o.startswith("output.run_dir=")]
     run_dir = Path(dirs[0]) if dirs else (runs[-1] if runs else None)
     if run_dir is not None and (run_dir / "metrics.jsonl").is_file():
