@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,7 +15,14 @@ from harnessrl.engine.base import Engine
 FALLBACK_MAX_MODEL_LEN = 4096  # when a model's config names no window
 
 
-EngineType = Literal["auto", "hf", "vllm", "vllm_server", "sglang_server", "scripted"]
+# The engine types, each named once; every list of them is derived from these.
+ServerEngineType = Literal["vllm_server", "sglang_server"]  # clients of running servers (base_url / base_urls)
+TrainableEngineType = Literal["auto", "hf", "vllm", ServerEngineType]  # engines a training run can update
+EngineType = Literal[TrainableEngineType, "scripted"]  # scripted: a fixed policy, no weights (tests, smoke runs)
+ENGINE_TYPES: tuple[EngineType, ...] = get_args(EngineType)
+TRAINABLE_ENGINES: tuple[TrainableEngineType, ...] = get_args(TrainableEngineType)
+SERVER_ENGINES: tuple[ServerEngineType, ...] = get_args(ServerEngineType)
+IN_PROCESS_ENGINES: tuple[EngineType, ...] = tuple(t for t in ENGINE_TYPES if t not in SERVER_ENGINES)
 
 
 class EngineSettings(BaseModel):

@@ -20,12 +20,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from harnessrl.render.messages import ToolCall, ToolSpec
 
-TOOL_FORMATS = ("hermes", "smollm2", "bash", "bash_examples")
-SHELL_FORMATS = ("bash", "bash_examples")  # the model writes ```bash blocks (render/bash_format.py)
+# The tool formats, named once (render.tool_format, `--tool-format`, the renderer's check)
+ToolFormat = Literal["hermes", "smollm2", "bash", "bash_examples"]
+TOOL_FORMATS: tuple[ToolFormat, ...] = get_args(ToolFormat)
+SHELL_FORMATS: tuple[ToolFormat, ...] = ("bash", "bash_examples")  # the model writes ```bash blocks (render/bash_format.py)
 
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _TAG_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)

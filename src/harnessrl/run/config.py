@@ -24,9 +24,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harnessrl.engine.factory import EngineConfig, EngineSettings, EngineType
+from harnessrl.engine.factory import TRAINABLE_ENGINES, EngineConfig, EngineSettings, EngineType
 from harnessrl.errors import HarnessRLError
 from harnessrl.proxy.serving import DEFAULT_POLICY, MaxTokens, ServingPolicy, Temperature, TopP
+from harnessrl.render.tool_formats import ToolFormat
 from harnessrl.rollout.branching import BranchingConfig
 from harnessrl.rollout.difficulty import SamplerConfig
 from harnessrl.rollout.informative import DynamicSamplingConfig
@@ -48,10 +49,9 @@ REFUSED_KEYS = {
     "engine.model": "the run serves its own policy: set the model with model.path, not engine.model",
     "engine.base_url": "a run lists its servers in engine.base_urls (one URL per replica), not engine.base_url",
     "engine.script": "the scripted engine cannot be trained; a run's engine.type is one of "
-                     "auto, hf, vllm, vllm_server, sglang_server",
+                     f"{', '.join(TRAINABLE_ENGINES)}",
     "engine.eos_ids": "the run's engine takes its stop tokens from the model's own config",
 }
-TRAINABLE_ENGINES = ("auto", "hf", "vllm", "vllm_server", "sglang_server")  # engines the run can update
 
 
 class _Strict(BaseModel):
@@ -88,7 +88,7 @@ class RenderSection(_Strict):
     # null: the chat template's own convention (hermes / smollm2). "bash": the model runs the
     # harness's shell tool by writing one fenced ```bash block (docs/render.md) — fits small models.
     # "bash_examples": the same, with three worked examples as earlier turns (a 135M model needs them)
-    tool_format: Literal["hermes", "smollm2", "bash", "bash_examples"] | None = None
+    tool_format: ToolFormat | None = None  # render/tool_formats.py TOOL_FORMATS
 
 
 class ServeSection(_Strict):
