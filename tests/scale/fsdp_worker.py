@@ -1,5 +1,7 @@
 """One rank of the FSDP2 trainer test (launched by torchrun from test_fsdp.py); also builds the
-single-process reference. Usage: torchrun --nproc-per-node 2 fsdp_worker.py OUT_DIR CASE"""
+single-process reference. Every rank makes the same ShardedTrainer calls (update, weights,
+checkpoint; the resume case then restores a fresh sharded trainer from that checkpoint and steps
+again); rank 0 saves what it saw. Usage: torchrun --nproc-per-node 2 fsdp_worker.py OUT_DIR CASE"""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import sys
 import numpy as np
 import torch
 
-CASES = ("full", "lora", "mis_epochs")
+CASES = ("full", "lora", "mis_epochs", "resume")
 
 
 def tiny_llama(seed: int = 0, vocab: int = 64):
@@ -47,13 +49,14 @@ def batch(seed: int = 3):
                       adv_pos=a_pos, adv_neg=a_neg, weight=w, tree_offsets=np.array([0, n]))
 
 
-def build(case: str, ranks=None):
-    """(trainer, trainable named params before the step) for a case; shards when ranks is given."""
+def build(case: str, ranks=None, policy=None):
+    """The trainer of a case (policy: the tiny llama, or the one given); shards when ranks is given.
+    SGD lr=1 (the step is the gradient), but AdamW in the resume case (its state must come back)."""
     from harnessrl.train.losses import PPOSettings
     from harnessrl.train.trainer import Trainer
     from harnessrl.train.weights import apply_lora
 
-    policy = tiny_llama(7)
+    policy = tiny_llama(7) if policy is None else policy
     if case == "lora":
         policy = apply_lora(policy, r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "v_proj", "up_proj"])
         torch.manual_seed(11)  # peft starts lora_B at 0: give B values so A gets a gradient too
@@ -65,7 +68,7 @@ def build(case: str, ranks=None):
 
         shard_model(policy, ranks)
     params = [p for p in policy.parameters() if p.requires_grad]
-    opt = torch.optim.SGD(params, lr=1.0)
+    opt = torch.optim.AdamW(params, lr=1e-2) if case == "resume" else torch.optim.SGD(params, lr=1.0)
     settings = PPOSettings(is_mode="mis", mis_low=0.8, mis_high=1.25) if case == "mis_epochs" else \
         PPOSettings(is_mode="tis", is_cap=2.0)
     epochs = 2 if case == "mis_epochs" else 1
@@ -84,24 +87,30 @@ def trainable(policy) -> dict[str, torch.Tensor]:
 
 
 def main(out_dir: str, case: str) -> None:
-    from harnessrl.train.fsdp import ShardedTrainer, follow, init_ranks
+    from pathlib import Path
+
+    from transformers import AutoModelForCausalLM
+
+    from harnessrl.train.checkpoint import load_trainer_state
+    from harnessrl.train.fsdp import ShardedTrainer, init_ranks
 
     ranks = init_ranks("gloo")
-    trainer = build(case, ranks)
-    before = trainable(trainer.policy)
+    st = ShardedTrainer(build(case, ranks), ranks)
+    before = trainable(st.trainer.policy)
+    metrics = dataclasses.asdict(st.update(batch()))
+    weights = dict(st.named_weights())
+    ckpt = st.save_checkpoint(Path(out_dir) / "run", 1, None, keep=2)
+    after = trainable(st.trainer.policy)
+    out = {"metrics": metrics, "before": before, "after": after, "weights": weights, "world": ranks.world,
+           "ckpt": str(ckpt)}
+    if case == "resume":  # a fresh sharded trainer from the checkpoint takes the second step
+        again = ShardedTrainer(build(case, ranks, AutoModelForCausalLM.from_pretrained(ckpt / "policy")), ranks)
+        again.restore(load_trainer_state(ckpt))
+        again.update(batch(5))
+        out["resumed"] = dict(again.named_weights())
     if ranks.rank == 0:
-        st = ShardedTrainer(trainer, ranks)
-        metrics = dataclasses.asdict(st.update(batch()))
-        weights = dict(st.named_weights())
-        st.save_policy(f"{out_dir}/policy", None)
-        st.close()
-        after = trainable(trainer.policy)  # after stop: rank 1 runs the same gathers in this order
-        torch.save({"metrics": metrics, "before": before, "after": after, "weights": weights,
-                    "world": ranks.world}, f"{out_dir}/rank0.pt")
-    else:
-        follow(trainer, ranks)
-        trainable(trainer.policy)  # the same collectives as rank 0's `after`
-    torch.distributed.destroy_process_group()
+        torch.save(out, f"{out_dir}/rank0.pt")
+    st.close()
 
 
 if __name__ == "__main__":

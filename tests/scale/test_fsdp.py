@@ -1,5 +1,6 @@
 """FSDP2 trainer on 2 gloo processes (torchrun) == the one-process step: loss, gradients, weights
-gathered for sync and into an HF checkpoint; full fine-tuning, LoRA, MIS with 2 epochs."""
+gathered for sync and into an HF checkpoint; full fine-tuning, LoRA, MIS with 2 epochs; a sharded
+AdamW trainer resumed from its checkpoint takes the one-process second step."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def _torchrun(tmp_path: Path, case: str) -> dict:
     return torch.load(tmp_path / "rank0.pt", weights_only=False)
 
 
-@pytest.mark.parametrize("case", ["full", "lora", "mis_epochs"])
+@pytest.mark.parametrize("case", ["full", "lora", "mis_epochs", "resume"])
 def test_two_rank_step_equals_one_process(tmp_path, case):
     w = _worker()
     got = _torchrun(tmp_path, case)
@@ -54,7 +55,8 @@ def test_two_rank_step_equals_one_process(tmp_path, case):
         assert torch.equal(got["before"][k], before[k]), k  # same start
         g_ref, g_got = before[k] - after[k], got["before"][k] - got["after"][k]  # SGD lr=1: the gradient
         assert g_ref.abs().max() > 0 or case == "lora", k
-        assert torch.allclose(g_got, g_ref, rtol=1e-4, atol=1e-6), (k, float((g_got - g_ref).abs().max()))
+        tol = {"rtol": 1e-3, "atol": 1e-5} if case == "resume" else {"rtol": 1e-4, "atol": 1e-6}  # Adam: g/|g|
+        assert torch.allclose(g_got, g_ref, **tol), (k, float((g_got - g_ref).abs().max()))
     # weights gathered for engine sync: plain HF names, LoRA merged, equal to the one-process merge
     from harnessrl.train.weights import hf_named_weights
 
@@ -65,7 +67,16 @@ def test_two_rank_step_equals_one_process(tmp_path, case):
     # the gathered checkpoint is a plain HF dir that transformers loads
     from transformers import AutoModelForCausalLM
 
-    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "policy")
+    ckpt = Path(got["ckpt"])
+    assert ckpt == tmp_path / "run" / "checkpoints" / "step_000001"
+    assert (ckpt / "trainer.pt").is_file() and not ckpt.with_name(ckpt.name + ".tmp").exists()
+    loaded = AutoModelForCausalLM.from_pretrained(ckpt / "policy")
     sd = loaded.state_dict()
     for k, v in ref_w.items():
         assert torch.allclose(sd[k], v, rtol=1e-5, atol=1e-6), k
+    if case == "resume":  # the optimizer state came back: the second step is the one-process second step
+        ref.update(w.batch(5))
+        second = dict(hf_named_weights(ref.policy))
+        for k, v in second.items():
+            assert not torch.allclose(v, got["weights"][k]), k  # the second step moved it
+            assert torch.allclose(got["resumed"][k], v, rtol=1e-3, atol=1e-5), (k, float((got["resumed"][k] - v).abs().max()))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -39,10 +40,17 @@ def save_policy(policy, out_dir: Path, source_dir: Path | None) -> None:
 def save_checkpoint(run_dir: Path, step: int, policy, trainer_state: dict, source_dir: Path | None,
                     keep: int = 2) -> Path:
     """Atomically write checkpoint `step`; keep the newest `keep` checkpoints."""
+    return write_checkpoint(run_dir, step, lambda out: save_policy(policy, out, source_dir), trainer_state, keep)
+
+
+def write_checkpoint(run_dir: Path, step: int, write_policy: Callable[[Path], None], trainer_state: dict,
+                     keep: int = 2) -> Path:
+    """Atomically write checkpoint `step`, its HF dir written by `write_policy(dir)` (a sharded
+    trainer writes weights it gathered); keep the newest `keep` checkpoints."""
     final = checkpoint_dir(run_dir, step)
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    save_policy(policy, tmp / "policy", source_dir)
+    write_policy(tmp / "policy")
     torch.save(trainer_state, tmp / "trainer.pt")
     _fsync_dir(tmp)
     if final.exists():

@@ -10,25 +10,37 @@ one-process step on the whole batch (the test checks loss and gradients on 2 glo
 A sharded update records no per-harness gradient cosine (`UpdateStats.grad_cosine`): every backward
 reduces the gradient shards over the ranks, so no rank holds one harness's gradient.
 
-Process layout (torchrun, or Ray actors that set the same env): rank 0 runs the RL loop and holds a
-`ShardedTrainer`, which broadcasts each call (update, weights, checkpoint, stop) to the other ranks
-over a gloo control group; ranks > 0 sit in `follow`. Data collectives use NCCL on GPUs and gloo
-on CPU. Weights for engine sync and HF checkpoints are gathered tensor by tensor (`full_tensor`),
-LoRA adapters merged into the base weights on the gathered copy.
+Process layout: every rank is a process (a Ray trainer actor, `cluster/ray_trainer.py`, or one
+torchrun process) holding a `ShardedTrainer`, and every rank makes every `TrainerBackend` call in
+the same order (the driver, `cluster.ray_trainer.RemoteTrainer`, sends each call to all ranks at
+once and keeps rank 0's result). Data collectives use NCCL on GPUs and gloo on CPU; a gloo control
+group carries the small ones. Weights for engine sync and HF checkpoints are gathered tensor by
+tensor (`full_tensor`), LoRA adapters merged into the base weights on the gathered copy; rank 0
+sends them to the engine and writes the checkpoint, whose trainer state holds the optimizer's
+full (gathered) state dict, which `ShardedTrainer.restore` shards again on resume.
 """
 
 from __future__ import annotations
 
 import os
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
-from harnessrl.train.update_stats import UpdateStats
+from harnessrl.train.precision import served_weights
 from harnessrl.train.weights import is_peft
+
+if TYPE_CHECKING:
+    from harnessrl.engine.base import Engine
+    from harnessrl.train.batch import TrainBatch
+    from harnessrl.train.trainer import Trainer
+    from harnessrl.train.update_stats import UpdateStats
+    from harnessrl.tree.nodes import FlatTree
 
 
 @dataclass
@@ -54,10 +66,8 @@ class Ranks:
                 out[k] = out.get(k, 0.0) + v
         return out
 
-    def broadcast(self, obj: Any = None) -> Any:
-        box = [obj]
-        dist.broadcast_object_list(box, src=0, group=self.control)
-        return box[0]
+    def barrier(self) -> None:
+        dist.barrier(group=self.control)
 
 
 def init_ranks(backend: str | None = None) -> Ranks:
@@ -69,7 +79,8 @@ def init_ranks(backend: str | None = None) -> Ranks:
         cuda = torch.cuda.is_available()
         backend = backend or ("nccl" if cuda else "gloo")
         if cuda:
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+            # a Ray actor sees only its own GPU(s): its local rank wraps onto the visible devices
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
         dist.init_process_group(backend)
     world, rank = dist.get_world_size(), dist.get_rank()
     control = dist.new_group(backend="gloo") if dist.get_backend() != "gloo" else None
@@ -128,15 +139,20 @@ def lora_scalings(model) -> dict[str, float]:
     return out
 
 
-def full_hf_weights(model, keep: bool = True) -> dict[str, torch.Tensor]:
-    """Gather the sharded model tensor by tensor (a collective: every rank calls it) into plain HF
-    names on CPU, LoRA merged (W + scaling * B @ A). Ranks with keep=False return {}."""
+def gathered_state(model, keep: bool = True) -> dict[str, torch.Tensor]:
+    """The sharded model's state dict gathered tensor by tensor (a collective: every rank calls it),
+    on CPU under the model's own names; ranks with keep=False return {}."""
     full: dict[str, torch.Tensor] = {}
     for name, t in model.state_dict().items():
         t = t.full_tensor() if hasattr(t, "full_tensor") else t
         if keep:
             full[name] = t.detach().to("cpu").clone()
-    if not keep or not is_peft(model):
+    return full
+
+
+def hf_merged(model, full: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A gathered state dict under plain HF names, LoRA merged (W + scaling * B @ A)."""
+    if not full or not is_peft(model):
         return full
     out: dict[str, torch.Tensor] = {}
     scalings = lora_scalings(model)
@@ -152,47 +168,91 @@ def full_hf_weights(model, keep: bool = True) -> dict[str, torch.Tensor]:
     return out
 
 
-class ShardedTrainer:
-    """Rank 0's trainer when the policy is sharded: each call is broadcast to the ranks in `follow`
-    and run on every rank. Offers what the loop uses of `Trainer`."""
+def full_hf_weights(model, keep: bool = True) -> dict[str, torch.Tensor]:
+    """Gather the sharded model (a collective: every rank calls it) into plain HF names on CPU,
+    LoRA merged. Ranks with keep=False return {}."""
+    return hf_merged(model, gathered_state(model, keep))
 
-    def __init__(self, trainer, ranks: Ranks):
-        if ranks.rank != 0:
-            raise ValueError("ShardedTrainer runs on rank 0; other ranks call follow()")
+
+class ShardedTrainer:
+    """One rank's `train.protocol.TrainerBackend` when the policy is sharded over `ranks`: every
+    rank makes every call, in the same order (each one runs collectives), and rank 0's results are
+    the run's (stats are summed over ranks already). Nothing falls through to the inner `Trainer`."""
+
+    def __init__(self, trainer: Trainer, ranks: Ranks):
+        if trainer.ranks is not ranks:
+            raise ValueError("ShardedTrainer: build the Trainer with ranks= (the same Ranks)")
         self.trainer, self.ranks = trainer, ranks
 
-    def __getattr__(self, name: str) -> Any:  # policy, token_budget, backend, critic, optimizer ...
-        return getattr(self.__dict__["trainer"], name)
-
-    def update(self, batch) -> UpdateStats:
-        self.ranks.broadcast(("update", batch))
+    def update(self, batch: TrainBatch) -> UpdateStats:
+        """Every rank on the same batch: each trains its share of the chunks (`assign_chunks`)."""
         return self.trainer.update(batch)
 
-    def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
-        self.ranks.broadcast(("weights", None))
-        return iter(full_hf_weights(self.trainer.policy).items())
+    def tree_values(self, flat: FlatTree) -> np.ndarray:
+        raise ValueError("tree values need the PPO critic, which is not sharded yet (algorithm grpo or tree_grpo)")
 
-    def save_policy(self, out_dir: Path, source_dir: Path | None) -> None:
-        """Gather and write a plain HF directory (rank 0 writes)."""
-        self.ranks.broadcast(("weights", None))
-        save_gathered(self.trainer.policy, full_hf_weights(self.trainer.policy), Path(out_dir), source_dir)
+    def named_weights(self) -> list[tuple[str, torch.Tensor]]:
+        """The policy gathered (every rank takes part): rank 0 gets the plain HF weights, LoRA
+        merged, on CPU; the other ranks get []."""
+        return list(full_hf_weights(self.trainer.policy, keep=self.ranks.rank == 0).items())
+
+    def sync_weights(self, engine: Engine, version: int) -> None:
+        """Every rank gathers; rank 0 sends the weights the trainer computes with to `engine`
+        (the other ranks' `engine` is not used)."""
+        weights = self.named_weights()
+        if self.ranks.rank == 0:
+            engine.update_weights(list(served_weights(weights, self.trainer.compute_dtype)), version)
+        self.ranks.barrier()
+
+    def save_checkpoint(self, run_dir: Path, step: int, source_dir: Path | None, keep: int) -> Path:
+        """Every rank gathers the weights and the optimizer state; rank 0 writes the checkpoint
+        (atomically, as `train.checkpoint.write_checkpoint` does); every rank returns once it is in place."""
+        from harnessrl.train.checkpoint import checkpoint_dir, write_checkpoint
+
+        rank0 = self.ranks.rank == 0
+        full = gathered_state(self.trainer.policy, keep=rank0)
+        state = self.state(full)
+        if rank0:
+            policy = self.trainer.policy
+            write_checkpoint(run_dir, step, lambda out: save_gathered(policy, hf_merged(policy, full), out, source_dir),
+                             state, keep)
+        self.ranks.barrier()
+        return checkpoint_dir(run_dir, step)
 
     def close(self) -> None:
-        self.ranks.broadcast(("stop", None))
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
+    def state(self, full: dict[str, torch.Tensor]) -> dict[str, Any]:
+        """`Trainer.state()` of the whole group (a collective): the optimizer's full state dict
+        (keyed by parameter name) and the LoRA adapters from `full` (gathered); rank 0's RNG."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
-def follow(trainer, ranks: Ranks) -> None:
-    """Ranks > 0: run what rank 0 broadcasts until it says stop."""
-    while True:
-        op, arg = ranks.broadcast()
-        if op == "stop":
-            return
-        if op == "update":
-            trainer.update(arg)
-        elif op == "weights":
-            full_hf_weights(trainer.policy, keep=False)
-        else:
-            raise ValueError(f"unknown trainer op {op!r}")
+        t = self.trainer
+        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        state: dict[str, Any] = {"optimizer": get_optimizer_state_dict(t.policy, t.optimizer, options=opts),
+                                 "sharded": True, "torch_rng": torch.get_rng_state(),
+                                 "python_rng": random.getstate(), "numpy_rng": np.random.get_state()}
+        if is_peft(t.policy):
+            state["adapters"] = {k: v for k, v in full.items() if "lora_" in k}
+        return state
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Back to a saved `state()` on every rank (each reads the same checkpoint; a collective)."""
+        from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
+                                                             set_optimizer_state_dict)
+
+        if not state.get("sharded"):
+            raise ValueError("this checkpoint was written by a one-process trainer: resume it with "
+                             "cluster.ray.trainer_world_size=1")
+        t = self.trainer
+        opts = StateDictOptions(full_state_dict=True, strict=False)
+        if "adapters" in state:
+            set_model_state_dict(t.policy, state["adapters"], options=opts)
+        set_optimizer_state_dict(t.policy, t.optimizer, optim_state_dict=state["optimizer"], options=opts)
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["python_rng"])
+        np.random.set_state(state["numpy_rng"])
 
 
 def save_gathered(policy, state: dict[str, torch.Tensor], out_dir: Path, source_dir: Path | None) -> None:
