@@ -49,10 +49,18 @@ def _schema_field(schema: dict[str, Any], key: str) -> dict[str, Any]:
 SERVING_COMMANDS = ("serve", "rollout", "eval")
 
 
+# the serving flags each command has (app/flags.py FLAG_KEYS names them all)
+SERVING_FLAGS = ("model", "engine", "tool_format", "max_tokens", "default_temperature", "default_top_p",
+                 "temperature_mode", "top_p_mode", "max_tokens_mode")
+COMMAND_FLAGS = {"serve": {*SERVING_FLAGS, "max_model_len"},
+                 "rollout": {*SERVING_FLAGS, "sandbox", "concurrency", "max_turns", "timeout"}}
+COMMAND_FLAGS["eval"] = COMMAND_FLAGS["rollout"]
+
+
 def test_serving_flags_take_name_default_and_bound_from_the_run_config():
-    """Each serving flag of serve / rollout / eval: named after its option (FLAG_KEYS), None unless
-    given (the config's value applies), --help showing the RunConfig key, its default and the bound
-    the RunConfig schema declares; the bound itself is enforced once, by the config."""
+    """Each serving flag of serve / rollout / eval (generated from FLAG_KEYS): named after its option,
+    None unless given (the config's value applies), --help showing the RunConfig key, its default and
+    the bound the RunConfig schema declares; the bound itself is enforced once, by the config."""
     from harnessrl.app.flags import FLAG_KEYS
     from harnessrl.run.config import RunConfig
 
@@ -62,10 +70,9 @@ def test_serving_flags_take_name_default_and_bound_from_the_run_config():
     checked = {}
     for command in SERVING_COMMANDS:
         params = {p.name: p for p in root.commands[command].params}
-        for name, key in FLAG_KEYS.items():
-            p = params.get(name)
-            if p is None or command == "serve" and name not in ("max_tokens", "default_temperature", "default_top_p"):
-                continue  # serve's mode options choose among words; its model/engine have their own defaults
+        assert {name for name in FLAG_KEYS if name in params} == COMMAND_FLAGS[command], command
+        for name in COMMAND_FLAGS[command]:
+            key, p = FLAG_KEYS[name], params[name]
             section, field = key.split(".")
             field_schema = _schema_field(schema, key)
             bound = ", ".join(f"{signs[k]} {field_schema[k]:g}" for k in signs if k in field_schema)
@@ -73,10 +80,15 @@ def test_serving_flags_take_name_default_and_bound_from_the_run_config():
             assert p.default is None, (command, name)
             assert p.show_default == f"{key}: {defaults[section][field]}", (command, name, p.show_default)
             assert (f"Bound: {bound}." in p.help) if bound else ("Bound:" not in p.help), (command, name, p.help)
-            checked[(command, name)] = bound
-    assert checked[("rollout", "max_turns")] == checked[("eval", "max_turns")] == ">= 1"
-    assert checked[("serve", "default_temperature")] == checked[("rollout", "default_temperature")] == ">= 0, <= 2"
-    assert checked[("eval", "default_top_p")] == "> 0, <= 1" and checked[("serve", "max_tokens")] == ">= 1"
+            checked[(command, name)] = (bound, p.show_default)
+    assert checked[("rollout", "max_turns")][0] == checked[("eval", "max_turns")][0] == ">= 1"
+    assert checked[("serve", "default_temperature")] == checked[("rollout", "default_temperature")]
+    assert checked[("serve", "default_temperature")][0] == ">= 0, <= 2"
+    assert checked[("eval", "default_top_p")][0] == "> 0, <= 1" and checked[("serve", "max_tokens")][0] == ">= 1"
+    assert checked[("serve", "max_model_len")][0] == ">= 16"
+    for command in SERVING_COMMANDS:  # the words, not a literal "default": the config's mode applies
+        assert checked[(command, "top_p_mode")] == ("", "serve.top_p_mode: default"), command
+        assert checked[(command, "engine")] == ("", "engine.type: auto"), command
 
 
 @pytest.mark.parametrize("command", SERVING_COMMANDS)

@@ -183,15 +183,15 @@ def test_the_policy_and_serve_refuse_values_with_the_same_bounds():
         with pytest.raises(ValidationError):
             ServingPolicy(**bad)
     assert ServingPolicy(default_temperature=0.0).default_temperature == 0.0  # greedy serving is allowed
-    with pytest.raises(typer.BadParameter, match="--default-temperature 2.5: input should be less than or equal to 2"):
-        serving_policy(None, None, 2.5, None, ())
+    # serve's bounds are the run config's (tests/test_cli_flags.py); its own --max-tokens-cap, the policy's
     with pytest.raises(typer.BadParameter, match="--max-tokens-cap 0"):
-        serving_policy(None, 0, None, None, ())
-    served = serving_policy(64, None, 0.5, None, ("top_p",))
+        serving_policy(RunConfig(), 0)
+    cfg = load_config(None, ["loop.max_tokens=64", "serve.default_temperature=0.5", "serve.top_p_mode=force"])
+    served = serving_policy(cfg, None)
     assert served == ServingPolicy(default_temperature=0.5, default_max_tokens=64, max_tokens_cap=64, force=("top_p",))
     # serve caps the way a run does: the max-tokens default is the cap unless --max-tokens-cap is given
-    assert serving_policy(None, None, None, None, ()) == RunConfig().serving_policy()
-    assert serving_policy(64, 128, None, None, ()).max_tokens_cap == 128
+    assert serving_policy(RunConfig(), None) == RunConfig().serving_policy()
+    assert serving_policy(cfg, 128).max_tokens_cap == 128
 
 
 def test_the_proxy_and_its_info_hold_the_policy_it_was_given(store, renderer):

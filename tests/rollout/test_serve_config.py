@@ -51,11 +51,86 @@ def test_unset_flags_take_the_run_config_defaults():
 
 
 def test_serve_takes_the_same_defaults():
-    from harnessrl.app.serve import _run_defaults
+    """`serve` without --config / --from-run: the RunConfig defaults, the engine's own settings; a
+    flag given is used as it is."""
+    from harnessrl.app.serve import serve_plan
 
     run = RunConfig()
-    assert _run_defaults(None, None, None) == (run.engine.type, run.loop.max_tokens, run.serve.default_temperature)
-    assert _run_defaults("hf", 99, 0.5) == ("hf", 99, 0.5)
+    plan = serve_plan(None, None, {name: None for name in FLAG_KEYS}, None)
+    assert (plan.engine, plan.policy, plan.engine_settings) == (run.engine.type, run.serving_policy(), None)
+    assert plan.cfg.render.tool_format is None and plan.cfg.model.path is None
+    given = serve_plan(None, None, {"engine": "hf", "max_tokens": 99, "default_temperature": 0.5,
+                                    "max_tokens_mode": "force", "tool_format": "bash"}, None)
+    assert (given.engine, given.policy.default_max_tokens, given.policy.max_tokens_cap) == ("hf", 99, 99)
+    assert (given.policy.default_temperature, given.policy.force, given.cfg.render.tool_format) == \
+        (0.5, ("max_tokens",), "bash")
+
+
+def test_serve_from_run_plans_the_stored_serving(tmp_path):
+    """`serve --from-run DIR` takes every serving setting from the config the run stored: its policy
+    (defaults, cap, force modes), tool format, model, engine type and engine settings."""
+    from harnessrl.app.serve import serve_plan
+
+    run = _train_run_dir(tmp_path / "train", [*TRAINED, "serve.top_p_mode=force", "serve.default_top_p=0.9",
+                                              "engine.type=hf", "engine.max_batch=3", "model.path=org/model"])
+    with RunStore(run) as store:
+        stored = RunConfig.model_validate(store.get_meta("config"))
+    plan = serve_plan(None, run, {}, None)
+    assert plan.policy == stored.serving_policy() and plan.policy.force == ("top_p",)
+    assert (plan.policy.default_temperature, plan.policy.max_tokens_cap) == (0.45, 64)
+    assert (plan.engine, plan.engine_settings, plan.cfg.model.path) == ("hf", stored.engine, "org/model")
+    assert plan.cfg.render.tool_format == stored.render.tool_format == "bash"
+    flagged = serve_plan(None, run, {"engine": "scripted", "top_p_mode": "default", "tool_format": "hermes"}, 32)
+    assert flagged.engine == "scripted" and flagged.policy.force == () and flagged.policy.max_tokens_cap == 32
+    assert flagged.cfg.render.tool_format == "hermes" and flagged.cfg.serve.default_temperature == 0.45
+
+
+def test_serve_refuses_a_run_engine_it_cannot_run_in_process(tmp_path, capsys):
+    import typer
+
+    from harnessrl.app.serve import serve_plan
+
+    run = _train_run_dir(tmp_path / "train", [*TRAINED, "engine.type=vllm_server",
+                                              "engine.base_urls=['http://127.0.0.1:9']"])
+    with pytest.raises(typer.Exit) as exit_:
+        serve_plan(None, run, {}, None)
+    assert exit_.value.exit_code == 2 and "--engine auto | hf | vllm | scripted" in capsys.readouterr().err
+    assert serve_plan(None, run, {"engine": "hf"}, None).engine == "hf"
+
+
+def test_serve_from_run_serves_as_the_run_trained(tmp_path):
+    """The real command (`serve --from-run DIR --engine scripted` in a subprocess): the serving record
+    it stores is the one the run's stored config makes, its model is the run's, and a call asking
+    for 32k tokens and no temperature is served with the run's cap and default."""
+    import json
+    import shutil
+
+    import httpx
+
+    from harnessrl.engine.model import smollm2_tokenizer_dir
+    from tests.proxy.test_cli import start_serve
+
+    model = tmp_path / "trained-model"  # the tokenizer only (the scripted engine loads no weights)
+    shutil.copytree(smollm2_tokenizer_dir(), model, ignore=shutil.ignore_patterns("*.safetensors", "*.bin"))
+    (model / "config.json").write_text(json.dumps({"max_position_embeddings": 2048}))
+    run = _train_run_dir(tmp_path / "train", [*TRAINED, "serve.max_tokens_mode=force", f"model.path={model}"])
+    with RunStore(run) as store:
+        stored = RunConfig.model_validate(store.get_meta("config"))
+    out = tmp_path / "served"
+    proc, urls = start_serve(out, "--from-run", str(run))
+    try:
+        reply = httpx.post(f"{urls['openai']}/chat/completions", timeout=60,
+                           json={"model": "m", "max_tokens": 32000, "messages": [{"role": "user", "content": "hi"}]})
+        assert reply.status_code == 200
+        assert httpx.get(f"{urls['anthropic']}/health", timeout=60).json()["model"] == "trained-model"  # the run's
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    with RunStore(out) as store:
+        assert store.get_meta("serve") == stored.serving_policy().model_dump(mode="json")
+        assert store.get_meta("render") == {"tool_format": stored.render.tool_format, "history": "exact"}
+        (call,) = store.list_calls()
+    assert (call.temperature, call.meta["sampling"]["max_tokens"]) == (0.45, 64)
 
 
 def test_flags_override_the_stored_config(tmp_path):

@@ -4,6 +4,10 @@ option itself defaults to None, so a flag not given keeps the config's value) an
 field's own constraint, checked once by RunConfig / ServingPolicy and reported with the flag's name).
 
     MAX_TURNS = config_option("max_turns", help="Model calls per rollout.")
+
+The options every serving command shares (CONFIG, FROM_RUN, the sampling and render flags) are
+defined here once; app/serve_config.py `config_of_flags` turns what was given into the RunConfig
+they serve with.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ import annotated_types
 import typer
 from pydantic.fields import FieldInfo
 
+from harnessrl.render.tool_formats import TOOL_FORMATS
 from harnessrl.run.config import RunConfig
 
-# CLI option (the parameter name of `rollout` / `eval`) -> the run-config key it sets
+# CLI option (the parameter name of `serve` / `rollout` / `eval`) -> the run-config key it sets
 FLAG_KEYS = {
     "model": "model.path",
     "engine": "engine.type",
@@ -31,7 +36,9 @@ FLAG_KEYS = {
     "temperature_mode": "serve.temperature_mode",
     "top_p_mode": "serve.top_p_mode",
     "max_tokens_mode": "serve.max_tokens_mode",
+    "max_model_len": "engine.max_model_len",
 }
+SCRIPTED = "scripted"  # `--engine scripted`: a fixed reply, no weights (a smoke test; never in a run config)
 _BOUNDS = ((annotated_types.Ge, "ge", ">="), (annotated_types.Gt, "gt", ">"), (annotated_types.Le, "le", "<="),
            (annotated_types.Lt, "lt", "<"))
 
@@ -72,3 +79,27 @@ def config_option(name: str, *shorts: str, help: str) -> Any:
     bound = bound_text(key)
     return typer.Option(None, flag_name(name), *shorts, show_default=f"{key}: {field.default}",
                         help=f"{help} Bound: {bound}." if bound else help)
+
+
+# -- the options `serve`, `rollout` and `eval` share ----------------------------------------------
+
+CONFIG = typer.Option(None, "--config", "-c", help="A run config (YAML): serve as that training run would "
+                      "(tool format, max tokens, sampling defaults and modes, engine; rollout/eval: also max "
+                      "turns, sandbox, harness options); flags override it.")
+FROM_RUN = typer.Option(None, "--from-run", help="A `harnessrl train` run directory: serve exactly as it "
+                        "trained, from the config it stored; flags override it.")
+MODEL = config_option("model", "-m", help="smollm2-135m-instruct (null) or an HF dir or id, e.g. a run's "
+                                          "checkpoints/step_N/policy.")
+TOOL_FORMAT_HELP = (f"{' | '.join(TOOL_FORMATS)}: how the model writes tool calls (null = the chat template's "
+                    "own). bash: one fenced ```bash block runs the harness's shell tool; bash_examples: the same, "
+                    "with three worked examples as earlier turns (a 135M model needs them).")
+TOOL_FORMAT = config_option("tool_format", help=TOOL_FORMAT_HELP)
+MAX_TOKENS = config_option("max_tokens", help="Tokens per model reply: the default of a request that sets none "
+                                              "and the cap whatever the harness asks.")
+DEFAULT_TEMPERATURE = config_option("default_temperature", help="Sampling temperature of requests that send none.")
+DEFAULT_TOP_P = config_option("default_top_p", help="top_p of requests that send none.")
+MODE_HELP = ("default: a value the harness sends is used | force: the serving value ({}) replaces it; the call "
+             "records both.")
+TEMPERATURE_MODE = config_option("temperature_mode", help=MODE_HELP.format("--default-temperature"))
+TOP_P_MODE = config_option("top_p_mode", help=MODE_HELP.format("--default-top-p"))
+MAX_TOKENS_MODE = config_option("max_tokens_mode", help=MODE_HELP.format("--max-tokens"))

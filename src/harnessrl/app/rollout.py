@@ -20,29 +20,22 @@ from typing import Any, Iterator, List, Mapping, Optional
 
 import typer
 
-from harnessrl.app.flags import FLAG_KEYS, config_option
+from harnessrl.app.flags import (CONFIG, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, FROM_RUN, MAX_TOKENS, MAX_TOKENS_MODE,
+                                 MODEL, TEMPERATURE_MODE, TOOL_FORMAT, TOP_P_MODE, config_option)
+from harnessrl.engine.factory import ENGINE_TYPES
 
 TASKS_HELP = ("builtin:train|test|paraphrase|unseen|all|<category>|<family>[:<split>], a task directory, or a "
               "directory of task directories.")
-TOOL_FORMAT_HELP = ("hermes | smollm2 | bash | bash_examples: how the model writes tool calls (in-process proxy; "
-                    "null = the chat template's own). bash: one fenced ```bash block runs the harness's shell tool; "
-                    "bash_examples: the same, with three worked examples as earlier turns (a 135M model needs them).")
-ENGINES = ("auto", "hf", "vllm", "vllm_server", "sglang_server", "scripted")
+ENGINES = ENGINE_TYPES  # every engine type: in-process backends, clients of running servers, scripted
 
-# Options that `rollout` and `eval` share. A serving option left unset (None) takes its value from
-# the run config (--config FILE, or --from-run DIR's stored config, else the RunConfig defaults);
-# app/flags.py FLAG_KEYS names the key each one sets, and its field gives the default and bound.
-CONFIG = typer.Option(None, "--config", "-c", help="A run config (YAML): serve as that training run would "
-                      "(tool format, max tokens, temperature, max turns, engine, sandbox, harness options); "
-                      "flags override it.")
-FROM_RUN = typer.Option(None, "--from-run", help="A `harnessrl train` run directory: serve exactly as it "
-                        "trained, from the config it stored; flags override it.")
+# Options that `rollout` and `eval` share (with `serve`: app/flags.py CONFIG, MODEL, TOOL_FORMAT, the
+# sampling flags). A serving option left unset (None) takes its value from the run config (--config
+# FILE, or --from-run DIR's stored config, else the RunConfig defaults); app/flags.py FLAG_KEYS names
+# the key each one sets, and its field gives the default and bound.
 HARNESS = typer.Option(None, "--harness", "-H", show_default="the config's harnesses",
                        help="Harness spec <name>[:<profile>] (e.g. claude-code:small); repeat to mix or compare "
                             "(one group per harness). A harness of the config keeps its options.")
 CONCURRENCY = config_option("concurrency", "-j", help="Rollouts running at once.")
-MODEL = config_option("model", "-m", help="smollm2-135m-instruct (null) or an HF dir, e.g. a run's "
-                                          "checkpoints/step_N/policy.")
 ENGINE = config_option("engine", "-e", help=f"{' | '.join(ENGINES)} (in-process proxy; scripted: one fixed reply, "
                                             "no weights).")
 SANDBOX = config_option("sandbox", help="bwrap (isolated) | local (no isolation).")
@@ -51,17 +44,6 @@ PROXY = typer.Option(None, "--proxy", help="Attach to a running proxy: http://12
 ADMIN_TOKEN = typer.Option(None, "--admin-token", help="The running proxy's admin token.")
 MAX_TURNS = config_option("max_turns", help="Model calls per rollout (harnesses that support it).")
 TIMEOUT = config_option("timeout", help="Seconds per harness run.")
-TOOL_FORMAT = config_option("tool_format", help=TOOL_FORMAT_HELP)
-MAX_TOKENS = config_option("max_tokens", help="Tokens per model reply at most (in-process proxy), whatever the "
-                                              "harness asks.")
-DEFAULT_TEMPERATURE = config_option("default_temperature", help="Sampling temperature of requests that send none "
-                                                                "(in-process proxy).")
-DEFAULT_TOP_P = config_option("default_top_p", help="top_p of requests that send none (in-process proxy).")
-MODE_HELP = ("default: a value the harness sends is used | force: the serving value ({}) replaces it; the call "
-             "records both (in-process proxy).")
-TEMPERATURE_MODE = config_option("temperature_mode", help=MODE_HELP.format("--default-temperature"))
-TOP_P_MODE = config_option("top_p_mode", help=MODE_HELP.format("--default-top-p"))
-MAX_TOKENS_MODE = config_option("max_tokens_mode", help=MODE_HELP.format("--max-tokens"))
 LIMIT = typer.Option(None, "--limit", min=1, help="At most this many tasks per --tasks set, one family at a time "
                                                  "(eval: the training run's loop.eval_size).")
 RUN_DIR_DEFAULT = "runs/{split}; with --proxy, the proxy's own"
@@ -114,20 +96,10 @@ def _refuse_with_proxy(flags: ServeFlags) -> None:
 def _serving_config(flags: ServeFlags) -> Any:
     """The RunConfig these flags serve with; a bad value or a missing file/run exits 2 with the fix,
     before anything is loaded or a run store is opened."""
-    from harnessrl.run.config import ConfigError
-    from harnessrl.app.serve_config import serving_config
+    from harnessrl.app.serve_config import config_of_flags
 
-    if flags.engine is not None and flags.engine not in ENGINES:
-        raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}")
     _refuse_with_proxy(flags)
-    try:
-        return serving_config(flags.config, flags.from_run, vars(flags))
-    except ConfigError as err:
-        message = str(err)
-        for name, key in FLAG_KEYS.items():  # name the flag next to the key it set
-            message = message.replace(f"{key}:", f"{key} (--{name.replace('_', '-')}):")
-        typer.echo(f"error: {message}", err=True)
-        raise typer.Exit(code=2) from None
+    return config_of_flags(flags.config, flags.from_run, vars(flags), ENGINES)
 
 
 @contextlib.contextmanager

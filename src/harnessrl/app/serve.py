@@ -1,6 +1,7 @@
 """Commands of the proxy stage (registered by harnessrl.app.main). Keep top-level imports light.
 
     harnessrl serve --model M --port P --run-dir D [--engine hf|vllm|scripted] [--history exact|rerender]
+    harnessrl serve --from-run runs/demo --model runs/demo/checkpoints/step_000020/policy   # as it trained
     harnessrl calls D [--json] [--rollout R] [--export out.parquet|out.jsonl]
 """
 
@@ -9,65 +10,95 @@ from __future__ import annotations
 import json
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, List, Mapping, Optional
 
 import typer
 
-from harnessrl.app.flags import config_option
-from harnessrl.app.rollout import TOOL_FORMAT_HELP
+from harnessrl.app.flags import (CONFIG, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, FROM_RUN, MAX_TOKENS, MAX_TOKENS_MODE,
+                                 MODEL, SCRIPTED, TEMPERATURE_MODE, TOOL_FORMAT, TOP_P_MODE, config_option)
+from harnessrl.engine.factory import IN_PROCESS_ENGINES
 
-ENGINES = ("auto", "hf", "vllm", "scripted")
+SERVE_ENGINES = IN_PROCESS_ENGINES  # serve runs its engine in this process (no *_server client)
 SMOLLM2_WINDOW = 8192  # the default model's context (its tokenizer-only cache has no config.json)
 
 
 def build_engine(kind: str, model_dir: Path, max_model_len: int | None, renderer: Any = None,
-                 scripted_latency_s: float = 0.0) -> Any:
-    """An engine of `kind` over `model_dir`. `scripted` answers every call with one fixed sentence
-    after `scripted_latency_s` (a smoke-test / load-test policy: no model weights are loaded)."""
+                 scripted_latency_s: float = 0.0, settings: Any = None) -> Any:
+    """An engine of `kind` over `model_dir`: with `settings` (a run's EngineSettings), built as that
+    run built its engine; else the engine's own defaults. `scripted` answers every call with one
+    fixed sentence after `scripted_latency_s` (a smoke-test / load-test policy: no model weights)."""
     from harnessrl.engine import make_engine
     from harnessrl.engine.scripted import ScriptedEngine
 
-    if kind == "scripted":
+    if kind == SCRIPTED:
         from harnessrl.engine.model import model_context_window
 
         reply = list(renderer.encode("Hello from the scripted engine.")) + [renderer.eot_id]
         window = max_model_len or model_context_window(model_dir) or SMOLLM2_WINDOW
         return ScriptedEngine(lambda prompt_ids: reply, model_path=str(model_dir), max_model_len=window,
                               eos_ids=[renderer.eot_id], latency_s=scripted_latency_s, record_calls=0)
+    if settings is not None:
+        return make_engine(settings.for_model(str(model_dir), type=kind, max_model_len=max_model_len))
     cfg: dict[str, Any] = {"type": kind, "model": str(model_dir)}
     if max_model_len:
         cfg["max_model_len"] = max_model_len
     return make_engine(cfg)
 
 
+@dataclass(frozen=True)
+class ServePlan:
+    """How `serve` serves, decided from its flags before anything is loaded: the RunConfig (--config /
+    --from-run / the defaults, the flags on top), the engine type, the serving policy, and the engine
+    settings to build with (a named run's, else None: the engine's own defaults)."""
+
+    cfg: Any
+    engine: str
+    policy: Any
+    engine_settings: Any
+
+
+def serve_plan(config: Optional[Path], from_run: Optional[Path], flags: Mapping[str, Any],
+               max_tokens_cap: Optional[int]) -> ServePlan:
+    """The ServePlan of serve's flags (`flags`: FLAG_KEYS name -> value, None when not given). A bad
+    value, or a config whose engine serve cannot run in this process, exits 2 with the fix."""
+    from harnessrl.app.serve_config import config_of_flags
+
+    cfg = config_of_flags(config, from_run, flags, SERVE_ENGINES)
+    engine = flags.get("engine") or cfg.engine.type
+    if engine not in SERVE_ENGINES:
+        typer.echo(f"error: the config's engine.type is {engine}, a client of running servers; serve runs its "
+                   f"engine in this process: pass --engine {' | '.join(SERVE_ENGINES)}", err=True)
+        raise typer.Exit(code=2)
+    named = config is not None or from_run is not None
+    return ServePlan(cfg, engine, serving_policy(cfg, max_tokens_cap), cfg.engine if named else None)
+
+
 def serve(
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="smollm2-135m-instruct (default) or an HF dir/id."),
+    model: Optional[str] = MODEL,
     port: int = typer.Option(8000, "--port", "-p", help="TCP port on --host (0 = any free port)."),
     run_dir: Path = typer.Option(Path("runs/serve"), "--run-dir", "-d", help="Run directory for the call store."),
-    engine: Optional[str] = typer.Option(None, "--engine", "-e", show_default="engine.type",
-                                         help="Inference backend: auto (vllm when importable, else hf) | hf | "
-                                              "vllm | scripted (one fixed reply, no weights)."),
+    engine: Optional[str] = config_option("engine", "-e", help=f"Inference backend in this process: "
+                                          f"{' | '.join(SERVE_ENGINES)} (auto: vllm when importable, else hf; "
+                                          f"scripted: one fixed reply, no weights)."),
+    config: Optional[Path] = CONFIG,
+    from_run: Optional[Path] = FROM_RUN,
     history: str = typer.Option("exact", "--history", help="exact (reuse sampled ids) | rerender (plain template)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Listen address (keep it on loopback)."),
     uds: Optional[Path] = typer.Option(None, "--uds", help="Also listen on this Unix socket path."),
-    max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="Context limit (default: the model's own window, 8192 for SmolLM2)."),
-    max_tokens: Optional[int] = config_option("max_tokens", help="Completion limit when a request sets none."),
+    max_model_len: Optional[int] = config_option("max_model_len", help="Context limit (null: the model's own "
+                                                                       "window, 8192 for SmolLM2)."),
+    max_tokens: Optional[int] = MAX_TOKENS,
     max_tokens_cap: Optional[int] = typer.Option(None, "--max-tokens-cap", show_default="--max-tokens",
                                                  help="Completion limit whatever a request asks; as in a training "
                                                       "run, --max-tokens caps too unless this is given."),
-    default_temperature: Optional[float] = config_option("default_temperature",
-                                                         help="Temperature of requests that send none."),
-    default_top_p: Optional[float] = config_option("default_top_p", help="top_p of requests that send none."),
-    temperature_mode: str = typer.Option("default", "--temperature-mode", show_default="serve.temperature_mode",
-                                         help="default: a temperature the harness sends is used | force: "
-                                              "--default-temperature replaces it (both are recorded)."),
-    top_p_mode: str = typer.Option("default", "--top-p-mode", show_default="serve.top_p_mode",
-                                   help="default | force: --default-top-p replaces the harness's top_p."),
-    max_tokens_mode: str = typer.Option("default", "--max-tokens-mode", show_default="serve.max_tokens_mode",
-                                        help="default | force: --max-tokens replaces the harness's max_tokens."),
-    tool_format: Optional[str] = typer.Option(None, "--tool-format", show_default="render.tool_format",
-                                              help=TOOL_FORMAT_HELP),
+    default_temperature: Optional[float] = DEFAULT_TEMPERATURE,
+    default_top_p: Optional[float] = DEFAULT_TOP_P,
+    temperature_mode: Optional[str] = TEMPERATURE_MODE,
+    top_p_mode: Optional[str] = TOP_P_MODE,
+    max_tokens_mode: Optional[str] = MAX_TOKENS_MODE,
+    tool_format: Optional[str] = TOOL_FORMAT,
     max_body_mb: float = typer.Option(8.0, "--max-body-mb", help="Request body limit on every route (413 above)."),
     rollout_quota_mb: float = typer.Option(256.0, "--rollout-quota-mb",
                                            help="Store quota per rollout key: request + response bytes (413 when spent)."),
@@ -81,47 +112,40 @@ def serve(
     scripted_latency_s: float = typer.Option(0.0, "--scripted-latency-s",
                                              help="scripted engine only: seconds per call (stands in for a model)."),
 ) -> None:
-    """Serve a policy over the OpenAI Chat, Anthropic Messages and OpenAI Responses APIs, recording every call."""
+    """Serve a policy over the OpenAI Chat, Anthropic Messages and OpenAI Responses APIs, recording every
+    call; with --config / --from-run, as that training run serves (the flags not given are its)."""
     from rich.console import Console
 
     console = Console()
-    engine, max_tokens, default_temperature = _run_defaults(engine, max_tokens, default_temperature)
-    if engine not in ENGINES:
-        raise typer.BadParameter(f"--engine must be one of {', '.join(ENGINES)}")
     if store_sync not in ("normal", "full"):
         raise typer.BadParameter("--store-sync must be normal or full")
     if history not in ("exact", "rerender"):
         raise typer.BadParameter("--history must be exact or rerender")
-    from harnessrl.render.tool_formats import TOOL_FORMATS
-
-    if tool_format is not None and tool_format not in TOOL_FORMATS:
-        raise typer.BadParameter(f"--tool-format must be one of {', '.join(TOOL_FORMATS)}")
-    modes = {"temperature": temperature_mode, "top_p": top_p_mode, "max_tokens": max_tokens_mode}
-    bad = [f"--{k.replace('_', '-')}-mode {v}" for k, v in modes.items() if v not in ("default", "force")]
-    if bad:
-        raise typer.BadParameter(f"{', '.join(bad)}: a mode is default or force")
-    policy = serving_policy(max_tokens, max_tokens_cap, default_temperature, default_top_p,
-                            tuple(k for k, v in modes.items() if v == "force"))
-    from harnessrl.engine.model import ModelNotFound, resolve_model, smollm2_tokenizer_dir
+    flags = {"model": model, "engine": engine, "max_model_len": max_model_len, "max_tokens": max_tokens,
+             "default_temperature": default_temperature, "default_top_p": default_top_p,
+             "temperature_mode": temperature_mode, "top_p_mode": top_p_mode, "max_tokens_mode": max_tokens_mode,
+             "tool_format": tool_format}
+    plan = serve_plan(config, from_run, flags, max_tokens_cap)
+    from harnessrl.app.serve_config import record_serving, served_model_dir
+    from harnessrl.engine.model import ModelNotFound
     from harnessrl.proxy.server import ProxyServer, ProxyStartError
+    from harnessrl.render.renderer import Renderer
     from harnessrl.store import RunStore
 
-    from harnessrl.render.renderer import Renderer
-
     try:
-        with console.status(f"loading {model or 'the default model'} ({engine} engine)"):
-            # the scripted engine needs only the default tokenizer, not the weights
-            model_dir = smollm2_tokenizer_dir() if engine == "scripted" and model is None else resolve_model(model)
-            renderer = Renderer.from_pretrained(model_dir, tool_format=tool_format)
-            eng = build_engine(engine, model_dir, max_model_len, renderer, scripted_latency_s)
+        with console.status(f"loading {plan.cfg.model.path or 'the default model'} ({plan.engine} engine)"):
+            model_dir = served_model_dir(plan.cfg.model.path, plan.engine == SCRIPTED)
+            renderer = Renderer.from_pretrained(model_dir, tool_format=plan.cfg.render.tool_format)
+            eng = build_engine(plan.engine, model_dir, plan.cfg.engine.max_model_len, renderer, scripted_latency_s,
+                               plan.engine_settings)
     except ModelNotFound as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=2) from None
     store = RunStore(run_dir, synchronous=store_sync)
-    store.set_meta("render", {"tool_format": renderer.info.tool_format, "history": history})
-    store.set_meta("serve", policy.model_dump(mode="json"))
+    record_serving(store, renderer, plan.policy, history)
     server = ProxyServer(eng, store, renderer, host=host, port=port, history_mode=history, uds=uds,
-                         policy=policy, served_model=Path(model_dir).name, max_body_bytes=int(max_body_mb * 1024 * 1024),
+                         policy=plan.policy, served_model=Path(model_dir).name,
+                         max_body_bytes=int(max_body_mb * 1024 * 1024),
                          rollout_quota=int(rollout_quota_mb * 1024 * 1024), drain_s=drain_s,
                          keep_alive_s=keep_alive_s, header_timeout_s=header_timeout_s)
     try:
@@ -144,40 +168,19 @@ def serve(
         console.print("stopped")
 
 
-def _run_defaults(engine: Optional[str], max_tokens: Optional[int],
-                  default_temperature: Optional[float]) -> tuple[str, int, float]:
-    """The flags not given take the training run's defaults (RunConfig): engine.type, loop.max_tokens,
-    serve.default_temperature."""
-    from harnessrl.run.config import RunConfig
-
-    run = RunConfig()
-    return (engine if engine is not None else run.engine.type,
-            max_tokens if max_tokens is not None else run.loop.max_tokens,
-            default_temperature if default_temperature is not None else run.serve.default_temperature)
-
-
-def serving_policy(max_tokens: Optional[int], max_tokens_cap: Optional[int], default_temperature: Optional[float],
-                   default_top_p: Optional[float], force: tuple[str, ...]) -> Any:
-    """The ServingPolicy of `serve`'s flags, the training run's (RunConfig.serving_policy()) for the
-    flags not given. As in a run, the max-tokens default is also the cap (a harness asking for 32k
-    gets at most that) unless --max-tokens-cap names another. A value out of its bound is a usage
-    error (exit 2) that names the flag."""
+def serving_policy(cfg: Any, max_tokens_cap: Optional[int]) -> Any:
+    """The ServingPolicy `cfg` serves with (RunConfig.serving_policy(): the max-tokens default is also
+    the cap, so a harness asking for 32k gets at most that), with `max_tokens_cap` as the cap when
+    given. A cap out of its bound is a usage error (exit 2) that names the flag."""
     from pydantic import ValidationError
 
-    from harnessrl.run.config import RunConfig
-
-    base = RunConfig().serving_policy()
-    given = {"default_max_tokens": max_tokens, "default_temperature": default_temperature,
-             "default_top_p": default_top_p}
-    values = {**base.model_dump(), **{k: v for k, v in given.items() if v is not None}, "force": force}
-    values["max_tokens_cap"] = max_tokens_cap if max_tokens_cap is not None else values["default_max_tokens"]
+    policy = cfg.serving_policy()
+    if max_tokens_cap is None:
+        return policy
     try:
-        return type(base).model_validate(values)
+        return type(policy).model_validate({**policy.model_dump(), "max_tokens_cap": max_tokens_cap})
     except ValidationError as err:
-        flags = {"default_max_tokens": "--max-tokens", "max_tokens_cap": "--max-tokens-cap",
-                 "default_temperature": "--default-temperature", "default_top_p": "--default-top-p"}
-        bad = "; ".join(f"{flags.get(str(e['loc'][0]), e['loc'][0])} {e['input']}: {e['msg'].lower()}"
-                        for e in err.errors())
+        bad = "; ".join(f"--max-tokens-cap {e['input']}: {e['msg'].lower()}" for e in err.errors())
         raise typer.BadParameter(bad) from None
 
 

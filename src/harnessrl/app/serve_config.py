@@ -2,7 +2,7 @@
 RunConfig builds (`local_proxy`, started by run/runner_collector.py `start_proxy` as a training run's
 is), and the RunConfig they serve with:
 a config file (`--config`) or a training run's stored config (`--from-run`), else the defaults,
-then every flag that was given.
+then every flag that was given (`config_of_flags`: the same, with a bad value a usage error, exit 2).
 
     cfg = serving_config(None, Path("runs/demo"), {"max_turns": 6})   # as runs/demo trained, 6 turns
     with local_proxy(cfg, store) as link:
@@ -14,12 +14,15 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Collection, Iterator, Mapping
 
-from harnessrl.app.flags import FLAG_KEYS
+import typer
+
+from harnessrl.app.flags import FLAG_KEYS, SCRIPTED, flag_name
 from harnessrl.engine import make_engine, resolve_model
 from harnessrl.engine.base import Engine
 from harnessrl.engine.factory import EngineConfig
+from harnessrl.proxy.serving import ServingPolicy
 from harnessrl.render.bash_format import ShellOverride
 from harnessrl.render.renderer import Renderer
 from harnessrl.rollout.proxy_link import LocalProxy
@@ -27,8 +30,6 @@ from harnessrl.run.config import ConfigError, RunConfig, build_config, load_conf
 from harnessrl.run.runner_collector import start_proxy
 from harnessrl.store import RunStore
 from harnessrl.store.schema import DB_NAME
-
-SCRIPTED = "scripted"  # `--engine scripted`: a fixed reply, no weights (a smoke test; never in a run config)
 
 
 def stored_config(run_dir: Path) -> dict[str, Any]:
@@ -61,6 +62,26 @@ def serving_config(config: Path | None, from_run: Path | None, flags: Mapping[st
     return load_config(config, overrides)
 
 
+def config_of_flags(config: Path | None, from_run: Path | None, flags: Mapping[str, Any],
+                    engines: Collection[str]) -> RunConfig:
+    """The RunConfig a command's flags serve with (`serving_config`: `config` or
+    `from_run`'s stored config or the defaults, each flag that is not None on top). A bad value, an
+    --engine outside `engines` or a missing file / run exits 2 with the fix, the flag and its value
+    named next to the key it set, before anything is loaded or a run store is opened."""
+    engine = flags.get("engine")
+    if engine is not None and engine not in engines:
+        raise typer.BadParameter(f"--engine must be one of {', '.join(engines)}")
+    try:
+        return serving_config(config, from_run, flags)
+    except ConfigError as err:
+        message = str(err)
+        for name, key in FLAG_KEYS.items():
+            given = f" {flags[name]}" if flags.get(name) is not None else ""
+            message = message.replace(f"{key}:", f"{key} ({flag_name(name)}{given}):")
+        typer.echo(f"error: {message}", err=True)
+        raise typer.Exit(code=2) from None
+
+
 def harness_specs(cfg: RunConfig, given: list[str] | None, evaluated: bool = False) -> tuple[list[str], dict[str, dict[str, Any]]]:
     """(harness specs, {spec: adapter options}): the given specs, else the config's harnesses (with
     `evaluated`, those it evaluates through: eval_harnesses, else harnesses); a spec the config
@@ -80,20 +101,33 @@ def engine_config(cfg: RunConfig, model_dir: Path, renderer: Renderer, scripted:
                         script=lambda prompt_ids: reply, eos_ids=(renderer.eot_id,))
 
 
+def served_model_dir(model: str | None, scripted: bool) -> Path:
+    """The model directory to serve: `model` (an HF dir or id; None: the default model) resolved,
+    downloaded if need be; for the scripted engine without one, only the default model's tokenizer
+    (no weights are loaded). ModelNotFound when it cannot be had."""
+    from harnessrl.engine.model import smollm2_tokenizer_dir
+
+    return Path(smollm2_tokenizer_dir() if scripted and model is None else resolve_model(model))
+
+
+def record_serving(store: RunStore, renderer: Renderer, policy: ServingPolicy, history: str) -> None:
+    """Record in the store how its calls are served: meta "render" (the tool format the renderer
+    writes, the history mode) and "serve" (the serving policy), as a training run serves."""
+    store.set_meta("render", {"tool_format": renderer.info.tool_format, "history": history})
+    store.set_meta("serve", policy.model_dump(mode="json"))
+
+
 @contextlib.contextmanager
 def local_proxy(cfg: RunConfig, store: RunStore, scripted: bool = False,
                 shell_overrides: tuple[ShellOverride, ...] = ()) -> Iterator[LocalProxy]:
     """An engine and a started proxy in this process, serving as `cfg` trains; the store records how
     (meta "render" and "serve", as `harnessrl serve` writes them). `shell_overrides`: the shell tools
     the served `command:` harnesses name (harness/command.py: shell_tool_overrides)."""
-    from harnessrl.engine.model import smollm2_tokenizer_dir
-
-    model_dir = smollm2_tokenizer_dir() if scripted and cfg.model.path is None else resolve_model(cfg.model.path)
+    model_dir = served_model_dir(cfg.model.path, scripted)
     renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format,
                                         shell_overrides=shell_overrides)
-    engine = make_engine(engine_config(cfg, Path(model_dir), renderer, scripted))
-    store.set_meta("render", {"tool_format": renderer.info.tool_format, "history": "exact"})
-    store.set_meta("serve", cfg.serving_policy().model_dump(mode="json"))
+    engine = make_engine(engine_config(cfg, model_dir, renderer, scripted))
+    record_serving(store, renderer, cfg.serving_policy(), history="exact")
     server = None
     try:
         server = start_proxy(cfg, engine, store, renderer)
