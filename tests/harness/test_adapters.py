@@ -41,12 +41,12 @@ def _private(value: str) -> bool:
 
 def test_make_harness_specs():
     assert isinstance(make_harness("builtin"), BuiltinAdapter)
-    assert make_harness("mini-swe-agent").mode == "text"
-    assert make_harness("mini-swe-agent:tool").mode == "tool"
+    assert make_harness("mini-swe-agent").format == "text"
+    assert make_harness("mini-swe-agent:tool").format == "tools"
     small_tool = make_harness("mini-swe-agent:tool-small")
-    assert small_tool.mode == "tool" and "Task: {{task}}" in small_tool._config_text()
+    assert small_tool.format == "tools" and "Task: {{task}}" in small_tool._config_text()
     assert make_harness("mini-swe-agent:tool")._config_text() is None  # mini.yaml as shipped
-    assert make_harness("mini-swe-agent", mode="tool").mode == "tool"
+    assert make_harness("mini-swe-agent", mode="tool").format == "tools"
     assert isinstance(make_harness("claude-code"), ClaudeCodeAdapter)
     assert isinstance(make_harness("codex"), CodexAdapter)
     assert make_harness("openclaw:lean").lean and not make_harness("openclaw").lean
@@ -326,7 +326,7 @@ def test_profiles_are_picked_by_spec_and_validated():
     assert make_harness("openclaw:gateway").mode == "gateway"
     assert make_harness("openclaw:gateway-small").mode == "gateway"
     assert make_harness("openclaw:small").mode == "exec" and not make_harness("openclaw:small").lean
-    assert make_harness("mini-swe-agent:small").mode == "text" and make_harness("mini-swe-agent:full").mode == "tool"
+    assert make_harness("mini-swe-agent:small").format == "text" and make_harness("mini-swe-agent:full").format == "tools"
     assert make_harness("mini-swe-agent:text").profile.name == "text"  # older spelling, same profile
     assert harness_profiles("claude-code") == ["full", "small", "tiny"]
     assert harness_profiles("codex")[0] == "full" and "small" in harness_profiles("openclaw")

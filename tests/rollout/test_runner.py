@@ -138,7 +138,7 @@ def test_every_rollout_records_its_harness_profile(proxy, store, tasks):
     by_spec = {r.harness: r for r in store.list_rollouts()}
     assert by_spec["builtin"].profile == "full"
     assert by_spec["mini-swe-agent:tool"].profile == "tool"
-    assert by_spec["mini-swe-agent:tool"].meta["harness_profile"]["settings"] == {"mode": "tool"}
+    assert by_spec["mini-swe-agent:tool"].meta["harness_profile"]["settings"] == {"format": "tools"}
     assert by_spec["command:true"].profile == "" and len(records) == 3
 
 

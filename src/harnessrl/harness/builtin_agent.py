@@ -4,11 +4,11 @@
 It runs inside the sandbox as its own process (stdlib + the `openai` SDK only, no project code),
 talks to an OpenAI-compatible endpoint (the harnessrl proxy) and works in the current directory.
 
-Two action formats:
+Two action formats (--format; harnessrl's harness/action_format.py names them):
   text  (default; fits small models) - each reply holds one fenced ```bash block; the agent runs
         it and sends back the output. A reply without a block is the final answer.
   tools native OpenAI tool calls: read_file, write_file, list_files, run_shell. A reply without
-        tool calls is the final answer.
+        tool calls is the final answer. ("tool" is accepted for tools.)
 It stops on a final answer or after --max-turns model calls and prints one JSON summary line.
 
   python builtin_agent.py --base-url http://127.0.0.1:8000/r/KEY/v1 --api-key KEY --model m \
@@ -48,6 +48,10 @@ Use the tools to inspect and change files. When the task is done, reply with a s
 
 OBSERVATION = "Exit code {code}. Output:\n```\n{output}\n```\nIf the task is done, reply with no code block. Otherwise reply with the next command."
 DONE = "Done."
+# the action formats, as harness/action_format.py ActionFormat names them (this script imports no
+# project code, so it keeps this copy; its tests check the two agree), and the older spellings
+ACTION_FORMATS = ("text", "tools")
+FORMAT_ALIASES = {"tool": "tools"}
 NO_BLOCK_FINAL = "final"
 MAX_OUTPUT = 2000
 BASH_BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.DOTALL)
@@ -198,13 +202,15 @@ def main(argv=None):
     p.add_argument("--task", help="the task text")
     p.add_argument("--task-file", help="a file holding the task text")
     p.add_argument("--max-turns", type=int, default=5)
-    p.add_argument("--format", choices=("text", "tools"), default="text")
+    p.add_argument("--format", choices=(*ACTION_FORMATS, *FORMAT_ALIASES), default="text",
+                   help="the action format: text (a ```bash block per reply) | tools (native tool calls)")
     p.add_argument("--workspace", help="directory to work in (default: the current one)")
     p.add_argument("--temperature", type=float, default=None,
                    help="sent with every call (default: none, so the server's default temperature applies)")
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--call-timeout", type=float, default=600.0)
     args = p.parse_args(glue_values(sys.argv[1:] if argv is None else argv))
+    args.format = FORMAT_ALIASES.get(args.format, args.format)
     if not args.base_url or not (args.task or args.task_file):
         p.error("--base-url (or OPENAI_BASE_URL) and --task or --task-file are required")
     task = args.task

@@ -1,11 +1,11 @@
 """mini-swe-agent (PyPI `mini-swe-agent`, this venv's `mini`), via litellm's OpenAI client.
 
-Two modes: "text" (default; `--model-class litellm_textbased` with harnessrl's short config
-`mini_text.yaml`: one fenced shell block per reply, which a small model can hit) and "tool"
-(mini's default `mini.yaml`: a native `bash` tool call). Cost tracking is switched off (it
+Two action formats (harness/action_format.py): "text" (default; `--model-class litellm_textbased`
+with harnessrl's short config `mini_text.yaml`: one fenced shell block per reply, which a small model
+can hit) and "tools" (mini's default `mini.yaml`: a native `bash` tool call; "tool" is accepted). Cost tracking is switched off (it
 crashes on unknown models) and the global config dir is private.
 
-Profiles: `text` (default; alias `small`), `tool` (alias `full`: mini-swe-agent as shipped) and
+Profiles: `text` (default; alias `small`), `tool` (aliases `tools`, `full`: mini-swe-agent as shipped) and
 `tool-small` (the native `bash` tool with harnessrl's short prompts, `mini_tool.yaml`: mini.yaml puts
 ~1k tokens of workflow guide after the task, which a 135M model copies instead of doing the task).
 """
@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from harnessrl.harness import install
+from harnessrl.harness.action_format import ActionFormat, action_format
 from harnessrl.harness.base import (
     HarnessConfigError,
     HarnessResult,
@@ -31,15 +32,14 @@ from harnessrl.harness.base import (
 )
 from harnessrl.harness.profiles import Profile, profile_table, resolve
 
-MODES = ("text", "tool")
 TEXT_CONFIG = Path(__file__).with_name("mini_text.yaml")
 PROFILES = profile_table(
-    Profile("text", "text mode: litellm_textbased + harnessrl's short mini_text.yaml (one fenced block per reply)",
-            {"mode": "text"}, aliases=("small",)),
-    Profile("tool", "mini-swe-agent as shipped: mini.yaml, one native `bash` tool", {"mode": "tool"},
-            aliases=("full",)),
+    Profile("text", "text format: litellm_textbased + harnessrl's short mini_text.yaml (one fenced block per reply)",
+            {"format": "text"}, aliases=("small",)),
+    Profile("tool", "mini-swe-agent as shipped: mini.yaml, one native `bash` tool", {"format": "tools"},
+            aliases=("tools", "full")),
     Profile("tool-small", "the native `bash` tool with harnessrl's short prompts (mini_tool.yaml)",
-            {"mode": "tool", "config": "mini_tool.yaml"}),
+            {"format": "tools", "config": "mini_tool.yaml"}),
 )
 
 
@@ -49,14 +49,19 @@ class MiniSweAgentAdapter(LaunchedAdapter):
     default_profile = "text"
     profile: Profile
 
-    def __init__(self, mode: str | None = None, config: Path | None = None, command_timeout_s: int = 60,
-                 max_tokens: int | None = None, temperature: float | None = None, profile: str | None = None) -> None:
-        if mode is not None and mode not in MODES:
-            raise HarnessConfigError(f"mini-swe-agent mode must be one of {MODES}, got {mode!r}")
-        if profile is None and mode is not None:  # the older `mode=` option names the profile
-            profile = mode
+    def __init__(self, format: str | None = None, config: Path | None = None, command_timeout_s: int = 60,
+                 max_tokens: int | None = None, temperature: float | None = None, profile: str | None = None,
+                 mode: str | None = None) -> None:
+        """`format`: the action format (text | tools), which picks the profile of that name when no
+        profile is given; `mode` is its older name."""
+        if format is not None and mode is not None:
+            raise HarnessConfigError("mini-swe-agent takes format (or its older name mode), not both")
+        given = format if format is not None else mode
+        if given is not None:
+            fmt = action_format(given, self.name)
+            profile = profile if profile is not None else fmt
         self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
-        self.mode = self.profile.settings["mode"]
+        self.format: ActionFormat = self.profile.settings["format"]
         self.config = Path(config) if config else None
         self.command_timeout_s = command_timeout_s
         self.max_tokens = max_tokens  # per model call (mini sends none by default)
@@ -70,7 +75,7 @@ class MiniSweAgentAdapter(LaunchedAdapter):
             return self.config.read_text()
         if self.profile.settings.get("config"):
             return Path(__file__).with_name(self.profile.settings["config"]).read_text()
-        return TEXT_CONFIG.read_text() if self.mode == "text" else None
+        return TEXT_CONFIG.read_text() if self.format == "text" else None
 
     def preflight(self) -> str | None:
         return not_installed(self.name)
@@ -97,7 +102,7 @@ class MiniSweAgentAdapter(LaunchedAdapter):
             argv += ["-c", f"model.model_kwargs.max_tokens={int(self.max_tokens)}"]
         if self.temperature is not None:
             argv += ["-c", f"model.model_kwargs.temperature={float(self.temperature)}"]
-        if self.mode == "text":
+        if self.format == "text":
             argv += ["--model-class", "litellm_textbased"]
         argv += ["-t", req.instruction, "-o", traj]
         env = quiet_env(req.dirs) | {
