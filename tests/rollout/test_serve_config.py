@@ -98,6 +98,25 @@ def test_serve_refuses_a_run_engine_it_cannot_run_in_process(tmp_path, capsys):
     assert serve_plan(None, run, {"engine": "hf"}, None).engine == "hf"
 
 
+def test_serve_builds_the_engine_with_the_runs_settings(tmp_path, monkeypatch):
+    """A named run's engine.* settings (less its server URLs: serve's engine runs in this process);
+    without one, the engine's own defaults, as before."""
+    import harnessrl.engine
+    from harnessrl.app.serve import build_engine, serve_plan
+
+    built = []
+    monkeypatch.setattr(harnessrl.engine, "make_engine", lambda cfg: built.append(cfg))
+    run = _train_run_dir(tmp_path / "train", [*TRAINED, "engine.type=vllm_server", "engine.max_batch=3",
+                                              "engine.base_urls=['http://127.0.0.1:9']", "engine.dtype=bfloat16"])
+    plan = serve_plan(None, run, {"engine": "hf", "max_model_len": 512}, None)
+    build_engine(plan.engine, tmp_path, plan.cfg.engine.max_model_len, settings=plan.engine_settings)
+    build_engine("hf", tmp_path, None)
+    (named, plain) = built
+    assert (named.type, named.model, named.max_batch, named.dtype, named.max_model_len, named.base_urls) == \
+        ("hf", str(tmp_path), 3, "bfloat16", 512, None)
+    assert plain == {"type": "hf", "model": str(tmp_path)}
+
+
 def test_serve_from_run_serves_as_the_run_trained(tmp_path):
     """The real command (`serve --from-run DIR --engine scripted` in a subprocess): the serving record
     it stores is the one the run's stored config makes, its model is the run's, and a call asking

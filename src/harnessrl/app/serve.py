@@ -39,8 +39,8 @@ def build_engine(kind: str, model_dir: Path, max_model_len: int | None, renderer
         window = max_model_len or model_context_window(model_dir) or SMOLLM2_WINDOW
         return ScriptedEngine(lambda prompt_ids: reply, model_path=str(model_dir), max_model_len=window,
                               eos_ids=[renderer.eot_id], latency_s=scripted_latency_s, record_calls=0)
-    if settings is not None:
-        return make_engine(settings.for_model(str(model_dir), type=kind, max_model_len=max_model_len))
+    if settings is not None:  # in this process: a run's server URLs do not apply
+        return make_engine(settings.for_model(str(model_dir), type=kind, max_model_len=max_model_len, base_urls=None))
     cfg: dict[str, Any] = {"type": kind, "model": str(model_dir)}
     if max_model_len:
         cfg["max_model_len"] = max_model_len
