@@ -1,4 +1,4 @@
-"""The run's Ray parts: join/start the cluster, engine replicas, the trainer actor."""
+"""The run's Ray parts: join/start the cluster, engine replicas, the trainer actors (its ranks)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from harnessrl.cluster.ray_engine import RayEngine
-    from harnessrl.cluster.ray_trainer import RemoteTrainer
-    from harnessrl.train.trainer import Trainer
+    from harnessrl.cluster.ray_trainer import RankTrainer, RemoteTrainer
 
 
 def start_ray_parts(ray_cfg: Any, engine_cfg: Any, replicas: int,
-                    make_trainer: Callable[[], Trainer]) -> tuple[RemoteTrainer, RayEngine, list[Callable[[], None]]]:
+                    make_trainer: Callable[[], RankTrainer]) -> tuple[RemoteTrainer, RayEngine, list[Callable[[], None]]]:
     """(RemoteTrainer, RayEngine, closers) for cluster.backend=ray: `ray_cfg` is the run config's
     cluster.ray section, `engine_cfg` one replica's engine config, `make_trainer` builds the trainer
-    inside its actor. The rollout workers come with the collector (run.runner_collector.default_collector)."""
+    inside each of its cluster.ray.trainer_world_size actors (a sharded one when there are several).
+    The rollout workers come with the collector (run.runner_collector.default_collector)."""
     from harnessrl.cluster.ray_cluster import connect, shutdown
     from harnessrl.cluster.ray_engine import start_engines
     from harnessrl.cluster.ray_trainer import start_trainer
@@ -25,7 +25,7 @@ def start_ray_parts(ray_cfg: Any, engine_cfg: Any, replicas: int,
     try:
         one = engine_cfg.model_copy(update={"replicas": 1})  # each actor holds one replica
         engine = start_engines(one, replicas, ray_cfg.engine_cpus, ray_cfg.engine_gpus)
-        trainer = start_trainer(make_trainer, ray_cfg.trainer_cpus, ray_cfg.trainer_gpus)
+        trainer = start_trainer(make_trainer, ray_cfg.trainer_cpus, ray_cfg.trainer_gpus, ray_cfg.trainer_world_size)
     except BaseException:
         for close in ([engine.close] if engine else []) + closers:
             close()

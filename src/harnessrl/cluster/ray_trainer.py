@@ -1,101 +1,167 @@
-"""The trainer as a Ray actor in its own placement group (its GPUs), driven by the loop.
+"""The trainer as Ray actors in one placement group (their GPUs), driven by the loop.
 
-`TrainerActor` holds a `train.trainer.Trainer`, built inside the actor by the factory it is given
-(the run passes `run.setup.make_trainer` with the run's config, so nothing here reads a run
-config). `RemoteTrainer` is the loop's `train.protocol.TrainerBackend` over that actor: `update`,
-`tree_values`, `sync_weights` (the actor's weights go as one object-store ref straight to the engine
-replicas), `save_checkpoint` (written by the actor: on a multi-node cluster, output.run_dir must be
-a filesystem the trainer's node shares with the driver), `close`.
+`start_trainer` starts `world` `TrainerActor`s, one per bundle. Each builds its trainer with the
+factory it is given (the run passes `run.setup.make_trainer`, or `make_sharded_trainer` when
+cluster.ray.trainer_world_size > 1, with the run's config, so nothing here reads a run config);
+with several ranks each actor first sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT
+(rank 0's node, a free port there), and the factory joins the group (`train.fsdp.init_ranks`: gloo
+on CPU, NCCL on GPUs) and shards the policy.
+
+`RemoteTrainer` is the loop's `train.protocol.TrainerBackend` over the actors. Every call goes to
+every rank at once (the batch as one object-store ref), because each is a collective over them
+(train/fsdp.py), and returns rank 0's result: `update` (the stats are summed over ranks),
+`tree_values`, `sync_weights` (every rank takes part in the gather; rank 0's full weights go as
+one object-store ref straight to the engine replicas), `save_checkpoint` (written by rank 0,
+atomically: on a multi-node cluster output.run_dir must be a filesystem the trainer's nodes share
+with the driver), `close`.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 if TYPE_CHECKING:
     import numpy as np
 
     from harnessrl.engine.base import Engine
     from harnessrl.train.batch import TrainBatch
+    from harnessrl.train.fsdp import ShardedTrainer
     from harnessrl.train.trainer import Trainer
     from harnessrl.train.update_stats import UpdateStats
     from harnessrl.tree.nodes import FlatTree
 
+    RankTrainer = Union[Trainer, ShardedTrainer]  # one process's trainer: the whole policy, or a shard
+
 
 class TrainerActor:
-    """The actor body: the Trainer that `make_trainer()` builds in the actor's process."""
+    """The actor body: one trainer rank, built by `start(make_trainer, env)` in the actor's process."""
 
-    def __init__(self, make_trainer: Callable[[], Trainer]):
+    def __init__(self) -> None:
+        self.trainer: RankTrainer | None = None
+
+    def where(self) -> tuple[str, int]:
+        """(this node's IP, a port free on it now): rank 0's are the group's rendezvous."""
+        import socket
+
+        import ray
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        return ray.util.get_node_ip_address(), port
+
+    def start(self, make_trainer: Callable[[], RankTrainer], env: dict[str, str]) -> bool:
+        os.environ.update(env)
         self.trainer = make_trainer()
-
-    def ready(self) -> bool:
         return True
 
+    def _trainer(self) -> RankTrainer:
+        if self.trainer is None:
+            raise RuntimeError("TrainerActor: start() it first")
+        return self.trainer
+
     def update(self, batch: TrainBatch) -> UpdateStats:
-        return self.trainer.update(batch)
+        return self._trainer().update(batch)
 
     def tree_values(self, flat: FlatTree) -> np.ndarray:
-        return self.trainer.tree_values(flat)
+        return self._trainer().tree_values(flat)
 
     def named_weights(self) -> list:
-        return [(k, v.detach().cpu()) for k, v in self.trainer.named_weights()]
+        """The policy's HF-named weights on CPU (a sharded rank > 0: [] after taking part in the gather)."""
+        return [(k, v.detach().cpu()) for k, v in self._trainer().named_weights()]
 
     def save_checkpoint(self, run_dir: str, step: int, source_dir: str | None, keep: int) -> str:
-        return str(self.trainer.save_checkpoint(Path(run_dir), step, Path(source_dir) if source_dir else None, keep))
+        src = Path(source_dir) if source_dir else None
+        return str(self._trainer().save_checkpoint(Path(run_dir), step, src, keep))
+
+    def close(self) -> None:
+        if self.trainer is not None:
+            self.trainer.close()
 
 
 class RemoteTrainer:
-    """The TrainerBackend protocol over one TrainerActor handle."""
+    """The TrainerBackend protocol over the TrainerActor handles of every rank (rank 0 first)."""
 
-    def __init__(self, handle: Any, pg: Any):
-        self.handle, self._pg = handle, pg
+    def __init__(self, handles: list, pg: Any):
+        if not handles:
+            raise ValueError("RemoteTrainer needs one trainer actor or more")
+        self.handles, self._pg = list(handles), pg
 
     def update(self, batch: TrainBatch) -> UpdateStats:
+        """Every rank on the same batch, concurrently; rank 0's stats."""
         import ray
 
-        return ray.get(self.handle.update.remote(batch))
+        ref = ray.put(batch)
+        return ray.get([h.update.remote(ref) for h in self.handles])[0]
 
     def tree_values(self, flat: FlatTree) -> np.ndarray:
         import ray
 
-        return ray.get(self.handle.tree_values.remote(flat))
+        ref = ray.put(flat)
+        return ray.get([h.tree_values.remote(ref) for h in self.handles])[0]
 
     def sync_weights(self, engine: Engine, version: int) -> None:
-        """Weights as one ref from the trainer actor to every replica (RayEngine), else via here."""
+        """Every rank gathers; rank 0's weights as one ref to every replica (RayEngine), else via here."""
         import ray
 
+        refs = [h.named_weights.remote() for h in self.handles]
         if hasattr(engine, "spec"):
-            engine.update_weights(self.handle.named_weights.remote(), version)
+            engine.update_weights(refs[0], version)
         else:
-            engine.update_weights(list(ray.get(self.handle.named_weights.remote())), version)
+            engine.update_weights(list(ray.get(refs[0])), version)
+        ray.get(refs[1:])  # the other ranks' part of the gather (and their errors)
 
     def save_checkpoint(self, run_dir: Path, step: int, source_dir: Path | None, keep: int) -> Path:
         import ray
 
         src = str(source_dir) if source_dir else None
-        return Path(ray.get(self.handle.save_checkpoint.remote(str(run_dir), step, src, keep)))
+        return Path(ray.get([h.save_checkpoint.remote(str(run_dir), step, src, keep) for h in self.handles])[0])
 
     def close(self) -> None:
         import ray
 
-        ray.kill(self.handle)
+        try:
+            ray.get([h.close.remote() for h in self.handles], timeout=60)
+        except Exception:  # noqa: BLE001 - the actors are killed next either way
+            pass
+        for h in self.handles:
+            ray.kill(h)
         ray.util.remove_placement_group(self._pg)
 
 
-def start_trainer(make_trainer: Callable[[], Trainer], cpus: float = 1.0, gpus: float = 0.0) -> RemoteTrainer:
-    """A TrainerActor (built by `make_trainer`, a picklable callable) in a placement group of its own."""
+def rank_envs(places: list[tuple[str, int]]) -> list[dict[str, str]]:
+    """Each rank's torch.distributed env from every rank's (node IP, free port): rank 0's node and
+    port are the rendezvous (127.0.0.1 when every rank is on one node), LOCAL_RANK counts per node."""
+    world = len(places)
+    if world == 1:
+        return [{}]
+    nodes = [ip for ip, _ in places]
+    master = "127.0.0.1" if len(set(nodes)) == 1 else nodes[0]
+    return [{"RANK": str(r), "WORLD_SIZE": str(world), "LOCAL_RANK": str(nodes[:r].count(ip)),
+             "MASTER_ADDR": master, "MASTER_PORT": str(places[0][1])} for r, ip in enumerate(nodes)]
+
+
+def start_trainer(make_trainer: Callable[[], RankTrainer], cpus: float = 1.0, gpus: float = 0.0,
+                  world: int = 1) -> RemoteTrainer:
+    """`world` TrainerActors (each built by `make_trainer`, a picklable callable; with world > 1 a
+    sharded trainer that joins the group its env names) in one placement group, a bundle each."""
     import ray
 
     from harnessrl.cluster.ray_cluster import in_bundle, placement_group
 
-    pg = placement_group([{"CPU": cpus, "GPU": gpus}], "PACK")
-    handle = ray.remote(TrainerActor).options(num_cpus=cpus, num_gpus=gpus, scheduling_strategy=in_bundle(pg, 0)) \
-        .remote(make_trainer)
+    pg = placement_group([{"CPU": cpus, "GPU": gpus}] * world, "PACK")
+    actor = ray.remote(TrainerActor)
+    handles = [actor.options(num_cpus=cpus, num_gpus=gpus, scheduling_strategy=in_bundle(pg, r)).remote()
+               for r in range(world)]
     try:
-        ray.get(handle.ready.remote())  # a policy that cannot load fails here, with its error
+        envs = rank_envs(ray.get([h.where.remote() for h in handles]))
+        # every rank at once: joining the group waits for all of them; a policy that cannot load fails here
+        ray.get([h.start.remote(make_trainer, env) for h, env in zip(handles, envs)])
     except BaseException:
-        ray.kill(handle)
+        for h in handles:
+            ray.kill(h)
         ray.util.remove_placement_group(pg)
         raise
-    return RemoteTrainer(handle, pg)
+    return RemoteTrainer(handles, pg)

@@ -273,8 +273,11 @@ class RaySection(_Strict):
     worker_cpus: float = Field(1.0, gt=0)
     engine_cpus: float = Field(1.0, gt=0)
     engine_gpus: float = Field(0.0, ge=0)  # per engine replica (engine.replicas of them)
-    trainer_cpus: float = Field(1.0, gt=0)
-    trainer_gpus: float = Field(0.0, ge=0)
+    trainer_cpus: float = Field(1.0, gt=0)  # per trainer rank
+    trainer_gpus: float = Field(0.0, ge=0)  # per trainer rank
+    # trainer ranks: N actors in one placement group, the policy sharded over them with FSDP2
+    # (train/fsdp.py; gloo on CPU, NCCL on GPUs); 1: one trainer actor, unsharded
+    trainer_world_size: int = Field(1, ge=1)
     shard_dir: str | None = None  # where each worker keeps its store shard on its node (default run_dir/shards)
 
 
@@ -347,6 +350,10 @@ class RunConfig(_Strict):
     def _check_engine_and_cluster(self) -> RunConfig:
         if self.engine.type in ("vllm_server", "sglang_server") and not self.engine.base_urls:
             raise ValueError(f"engine.type={self.engine.type} needs engine.base_urls (the running servers)")
+        if self.cluster.ray.trainer_world_size > 1 and self.cluster.backend != "ray":
+            raise ValueError(f"cluster.ray.trainer_world_size={self.cluster.ray.trainer_world_size} starts trainer "
+                             "ranks as Ray actors: set cluster.backend=ray (ray.address=local starts a cluster "
+                             "on this machine)")
         if self.cluster.backend == "ray" and self.algorithm.name == "ppo":
             raise ValueError("cluster.backend=ray trains grpo or tree_grpo (the PPO critic is not a Ray actor yet)")
         if self.cluster.backend == "ray" and self.loop.branching.enabled:

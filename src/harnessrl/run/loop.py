@@ -57,7 +57,7 @@ from harnessrl.run.record import (REDONE, EvalResult, PolicyLag, RolloutStats, S
 from harnessrl.run.profile import CpuMeter, cache_text, profile_store
 from harnessrl.run.profile_view import markdown as profile_markdown
 from harnessrl.run.report import write_plots, write_report
-from harnessrl.run.setup import make_trainer, seed_everything
+from harnessrl.run.setup import make_sharded_trainer, make_trainer, seed_everything
 from harnessrl.run.tracking import Tracker, log_run_end, open_tracker
 from harnessrl.store.run_store import RunStore
 from harnessrl.train.batch import TrainBatch, concat_batch
@@ -293,7 +293,8 @@ def start_trainer_and_engine(cfg: RunConfig, weights_dir: Path, model_dir: Path,
     if cfg.cluster.backend == "ray":  # the local backend imports nothing from cluster/
         from harnessrl.cluster.ray_run import start_ray_parts
 
-        build = partial(make_trainer, cfg, weights_dir, model_dir, ckpt_dir, seed)  # runs in the trainer actor
+        make = make_sharded_trainer if cfg.cluster.ray.trainer_world_size > 1 else make_trainer
+        build = partial(make, cfg, weights_dir, model_dir, ckpt_dir, seed)  # runs in each trainer actor
         return start_ray_parts(cfg.cluster.ray, engine_cfg, cfg.engine.replicas, build)
     return make_trainer(cfg, weights_dir, model_dir, ckpt_dir), make_engine(engine_cfg), []
 

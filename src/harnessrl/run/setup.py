@@ -1,6 +1,7 @@
 """Build the trainer side of a run from its config: policy (optionally LoRA), optimizer, frozen
 reference, critic, restored from a checkpoint for --resume (`make_trainer`; the Ray backend calls
-it inside its trainer actor)."""
+it inside its trainer actor, and `make_sharded_trainer` inside each of its trainer ranks when
+cluster.ray.trainer_world_size > 1)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from harnessrl.engine.factory import resolved_dtype
 from harnessrl.run.config import RunConfig
 from harnessrl.train.critic import ValueModel
 from harnessrl.train.checkpoint import load_trainer_state
+from harnessrl.train.fsdp import Ranks, ShardedTrainer, init_ranks, shard_model
 from harnessrl.train.packing import attention_backend, hf_attention
 from harnessrl.train.settings import resolve_compute_dtype
 from harnessrl.train.trainer import Trainer
@@ -42,8 +44,9 @@ def load_policy(cfg: RunConfig, weights_dir: Path):
     return model
 
 
-def build_trainer(cfg: RunConfig, policy, model_dir: Path) -> Trainer:
-    """Optimizer over trainable parameters; reference (frozen copy, or LoRA's base); critic for ppo."""
+def build_trainer(cfg: RunConfig, policy, model_dir: Path, ranks: Ranks | None = None) -> Trainer:
+    """Optimizer over trainable parameters; reference (frozen copy, or LoRA's base); critic for ppo.
+    `ranks`: the policy is sharded over them already (the optimizer holds this rank's shards)."""
     o = cfg.optimizer
     params = [p for p in policy.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay, betas=tuple(o.betas))
@@ -67,7 +70,7 @@ def build_trainer(cfg: RunConfig, policy, model_dir: Path) -> Trainer:
         critic_opt = torch.optim.AdamW(critic.parameters(), lr=cfg.algorithm.critic_lr)
     return Trainer(policy, opt, cfg.algorithm, cfg.algorithm.token_budget, backend,
                    grad_clip=o.grad_clip, epochs=cfg.algorithm.epochs, reference=reference, critic=critic,
-                   critic_optimizer=critic_opt, use_lora_reference=want_ref and is_peft(policy),
+                   critic_optimizer=critic_opt, use_lora_reference=want_ref and is_peft(policy), ranks=ranks,
                    harness_grad_cosine=cfg.algorithm.harness_grad_cosine, compute_dtype=compute)
 
 
@@ -86,6 +89,30 @@ def make_trainer(cfg: RunConfig, weights_dir: Path, model_dir: Path, ckpt_dir: P
     if seed is not None:
         seed_everything(seed)
     trainer = build_trainer(cfg, load_policy(cfg, weights_dir), model_dir)
+    if ckpt_dir:
+        state = load_trainer_state(ckpt_dir)
+        if state.get("sharded"):
+            raise ValueError(f"{ckpt_dir} was written by a sharded trainer: resume it with "
+                             "cluster.ray.trainer_world_size > 1")
+        trainer.restore(state)
+    return trainer
+
+
+def make_sharded_trainer(cfg: RunConfig, weights_dir: Path, model_dir: Path, ckpt_dir: Path | None,
+                         seed: int | None = None) -> ShardedTrainer:
+    """One trainer rank (in a process whose env names its rank: RANK, WORLD_SIZE, MASTER_ADDR/PORT,
+    LOCAL_RANK, as the Ray trainer actors set it): join the group, load the policy, shard it
+    (FSDP2 casts to the compute dtype itself), build the trainer as `build_trainer` does, restore
+    the checkpoint's state when resuming. A collective: every rank calls it."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    if seed is not None:
+        seed_everything(seed)
+    ranks = init_ranks()
+    compute = compute_dtype(cfg)
+    mp = None if compute is None else MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=torch.float32)
+    policy = shard_model(load_policy(cfg, weights_dir), ranks, mp)
+    trainer = ShardedTrainer(build_trainer(cfg, policy, model_dir, ranks), ranks)
     if ckpt_dir:
         trainer.restore(load_trainer_state(ckpt_dir))
     return trainer
