@@ -24,7 +24,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harnessrl.engine.factory import TRAINABLE_ENGINES, EngineConfig, EngineSettings, EngineType
+from harnessrl.engine.factory import SERVER_ENGINES, TRAINABLE_ENGINES, EngineConfig, EngineSettings, EngineType
 from harnessrl.errors import HarnessRLError
 from harnessrl.proxy.serving import DEFAULT_POLICY, MaxTokens, ServingPolicy, Temperature, TopP
 from harnessrl.render.tool_formats import ToolFormat
@@ -348,7 +348,7 @@ class RunConfig(_Strict):
 
     @model_validator(mode="after")
     def _check_engine_and_cluster(self) -> RunConfig:
-        if self.engine.type in ("vllm_server", "sglang_server") and not self.engine.base_urls:
+        if self.engine.type in SERVER_ENGINES and not self.engine.base_urls:
             raise ValueError(f"engine.type={self.engine.type} needs engine.base_urls (the running servers)")
         if self.cluster.ray.trainer_world_size > 1 and self.cluster.backend != "ray":
             raise ValueError(f"cluster.ray.trainer_world_size={self.cluster.ray.trainer_world_size} starts trainer "
