@@ -1,6 +1,8 @@
 """Training speed: one forward+backward over the same Claude-Code-shaped group, three ways.
 
-- tree:        the group's prefix tree packed (tree mask, path positions), every token once
+- tree:        the group's prefix tree packed (tree mask, path positions), every token once, attention
+               per block of queries over the keys the block sees (train/packing.py block_tree_attention)
+- tree-dense:  the same, attention as one SDPA call over the dense L x L tree mask (before 2026-12-04)
 - per-rollout: each rollout's calls merged into one sequence (one causal forward per rollout)
 - per-call:    every call's prompt + completion as its own sequence (what a call-level trainer does)
 
@@ -12,7 +14,7 @@ tests/support/synthetic.claude_code_group; counts at the full Claude Code shape 
 prefix) are printed from the tree stats alone.
 
     .venv/bin/python benchmarks/train_speed.py [--layers 6] [--prefix 2048] [--rollouts 4] [--turns 4]
-        [--compute-dtype float32,bfloat16] [--methods tree,per-rollout,per-call]
+        [--compute-dtype float32,bfloat16] [--methods tree,tree-dense,per-rollout,per-call]
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def group(prefix: int, rollouts: int, turns: int, seed: int = 0):
     return calls, tree, grpo(tree, std=False)
 
 
-def tree_step(model, tree, adv, budget: int) -> int:
+def tree_step(model, tree, adv, budget: int, backend: str = "sdpa") -> int:
     from harnessrl.train.batch import concat_batch
     from harnessrl.train.packing import pack_forest, token_logprobs
     from harnessrl.train.trainer import chunk_targets
@@ -64,7 +66,7 @@ def tree_step(model, tree, adv, budget: int) -> int:
     n = 0
     for chunk in pack_forest(batch.forest, budget):
         tg = chunk_targets(chunk, batch)
-        lp, _ = token_logprobs(model, chunk, tg.local, tg.temperature)
+        lp, _ = token_logprobs(model, chunk, tg.local, tg.temperature, backend)
         (-(lp * (tg.adv_pos + tg.adv_neg))).sum().backward()
         n += len(chunk)
     return n
@@ -132,7 +134,7 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=8192)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--compute-dtype", default="float32", help="comma-separated: float32, bfloat16")
-    ap.add_argument("--methods", default="tree,per-rollout,per-call")
+    ap.add_argument("--methods", default="tree,tree-dense,per-rollout,per-call")
     args = ap.parse_args()
     torch.set_num_threads(2)
 
@@ -147,6 +149,7 @@ def main() -> None:
     print(f"timed shape: {args.rollouts} rollouts x {args.turns} turns, prefix {args.prefix}; "
           f"model SmolLM2 arch, {args.layers} layers, fp32 weights, 2 threads")
     steps = {"tree": lambda: tree_step(model, tree, adv, args.budget),
+             "tree-dense": lambda: tree_step(model, tree, adv, args.budget, "sdpa-dense"),
              "per-rollout": lambda: seq_step(model, rollout_sequences(tree, adv)),
              "per-call": lambda: seq_step(model, call_sequences(calls, tree, adv))}
     rows = [(dt, name, *timed(steps[name], args.repeats, model, None if dt == "float32" else getattr(torch, dt)))

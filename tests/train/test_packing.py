@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from harnessrl.train import packing
 from harnessrl.train.packing import (
     Forest, ForestOrderError, dfs_layout, forest_from_paths, pack_forest, split_forest, token_logprobs,
 )
@@ -19,25 +20,31 @@ def path_logprobs(model, seq: list[int], temp: float) -> torch.Tensor:
     return logp.gather(1, torch.tensor(seq[1:])[:, None])[:, 0]
 
 
-def packed_logprobs(model, forest: Forest, budget: int, temp: float) -> dict[int, torch.Tensor]:
+def packed_logprobs(model, forest: Forest, budget: int, temp: float, backend: str = "sdpa") -> dict[int, torch.Tensor]:
     out = {}
     for chunk in pack_forest(forest, budget):
         tgt = torch.nonzero(chunk.owned & (chunk.pred_pos >= 0))[:, 0]
-        lp, _ = token_logprobs(model, chunk, tgt, torch.full((len(tgt),), temp))
+        lp, _ = token_logprobs(model, chunk, tgt, torch.full((len(tgt),), temp), backend)
         for k, g in enumerate(chunk.index[tgt.numpy()]):
             out[int(g)] = lp[k]
     return out
 
 
+# backend sdpa runs block_tree_attention: BLOCK 4 gives many blocks, most skipping key columns
+ATTENTION = [("sdpa", 256), ("sdpa", 4), ("sdpa-dense", 256)]
+
+
 @pytest.mark.parametrize("budget", [10_000, 24, 11])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_logprobs_match_separate_paths(seed, budget):
+@pytest.mark.parametrize("backend,block", ATTENTION)
+def test_logprobs_match_separate_paths(seed, budget, backend, block, monkeypatch):
+    monkeypatch.setattr(packing, "BLOCK", block)
     model = tiny_llama(seed)
     paths = branching_paths(seed, n_paths=6)
     forest, idx = forest_from_paths(paths)
     assert len(forest) < sum(map(len, paths))  # shared tokens exist and are stored once
     with torch.no_grad():
-        packed = packed_logprobs(model, forest, budget, temp=0.7)
+        packed = packed_logprobs(model, forest, budget, temp=0.7, backend=backend)
         for seq, ix in zip(paths, idx):
             ref = path_logprobs(model, seq, 0.7)
             got = torch.stack([packed[int(g)] for g in ix[1:]])
@@ -45,7 +52,9 @@ def test_logprobs_match_separate_paths(seed, budget):
 
 
 @pytest.mark.parametrize("budget", [10_000, 13])
-def test_gradients_match_separate_paths(budget):
+@pytest.mark.parametrize("backend,block", ATTENTION)
+def test_gradients_match_separate_paths(budget, backend, block, monkeypatch):
+    monkeypatch.setattr(packing, "BLOCK", block)
     paths = branching_paths(3, n_paths=5)
     forest, idx = forest_from_paths(paths)
     gen = torch.Generator().manual_seed(0)
@@ -58,10 +67,34 @@ def test_gradients_match_separate_paths(budget):
         tok_w.index_add_(0, torch.as_tensor(ix[1:]), w)
     for chunk in pack_forest(forest, budget):
         tgt = torch.nonzero(chunk.owned & (chunk.pred_pos >= 0))[:, 0]
-        lp, _ = token_logprobs(model, chunk, tgt, torch.ones(len(tgt)))
+        lp, _ = token_logprobs(model, chunk, tgt, torch.ones(len(tgt)), backend)
         (lp * tok_w[torch.as_tensor(chunk.index)[tgt]]).sum().backward()
     for (name, a), (_, b) in zip(ref_model.named_parameters(), model.named_parameters()):
         assert torch.allclose(a.grad, b.grad, atol=1e-5, rtol=1e-4), name
+
+
+def test_block_attention_skips_keys_no_query_of_the_block_sees(monkeypatch):
+    monkeypatch.setattr(packing, "BLOCK", 4)
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, k, v, **kw):
+        calls.append((q.shape[2], k.shape[2]))
+        return sdpa(q, k, v, **kw)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    model = tiny_llama(0)
+    forest, _ = forest_from_paths([[1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 9, 10, 11, 12, 13, 14, 15, 16]])
+    with torch.no_grad():
+        packed_logprobs(model, forest, 10_000, temp=1.0)
+    assert model.config._attn_implementation == "sdpa"  # restored after the forward
+    n_layers = model.config.num_hidden_layers
+    assert len(calls) == n_layers * 4  # 16 tokens: 4 blocks of 4 queries per layer
+    # block 3 (queries 8..11: the second branch) sees the shared 2 tokens and its own, not 2..7
+    assert calls[2] == (4, 2 + 4)
+    with torch.no_grad():  # the dense backend: one call over every key
+        packed_logprobs(model, forest, 10_000, temp=1.0, backend="sdpa-dense")
+    assert calls[-1] == (16, 16)
 
 
 def test_split_covers_every_token_once_and_prefers_node_starts():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from harnessrl.train import packing
 from harnessrl.train.batch import TrainBatch
 from harnessrl.train.losses import PPOSettings
 from harnessrl.train.trainer import Trainer
@@ -36,7 +37,9 @@ def per_path_loss(model, paths, idx, adv, decision, temp):
 
 
 @pytest.mark.parametrize("budget", [4096, 12])
-def test_update_equals_per_path_training(budget):
+@pytest.mark.parametrize("block", [256, 4])  # queries per block of the trainer's tree attention
+def test_update_equals_per_path_training(budget, block, monkeypatch):
+    monkeypatch.setattr(packing, "BLOCK", block)
     paths = branching_paths(7, n_paths=5)
     adv = [1.0, -0.5, 0.25, -1.0, 0.75]
     forest, idx, batch, decision = make_batch(paths, adv)

@@ -14,11 +14,17 @@ so summing chunk gradients gives exactly the gradient of the whole forest. Cuts 
 node starts (branch points) when one fits, so the recomputed path is as short as possible.
 
 Backends: SDPA with a dense boolean [1, 1, L, L] mask (CPU and GPU; memory O(L^2), hence the
-budget) or flex_attention with a block-sparse mask on CUDA (flex has no backward on CPU).
+budget) or flex_attention with a block-sparse mask on CUDA (flex has no backward on CPU). With an
+arbitrary mask SDPA's CPU kernel computes every one of the L x L scores, twice what a causal
+sequence costs and far more than a tree needs (a branch never attends its siblings), so "sdpa"
+runs it per block of BLOCK queries over only the keys that block can see (`block_tree_attention`:
+the same scores, softmax and gradients); "sdpa-dense" is the one dense call, kept for the benchmark.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,15 +170,71 @@ def attention_input(chunk: PackedChunk, device: torch.device, backend: str = "sd
     return tree_mask(tout)[None, None]
 
 
+BLOCK = 256  # queries per block of block_tree_attention
+TREE_ATTENTION = "harnessrl_block_tree"  # its name among transformers' attention functions
+
+
+def block_tree_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """A transformers attention function: SDPA per block of BLOCK queries over the key columns the
+    tree mask lets that block see (a column no query of the block attends contributes nothing).
+    query [B, Hq, L, D], key / value [B, Hkv, L, D], attention_mask bool [1, 1, L, L]; returns
+    ([B, L, Hq, D], None) like transformers' sdpa_attention_forward, which it defers to on any
+    other mask (or none)."""
+    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+
+    if attention_mask is None or attention_mask.dtype != torch.bool or attention_mask.dim() != 4 \
+            or attention_mask.shape[0] != 1 or attention_mask.shape[1] != 1:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                      scaling=scaling, **kwargs)
+    n_rep = query.shape[1] // key.shape[1]
+    key, value = repeat_kv(key, n_rep), repeat_kv(value, n_rep)
+    mask = attention_mask[0, 0]
+    n = query.shape[2]
+    outs = []
+    for a in range(0, n, BLOCK):
+        b = min(a + BLOCK, n)
+        m = mask[a:b, :b]  # a DFS tree mask is causal: no key after the block's last query
+        cols = torch.nonzero(m.any(0))[:, 0]
+        if len(cols) == b:
+            k, v = key[:, :, :b], value[:, :, :b]
+        else:
+            k, v, m = key.index_select(2, cols), value.index_select(2, cols), m[:, cols]
+        outs.append(torch.nn.functional.scaled_dot_product_attention(
+            query[:, :, a:b], k, v, attn_mask=m[None, None], dropout_p=dropout if module.training else 0.0,
+            scale=scaling))
+    return torch.cat(outs, dim=2).transpose(1, 2).contiguous(), None
+
+
+@contextmanager
+def model_attention(model, backend: str) -> Iterator[None]:
+    """Inside the block a transformers model loaded with sdpa runs `block_tree_attention` when
+    `backend` is "sdpa" (registered with transformers under TREE_ATTENTION on first use); any other
+    backend or model: unchanged."""
+    config = getattr(model, "config", None)
+    if backend != "sdpa" or getattr(config, "_attn_implementation", None) != "sdpa":
+        yield
+        return
+    from transformers import AttentionInterface
+
+    if TREE_ATTENTION not in AttentionInterface._global_mapping:
+        AttentionInterface.register(TREE_ATTENTION, block_tree_attention)
+    config._attn_implementation = TREE_ATTENTION
+    try:
+        yield
+    finally:
+        config._attn_implementation = "sdpa"
+
+
 def forward_hidden(model, chunk: PackedChunk, backend: str = "sdpa") -> torch.Tensor:
     """Last hidden states [L, H] of a packed chunk (for a value head)."""
     device = next(model.parameters()).device
-    out = model(
-        input_ids=chunk.ids[None].to(device),
-        attention_mask=attention_input(chunk, device, backend),
-        position_ids=chunk.position_ids[None].to(device),
-        use_cache=False,
-    )
+    with model_attention(model, backend):
+        out = model(
+            input_ids=chunk.ids[None].to(device),
+            attention_mask=attention_input(chunk, device, backend),
+            position_ids=chunk.position_ids[None].to(device),
+            use_cache=False,
+        )
     return out.last_hidden_state[0]
 
 
@@ -193,13 +255,14 @@ def token_logprobs(
     pred = chunk.pred_pos[targets]
     if torch.any(pred < 0):
         raise ValueError("a root token has no prediction; roots must be context tokens")
-    out = model(
-        input_ids=chunk.ids[None].to(device),
-        attention_mask=attention_input(chunk, device, backend),
-        position_ids=chunk.position_ids[None].to(device),
-        logits_to_keep=pred.to(device),
-        use_cache=False,
-    )
+    with model_attention(model, backend):
+        out = model(
+            input_ids=chunk.ids[None].to(device),
+            attention_mask=attention_input(chunk, device, backend),
+            position_ids=chunk.position_ids[None].to(device),
+            logits_to_keep=pred.to(device),
+            use_cache=False,
+        )
     logits = out.logits[0].float() / temperature.to(device)[:, None]
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(1, chunk.ids[targets].to(device)[:, None])[:, 0]
