@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -210,7 +211,7 @@ def model_attention(model, backend: str) -> Iterator[None]:
     """Inside the block a transformers model loaded with sdpa runs `block_tree_attention` when
     `backend` is "sdpa" (registered with transformers under TREE_ATTENTION on first use); any other
     backend or model: unchanged."""
-    config = getattr(model, "config", None)
+    config: Any = getattr(model, "config", None)
     if backend != "sdpa" or getattr(config, "_attn_implementation", None) != "sdpa":
         yield
         return
