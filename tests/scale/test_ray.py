@@ -33,16 +33,6 @@ def tiny_dir(tmp_path_factory):
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=3)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    from harnessrl.cluster.ray_cluster import connect, shutdown
-
-    started = connect("local", num_cpus=6)
-    yield
-    if started:
-        shutdown()
-
-
 def _cfg(tiny_dir, run_dir, **extra):
     from harnessrl.run.config import load_config
 

@@ -29,16 +29,6 @@ def base_dir():
         pytest.skip(f"the default model is not prepared (harnessrl model prepare): {err}")
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    from harnessrl.cluster.ray_cluster import connect, shutdown
-
-    started = connect("local", num_cpus=6)
-    yield
-    if started:
-        shutdown()
-
-
 def _cfg(run_dir, world: int):
     from harnessrl.run.config import load_config
 
