@@ -3,8 +3,8 @@
 1. The whole loop learns a learnable reward: a tiny model, rollouts straight from the HF engine,
    reward = share of even token ids; GRPO must raise the train reward within a few steps.
 2. The real thing: SmolLM2-135M + the builtin harness in bwrap on the easiest built-in family;
-   the train reward must rise above its first-step value (see docs/benchmarks.md "Learning" for
-   what this machine measured: the base model almost never passes, so this is a weak signal).
+   the GRPO updates must raise the expected reward of their own groups (to first order, from the
+   checkpoints before and after each update: the sampled reward of a few dozen rollouts is noise).
 3. Through a real third-party harness (Claude Code): the GRPO updates must raise the expected reward
    of their own groups (to first order, from the checkpoints before and after each update).
 """
@@ -39,18 +39,42 @@ def test_loop_learns_a_learnable_reward(tmp_path):
 
 @pytest.mark.model
 @pytest.mark.bwrap
-def test_grpo_reward_rises_on_easiest_family_real_model(tmp_path):
+def test_grpo_raises_the_expected_reward_on_easiest_family_real_model(tmp_path):
+    """SmolLM2-135M + the builtin harness in bwrap on the easiest built-in family. Hard check: the
+    updates raised the expected reward of their own groups to first order (reward_under_update: the
+    checkpoints before and after each update, a plain HF forward, no sampling noise). The sampled
+    train reward per step is printed, not asserted: at 32 rollouts a step it moved by noise alone as
+    much as by learning ([0.125, 0.047, 0.109] in a CI run whose updates were sound; earlier
+    [0.25, 0.25, 0.22] and [0.31, 0.31, 0.31])."""
+    from harnessrl.run.loop import find_model
+    from harnessrl.store import RunStore
+    from harnessrl.train.checkpoint import checkpoint_dir
+
+    run_dir = tmp_path / "run"
     cfg = load_config(None, [
-        f"output.run_dir={tmp_path / 'run'}", "output.tensorboard=false", "output.keep_checkpoints=1",
+        f"output.run_dir={run_dir}", "output.tensorboard=false", "output.keep_checkpoints=3",
         "harnesses=[{name: builtin, weight: 1}]", "tasks.families=[write_word]", "engine.type=auto",
-        "algorithm.name=grpo", "optimizer.lr=3e-5", "loop.steps=3", "loop.groups_per_step=2",
-        # 16 per group: with 8, a step's mean reward moved by noise alone as much as by learning
-        # ([0.25, 0.25, 0.22] and [0.31, 0.31, 0.31] in two runs where a 2-step run rose 0.28 -> 0.53)
-        "loop.n_per_group=16", "loop.eval_size=0", "loop.max_turns=1", "loop.max_tokens=128", "loop.seed=0"])
+        "algorithm.name=grpo", "optimizer.lr=3e-5", "loop.steps=2", "loop.groups_per_step=2",
+        "loop.n_per_group=16", "loop.eval_size=0", "loop.max_turns=1", "loop.max_tokens=128",
+        "loop.max_policy_lag=0", "loop.seed=0"])
     res = run_training(cfg, console=Console(quiet=True))
     rewards = [r["reward"]["builtin"] for r in res.records if r["step"] > 0]
-    assert len(rewards) == 3
-    assert max(rewards[1:]) > rewards[0], f"train reward per step {rewards}"
+    print("train reward per step (sampled, noisy)", rewards)
+    assert len(rewards) == 2
+    store = RunStore(run_dir)
+    try:
+        checked = []
+        for step in (1, 2):
+            before = find_model(None) if step == 1 else checkpoint_dir(run_dir, step - 1) / "policy"
+            after = checkpoint_dir(run_dir, step) / "policy"
+            for mean, first_order, estimate in reward_under_update(store, step, before, after):
+                print(f"step {step}: group reward {mean:.3f}, first-order change {first_order:+.4f}, "
+                      f"importance estimate after the update {estimate:.3f}")
+                checked.append(first_order)
+    finally:
+        store.close()
+    assert checked, "no group had differing rewards: no GRPO signal to check (base pass rate changed?)"
+    assert sum(checked) / len(checked) > 0, f"the updates lowered the expected reward of their groups: {checked}"
 
 
 def rollout_sequences(calls) -> list[tuple[str, list[int], list[int], float]]:
