@@ -164,6 +164,21 @@ def test_run_config_builds_the_policy_from_its_serve_settings():
         run.default_temperature = 0.1  # type: ignore[misc]
 
 
+def test_a_training_runs_proxy_records_how_it_serves(store, renderer):
+    """The proxy a training run starts (run/runner_collector.py start_proxy, as rollout / eval) stores
+    meta "serve" (the run's policy) and "render" (its tool format, exact history), as `harnessrl serve`
+    does: a run's calls say how they were served."""
+    from harnessrl.render.renderer import Renderer
+    from harnessrl.run.runner_collector import start_proxy
+
+    cfg = load_config(None, ["serve.default_temperature=0.45", "loop.max_tokens=64", "render.tool_format=bash"])
+    bash = Renderer.from_pretrained(renderer.tokenizer.name_or_path, tool_format="bash")
+    server = start_proxy(cfg, TextScriptEngine(bash.encode, bash.eot_id), store, bash)
+    server.stop()
+    assert store.get_meta("serve") == cfg.serving_policy().model_dump(mode="json")
+    assert store.get_meta("render") == {"tool_format": "bash", "history": "exact"}
+
+
 @pytest.mark.parametrize("override, bound", [
     ("serve.default_temperature=2.5", "serve.default_temperature"),
     ("serve.default_temperature=-0.1", "serve.default_temperature"),

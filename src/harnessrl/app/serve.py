@@ -126,7 +126,7 @@ def serve(
              "temperature_mode": temperature_mode, "top_p_mode": top_p_mode, "max_tokens_mode": max_tokens_mode,
              "tool_format": tool_format}
     plan = serve_plan(config, from_run, flags, max_tokens_cap)
-    from harnessrl.app.serve_config import record_serving, served_model_dir
+    from harnessrl.app.serve_config import served_model_dir
     from harnessrl.engine.model import ModelNotFound
     from harnessrl.proxy.server import ProxyServer, ProxyStartError
     from harnessrl.render.renderer import Renderer
@@ -142,7 +142,6 @@ def serve(
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=2) from None
     store = RunStore(run_dir, synchronous=store_sync)
-    record_serving(store, renderer, plan.policy, history)
     server = ProxyServer(eng, store, renderer, host=host, port=port, history_mode=history, uds=uds,
                          policy=plan.policy, served_model=Path(model_dir).name,
                          max_body_bytes=int(max_body_mb * 1024 * 1024),

@@ -22,7 +22,6 @@ from harnessrl.app.flags import FLAG_KEYS, SCRIPTED, flag_name
 from harnessrl.engine import make_engine, resolve_model
 from harnessrl.engine.base import Engine
 from harnessrl.engine.factory import EngineConfig
-from harnessrl.proxy.serving import ServingPolicy
 from harnessrl.render.bash_format import ShellOverride
 from harnessrl.render.renderer import Renderer
 from harnessrl.rollout.proxy_link import LocalProxy
@@ -110,13 +109,6 @@ def served_model_dir(model: str | None, scripted: bool) -> Path:
     return Path(smollm2_tokenizer_dir() if scripted and model is None else resolve_model(model))
 
 
-def record_serving(store: RunStore, renderer: Renderer, policy: ServingPolicy, history: str) -> None:
-    """Record in the store how its calls are served: meta "render" (the tool format the renderer
-    writes, the history mode) and "serve" (the serving policy), as a training run serves."""
-    store.set_meta("render", {"tool_format": renderer.info.tool_format, "history": history})
-    store.set_meta("serve", policy.model_dump(mode="json"))
-
-
 @contextlib.contextmanager
 def local_proxy(cfg: RunConfig, store: RunStore, scripted: bool = False,
                 shell_overrides: tuple[ShellOverride, ...] = ()) -> Iterator[LocalProxy]:
@@ -127,7 +119,6 @@ def local_proxy(cfg: RunConfig, store: RunStore, scripted: bool = False,
     renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format,
                                         shell_overrides=shell_overrides)
     engine = make_engine(engine_config(cfg, model_dir, renderer, scripted))
-    record_serving(store, renderer, cfg.serving_policy(), history="exact")
     server = None
     try:
         server = start_proxy(cfg, engine, store, renderer)

@@ -49,6 +49,17 @@ def load_renderer(renderer_or_model_dir: Any) -> Any:
     return Renderer.from_pretrained(str(renderer_or_model_dir))
 
 
+def record_serving(store: Any, renderer: Any, policy: ServingPolicy, history: str) -> None:
+    """Record in the store how its calls are served: meta "render" (the tool format the renderer
+    writes, the history mode) and "serve" (the serving policy). Every started proxy writes them:
+    `harnessrl serve`, `rollout` / `eval`, and a training run alike."""
+    if not hasattr(store, "set_meta"):  # a bare store fake
+        return
+    info = getattr(renderer, "info", None)
+    store.set_meta("render", {"tool_format": getattr(info, "tool_format", None), "history": history})
+    store.set_meta("serve", policy.model_dump(mode="json"))
+
+
 class ProxyServer:
     def __init__(self, engine: Engine, store: RunStore, renderer_or_model_dir: Any, host: str = "127.0.0.1",
                  port: int = 0, history_mode: str = "exact", *, uds: str | os.PathLike | None = None,
@@ -106,6 +117,7 @@ class ProxyServer:
             socks.append(self._bind_uds(self.uds))
         self.writer = CallWriter(self.store)
         record_tokenizer(self.store, getattr(self.renderer, "tokenizer", None))  # which ids these are (sft)
+        record_serving(self.store, self.renderer, self.policy, self.history_mode)
         handler = CallHandler(self.engine, self.writer, self.policy,
                               stop_ids=tuple(getattr(self.renderer, "stop_ids", ()) or ()),
                               tokenizer=getattr(self.renderer, "tokenizer", None), history_mode=self.history_mode,
