@@ -51,7 +51,9 @@ def batch(seed: int = 3):
 
 def build(case: str, ranks=None, policy=None):
     """The trainer of a case (policy: the tiny llama, or the one given); shards when ranks is given.
-    SGD lr=1 (the step is the gradient), but AdamW in the resume case (its state must come back)."""
+    SGD lr=1 (the step is the gradient), but AdamW in the resume case (its state must come back),
+    with eps=1e-3: at the default 1e-8 a first step is lr * g / |g|, so a gradient element near 0
+    moves by up to lr on a rounding difference between 2 ranks and 1 process."""
     from harnessrl.train.losses import PPOSettings
     from harnessrl.train.trainer import Trainer
     from harnessrl.train.weights import apply_lora
@@ -68,7 +70,7 @@ def build(case: str, ranks=None, policy=None):
 
         shard_model(policy, ranks)
     params = [p for p in policy.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=1e-2) if case == "resume" else torch.optim.SGD(params, lr=1.0)
+    opt = torch.optim.AdamW(params, lr=1e-2, eps=1e-3) if case == "resume" else torch.optim.SGD(params, lr=1.0)
     settings = PPOSettings(is_mode="mis", mis_low=0.8, mis_high=1.25) if case == "mis_epochs" else \
         PPOSettings(is_mode="tis", is_cap=2.0)
     epochs = 2 if case == "mis_epochs" else 1

@@ -33,9 +33,12 @@ def _cfg(run_dir, world: int):
     from harnessrl.run.config import load_config
 
     ov = ["engine.type=hf", "sandbox.type=local", "loop.steps=1", "loop.groups_per_step=2", "loop.n_per_group=4",
-          "loop.eval_size=0", "loop.max_turns=2", "loop.max_tokens=48", "loop.concurrency=4", "loop.seed=1",
+          "loop.eval_size=0", "loop.max_turns=2", "loop.max_tokens=48", "loop.concurrency=1", "loop.seed=1",
           "tasks.families=[touch_file, write_word]", "optimizer.lr=1e-4", "model.lora.r=8",
           "model.gradient_checkpointing=true", "algorithm.harness_grad_cosine=false",
+          # concurrency 1: the engine draws each request's seed in arrival order, so both runs sample
+          # the same rollouts; the real model can score a whole group alike (no update to compare): replace such groups
+          "loop.dynamic_sampling.enabled=true", "loop.dynamic_sampling.max_extra_groups=6",
           f"output.run_dir={run_dir}", "output.tensorboard=false", "cluster.backend=ray",
           "cluster.ray.rollout_workers=1", f"cluster.ray.trainer_world_size={world}"]
     return load_config(None, ov)
@@ -61,8 +64,8 @@ def test_two_trainer_ranks_train_sync_and_checkpoint(base_dir, tmp_path, cluster
     warnings.simplefilter("ignore")
     rec, two = _run(tmp_path / "two", world=2)
     assert rec["policy_version"] == 1  # the engine actor serves the synced weights
-    assert sum(rec["rollouts"].values()) == 8.0
-    assert rec["update"]["tokens_trained"] > 0
+    assert sum(rec["rollouts"].values()) >= 8.0  # 2 groups of 4, and any replacements
+    assert rec["tokens_trained"] > 0
     # rank 0's checkpoint is a plain HF model, moved away from the base by the step where adapted
     policy = tmp_path / "two" / "checkpoints" / "step_000001" / "policy"
     loaded = AutoModelForCausalLM.from_pretrained(policy).state_dict()
@@ -74,8 +77,8 @@ def test_two_trainer_ranks_train_sync_and_checkpoint(base_dir, tmp_path, cluster
 
     # one trainer actor on the same rollouts (same seeds): the same step
     one_rec, one = _run(tmp_path / "one", world=1)
-    assert one_rec["update"]["tokens_trained"] == rec["update"]["tokens_trained"]
-    assert one_rec["update"]["loss"] == pytest.approx(rec["update"]["loss"], rel=1e-4, abs=1e-6)
+    assert one_rec["tokens_trained"] == rec["tokens_trained"]
+    assert one_rec["loss"] == pytest.approx(rec["loss"], rel=1e-4, abs=1e-6)
     assert set(one) == set(two)
     diffs = {k: float((two[k] - one[k]).abs().max()) for k in one}
     print("max |2-rank - 1-rank| weight:", max(diffs.values()))

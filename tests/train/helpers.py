@@ -12,14 +12,14 @@ import torch
 from harnessrl.train.packing import Forest, forest_from_paths
 
 
-def tiny_llama(seed: int = 0, vocab: int = 64):
+def tiny_llama(seed: int = 0, vocab: int = 64, tie: bool = False):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
     cfg = LlamaConfig(
         vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-        attn_implementation="sdpa",
+        attn_implementation="sdpa", tie_word_embeddings=tie,
     )
     return LlamaForCausalLM(cfg).float()
 

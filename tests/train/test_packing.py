@@ -73,6 +73,30 @@ def test_gradients_match_separate_paths(budget, backend, block, monkeypatch):
         assert torch.allclose(a.grad, b.grad, atol=1e-5, rtol=1e-4), name
 
 
+def test_gradient_checkpointing_recomputes_with_the_same_tree_attention(monkeypatch):
+    """A checkpointed layer recomputes its forward in backward: under model_attention it runs the
+    block attention again (the ray-ranks scale run failed: 108 tensors saved in forward, 58 in recompute)."""
+    from harnessrl.train.packing import model_attention
+
+    monkeypatch.setattr(packing, "BLOCK", 4)
+    paths = branching_paths(3, n_paths=5)
+    forest, _ = forest_from_paths(paths)
+    grads = []
+    for checkpointing in (False, True):
+        model = tiny_llama(3)
+        model.train()
+        if checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        for chunk in pack_forest(forest, 13):
+            tgt = torch.nonzero(chunk.owned & (chunk.pred_pos >= 0))[:, 0]
+            lp, _ = token_logprobs(model, chunk, tgt, torch.ones(len(tgt)), "sdpa")
+            with model_attention(model, "sdpa"):
+                lp.sum().backward()
+        grads.append({k: p.grad.clone() for k, p in model.named_parameters()})
+    for k, g in grads[0].items():
+        assert torch.allclose(grads[1][k], g, atol=1e-6, rtol=1e-5), k
+
+
 def test_block_attention_skips_keys_no_query_of_the_block_sees(monkeypatch):
     monkeypatch.setattr(packing, "BLOCK", 4)
     calls = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from harnessrl.train.checkpoint import latest_checkpoint, save_checkpoint
@@ -10,11 +11,13 @@ from harnessrl.train.weights import apply_lora, hf_named_weights
 from .helpers import tiny_llama
 
 
-def test_lora_weights_merge_under_hf_names_and_checkpoint_loads(tmp_path):
+@pytest.mark.parametrize("tie", [False, True])
+def test_lora_weights_merge_under_hf_names_and_checkpoint_loads(tmp_path, tie):
+    from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    plain_names = set(tiny_llama(0).state_dict())
-    model = apply_lora(tiny_llama(0), r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "v_proj"])
+    plain_names = set(tiny_llama(0, tie=tie).state_dict())
+    model = apply_lora(tiny_llama(0, tie=tie), r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "v_proj"])
     for name, p in model.named_parameters():  # make the adapters non-trivial
         if "lora_B" in name:
             torch.nn.init.normal_(p, std=0.5)
@@ -28,6 +31,8 @@ def test_lora_weights_merge_under_hf_names_and_checkpoint_loads(tmp_path):
     save_checkpoint(tmp_path, 3, model, {"optimizer": {}}, source_dir=None)
     step, ckpt = latest_checkpoint(tmp_path)
     assert step == 3 and not list(tmp_path.glob("checkpoints/*.tmp"))
+    stored = set(load_file(str(ckpt / "policy" / "model.safetensors")))
+    assert stored == plain_names - ({"lm_head.weight"} if tie else set())  # a tied matrix is stored once
     loaded = AutoModelForCausalLM.from_pretrained(ckpt / "policy")
     with torch.no_grad():
         assert torch.allclose(loaded(input_ids=x).logits, want, atol=1e-5)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from harnessrl.train.weights import base_model, hf_named_weights
+from harnessrl.train.weights import base_model, checkpoint_tensors, hf_named_weights
 
 _MODEL_FILES = (".safetensors", ".bin", ".pt", ".gguf")
 
@@ -28,7 +28,7 @@ def checkpoint_dir(run_dir: Path, step: int) -> Path:
 def save_policy(policy, out_dir: Path, source_dir: Path | None) -> None:
     """Save merged HF weights + config, and the tokenizer / chat template / generation config."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    state = dict(hf_named_weights(policy))
+    state = checkpoint_tensors(policy, dict(hf_named_weights(policy)))
     model = base_model(policy)
     model.save_pretrained(out_dir, state_dict=state, safe_serialization=True)
     if source_dir is not None:

@@ -220,7 +220,10 @@ class ShardedTrainer:
         return checkpoint_dir(run_dir, step)
 
     def close(self) -> None:
+        """Leave the group once every rank is done: a rank that destroys its process group while
+        another still works (rank 0 writing its results) can abort in gloo and take the job down."""
         if dist.is_initialized():
+            self.ranks.barrier()
             dist.destroy_process_group()
 
     def state(self, full: dict[str, torch.Tensor]) -> dict[str, Any]:
@@ -261,15 +264,14 @@ def save_gathered(policy, state: dict[str, torch.Tensor], out_dir: Path, source_
 
     from safetensors.torch import save_file
 
-    from harnessrl.train.weights import base_model
+    from harnessrl.train.weights import base_model, checkpoint_tensors
 
     out_dir.mkdir(parents=True, exist_ok=True)
     model = base_model(policy)
     model.config.save_pretrained(out_dir)
     if getattr(model, "generation_config", None) is not None:
         model.generation_config.save_pretrained(out_dir)
-    tied = getattr(model.config, "tie_word_embeddings", False)
-    tensors = {k: v.contiguous() for k, v in state.items() if not (tied and k == "lm_head.weight")}
+    tensors = {k: v.contiguous() for k, v in checkpoint_tensors(policy, state).items()}
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     if source_dir is not None:
         for f in Path(source_dir).iterdir():

@@ -210,7 +210,8 @@ def block_tree_attention(module, query, key, value, attention_mask, dropout=0.0,
 def model_attention(model, backend: str) -> Iterator[None]:
     """Inside the block a transformers model loaded with sdpa runs `block_tree_attention` when
     `backend` is "sdpa" (registered with transformers under TREE_ATTENTION on first use); any other
-    backend or model: unchanged."""
+    backend or model: unchanged. A backward through gradient-checkpointed layers recomputes their
+    forward, so it runs inside the block too (or the recomputation would use plain sdpa)."""
     config: Any = getattr(model, "config", None)
     if backend != "sdpa" or getattr(config, "_attn_implementation", None) != "sdpa":
         yield

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from harnessrl.train.batch import TrainBatch
-from harnessrl.train.packing import Forest, pack_forest, token_logprobs
+from harnessrl.train.packing import Forest, model_attention, pack_forest, token_logprobs
 from harnessrl.train.trainer import Trainer, chunk_targets
 from harnessrl.tree.nodes import PrefixTree
 
@@ -63,7 +63,8 @@ def _chunk_nll(trainer: Trainer, batch: TrainBatch, backward: bool) -> tuple[flo
         logp, _ = token_logprobs(trainer.policy, chunk, tg.local, tg.temperature, trainer.backend)
         loss = -(logp * tg.weight.to(logp.device)).sum()
         if backward:
-            (loss / denom).backward()
+            with model_attention(trainer.policy, trainer.backend):  # checkpointed layers recompute here
+                (loss / denom).backward()
         total += float(loss.detach())
     return total, denom
 

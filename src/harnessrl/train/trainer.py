@@ -32,7 +32,7 @@ from harnessrl.train.checkpoint import save_checkpoint
 from harnessrl.train.critic import forest_values
 from harnessrl.train.harness_grads import HarnessGradients, gradient_agreement, harness_pieces
 from harnessrl.train.losses import PPOSettings, policy_loss, value_loss
-from harnessrl.train.packing import PackedChunk, pack_forest, token_logprobs
+from harnessrl.train.packing import PackedChunk, model_attention, pack_forest, token_logprobs
 from harnessrl.train.precision import compute_weights, served_weights
 from harnessrl.train.update_stats import TokenSums, UpdateStats
 from harnessrl.train.weights import is_peft
@@ -197,7 +197,8 @@ class Trainer:
             parts = policy_loss(_take(logp, sel), _take(old_lp, sel), _take(tg.engine_logp, sel),
                                 _take(tg.adv_pos, sel), _take(tg.adv_neg, sel), _take(tg.weight, sel),
                                 self.settings, None if ref is None else _take(ref, sel))
-            (parts.loss * scale / denom).backward(retain_graph=k < len(pieces) - 1)
+            with model_attention(self.policy, self.backend):  # checkpointed layers recompute in backward
+                (parts.loss * scale / denom).backward(retain_graph=k < len(pieces) - 1)
             parts.sums.entropy = float((_take(ent, sel) * _take(tg.weight, sel)).sum())
             parts.sums.loss = float(parts.loss.detach()) / denom
             sums.add(parts.sums)
@@ -248,7 +249,8 @@ class Trainer:
             g = chunk.index[local]  # the value of token q's state is read at its parent position
             values = self.critic.chunk_values(chunk, self.backend)[chunk.pred_pos[torch.as_tensor(local)]]
             loss = value_loss(values, torch.as_tensor(returns[g]), torch.as_tensor(vw_all[g])) / denom
-            loss.backward()
+            with model_attention(self.critic.backbone, self.backend):
+                loss.backward()
             total += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.grad_clip)
         self.critic_optimizer.step()

@@ -35,6 +35,14 @@ def base_model(model):
     return model.get_base_model() if is_peft(model) else model
 
 
+def checkpoint_tensors(model, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The tensors a plain HF checkpoint of `model` stores: `state` less lm_head.weight when the
+    config ties it to the input embedding (transformers re-ties it on load; a merged LoRA state
+    would otherwise store the vocabulary matrix twice)."""
+    tied = getattr(base_model(model).config, "tie_word_embeddings", False)
+    return {k: v for k, v in state.items() if not (tied and k == "lm_head.weight")}
+
+
 def apply_lora(model, r: int, alpha: int, dropout: float, target_modules: list[str]):
     """Wrap a causal LM with peft LoRA adapters (only the adapters train)."""
     from peft import LoraConfig, get_peft_model
