@@ -80,12 +80,16 @@ def test_serving_flags_take_name_default_and_bound_from_the_run_config():
             assert p.default is None, (command, name)
             assert p.show_default == f"{key}: {defaults[section][field]}", (command, name, p.show_default)
             assert (f"Bound: {bound}." in p.help) if bound else ("Bound:" not in p.help), (command, name, p.help)
+            allowed = [v for part in [field_schema, *field_schema.get("anyOf", [])] for v in part.get("enum", [])]
+            assert all(str(v) in p.help for v in allowed), (command, name, allowed, p.help)  # a Literal's values
             checked[(command, name)] = (bound, p.show_default)
     assert checked[("rollout", "max_turns")][0] == checked[("eval", "max_turns")][0] == ">= 1"
     assert checked[("serve", "default_temperature")] == checked[("rollout", "default_temperature")]
     assert checked[("serve", "default_temperature")][0] == ">= 0, <= 2"
     assert checked[("eval", "default_top_p")][0] == "> 0, <= 1" and checked[("serve", "max_tokens")][0] == ">= 1"
     assert checked[("serve", "max_model_len")][0] == ">= 16"
+    serve_engine = {p.name: p for p in root.commands["serve"].params}["engine"].help
+    assert "One of: auto | hf | vllm | vllm_server | sglang_server | scripted." in serve_engine  # generated
     for command in SERVING_COMMANDS:  # the words, not a literal "default": the config's mode applies
         assert checked[(command, "top_p_mode")] == ("", "serve.top_p_mode: default"), command
         assert checked[(command, "engine")] == ("", "engine.type: auto"), command

@@ -12,7 +12,7 @@ they serve with.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, Union, get_args, get_origin
 
 import annotated_types
 import typer
@@ -67,6 +67,19 @@ def bound_text(key: str) -> str:
     return ", ".join(f"{signs[attr]} {value:g}" for attr, value in bounds(key).items())
 
 
+def choices(key: str) -> list[str]:
+    """The values a Literal-typed field allows, in declaration order ([] for any other field);
+    an optional Literal (`Literal[...] | None`) lists its values and "null"."""
+    ann = config_field(key).annotation
+    out: list[str] = []
+    for part in (get_args(ann) if get_origin(ann) in (Union, type(int | None)) else (ann,)):
+        if part is type(None):
+            out.append("null")
+        elif get_origin(part) is Literal:
+            out.extend(str(v) for v in get_args(part))
+    return out if any(v != "null" for v in out) else []
+
+
 def flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -76,9 +89,12 @@ def config_option(name: str, *shorts: str, help: str) -> Any:
     its bound (checked by RunConfig, the error naming this flag)."""
     key = FLAG_KEYS[name]
     field = config_field(key)
-    bound = bound_text(key)
-    return typer.Option(None, flag_name(name), *shorts, show_default=f"{key}: {field.default}",
-                        help=f"{help} Bound: {bound}." if bound else help)
+    bound, allowed = bound_text(key), choices(key)
+    if bound:
+        help = f"{help} Bound: {bound}."
+    if allowed and not all(v in help for v in allowed if v != "null"):  # unless the text names them
+        help = f"{help} One of: {' | '.join(allowed)}."
+    return typer.Option(None, flag_name(name), *shorts, show_default=f"{key}: {field.default}", help=help)
 
 
 # -- the options `serve`, `rollout` and `eval` share ----------------------------------------------
