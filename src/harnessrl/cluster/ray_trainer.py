@@ -42,15 +42,18 @@ class TrainerActor:
         self.trainer: RankTrainer | None = None
 
     def where(self) -> tuple[str, int]:
-        """(this node's IP, a port free on it now): rank 0's are the group's rendezvous."""
+        """(this node's IP, a port free on it now): rank 0's are the group's rendezvous. The port is
+        probed on every address (torch's TCPStore listens on all of them, and ranks on other nodes
+        connect to the node's IP, not loopback); the probe socket never listens."""
         import socket
 
         import ray
 
+        ip = ray.util.get_node_ip_address()
         with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
+            s.bind(("", 0))
             port = int(s.getsockname()[1])
-        return ray.util.get_node_ip_address(), port
+        return ip, port
 
     def start(self, make_trainer: Callable[[], RankTrainer], env: dict[str, str]) -> bool:
         os.environ.update(env)
