@@ -6,6 +6,8 @@ again); rank 0 saves what it saw. Usage: torchrun --nproc-per-node 2 fsdp_worker
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
+import os
 import random
 import sys
 
@@ -116,4 +118,10 @@ def main(out_dir: str, case: str) -> None:
 
 
 if __name__ == "__main__":
+    faulthandler.enable()  # a rank that aborts (SIGABRT in gloo) prints where it was
     main(sys.argv[1], sys.argv[2])
+    # Every result is written and the group is closed: skip interpreter teardown, where a gloo
+    # group still referenced by a dead module can abort the rank (a CI run: SIGABRT after the results)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

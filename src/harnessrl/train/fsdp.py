@@ -22,6 +22,7 @@ full (gathered) state dict, which `ShardedTrainer.restore` shards again on resum
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 from dataclasses import dataclass, field
@@ -221,10 +222,13 @@ class ShardedTrainer:
 
     def close(self) -> None:
         """Leave the group once every rank is done: a rank that destroys its process group while
-        another still works (rank 0 writing its results) can abort in gloo and take the job down."""
+        another still works (rank 0 writing its results) can abort in gloo and take the job down.
+        Then collect the module/hook cycles that still hold the groups (FSDP state, the mesh), so
+        their gloo threads end now rather than in interpreter teardown, where they can abort."""
         if dist.is_initialized():
             self.ranks.barrier()
             dist.destroy_process_group()
+        gc.collect()
 
     def state(self, full: dict[str, torch.Tensor]) -> dict[str, Any]:
         """`Trainer.state()` of the whole group (a collective): the optimizer's full state dict
