@@ -145,3 +145,19 @@ def test_resolved_dtype_names_what_the_engine_serves_in():
     assert resolved_dtype(EngineConfig(type="hf")) == "float32"
     assert resolved_dtype(EngineConfig(type="vllm", dtype="bfloat16")) == "bfloat16"
     assert resolved_dtype(EngineConfig(type="scripted")) == "auto"  # no dtype of its own
+
+
+def test_a_vllm_engine_gets_the_prefix_cache_setting(monkeypatch, tiny_model_dir):
+    """engine.prefix_caching reaches VLLMEngine (on by default; off only to measure what it saves)."""
+    import sys
+    import types
+
+    from harnessrl.engine.factory import EngineSettings, _make_vllm
+
+    seen = []
+    fake = types.ModuleType("harnessrl.engine.vllm_engine")
+    fake.VLLMEngine = lambda path, **kw: seen.append(kw) or kw  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "harnessrl.engine.vllm_engine", fake)
+    _make_vllm(EngineSettings(type="vllm").for_model(str(tiny_model_dir)))
+    _make_vllm(EngineSettings(type="vllm", prefix_caching=False).for_model(str(tiny_model_dir)))
+    assert [kw["prefix_caching"] for kw in seen] == [True, False]

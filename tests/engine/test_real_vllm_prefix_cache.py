@@ -80,3 +80,13 @@ async def test_a_weight_update_empties_the_cache(engine, model_dir):
     engine.update_weights(model.state_dict().items(), version=engine.policy_version + 1)
     cold = await engine.generate(prompt, params)
     assert cold.timings["cached_tokens"] == 0
+
+
+def test_the_prefix_cache_can_be_switched_off():
+    """What benchmarks/optimisations.py's off arm asks for is what vLLM is given."""
+    from harnessrl.engine.vllm_engine import _engine_args
+
+    kw = dict(dtype="float32", max_model_len=256, max_num_seqs=1, kv_cache_gib=0.25, gpu_memory_utilization=None,
+              enforce_eager=None, block_size=None, seed=0)
+    assert _engine_args("m", prefix_caching=False, **kw).enable_prefix_caching is False
+    assert _engine_args("m", prefix_caching=True, **kw).enable_prefix_caching is True

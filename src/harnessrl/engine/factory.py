@@ -50,6 +50,10 @@ class EngineSettings(BaseModel):
                     "the last whole block it shares); None: 32 on CPU (vLLM's CPU default is 128), vLLM's own on GPU",
     )
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="vllm on GPU")
+    prefix_caching: bool = Field(
+        True, description="vllm: reuse the KV of a prompt's shared prefix (a group's system prompt, tools, task "
+                          "and history); off only to measure what it saves (benchmarks/optimisations.py)",
+    )
     served_model_name: str | None = Field(
         None, description="vllm_server: model name; default: ask /v1/models"
     )
@@ -164,6 +168,7 @@ def _make_vllm(cfg: EngineConfig) -> Engine:
         kv_cache_gib=cfg.kv_cache_gib,
         gpu_memory_utilization=cfg.gpu_memory_utilization,
         block_size=cfg.kv_block_tokens,
+        prefix_caching=cfg.prefix_caching,
         seed=cfg.seed,
     )
 

@@ -82,7 +82,7 @@ def _engine_args(model_path: str, **kw: Any) -> Any:
         logprobs_mode="processed_logprobs",
         worker_extension_cls=WORKER_EXTENSION,
         seed=kw["seed"],
-        enable_prefix_caching=True,  # a group's rollouts share their system prompt, tools and task
+        enable_prefix_caching=kw["prefix_caching"],  # a group's rollouts share their system prompt, tools and task
         disable_log_stats=False,  # per-request engine timestamps (RequestOutput.metrics): prefill / decode
         **extra,
     )
@@ -103,6 +103,7 @@ class VLLMEngine:
         gpu_memory_utilization: float | None = None,
         enforce_eager: bool | None = None,
         block_size: int | None = None,
+        prefix_caching: bool = True,
         seed: int = 0,
     ):
         from vllm.platforms import current_platform
@@ -125,6 +126,7 @@ class VLLMEngine:
             gpu_memory_utilization=gpu_memory_utilization,
             enforce_eager=enforce_eager,
             block_size=block_size,
+            prefix_caching=prefix_caching,
             seed=seed,
         )
         self._loop = _LoopThread("vllm-engine-loop")

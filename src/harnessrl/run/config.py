@@ -70,7 +70,9 @@ class ModelConfig(_Strict):
     dtype: Literal["float32", "bfloat16"] = "float32"
     # the trainer's forward/backward over those weights; auto: the engine's served dtype when bf16 (train = serve)
     compute_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    attention: Literal["auto", "sdpa", "flex"] = "auto"  # auto: flex on CUDA, sdpa elsewhere
+    # auto: flex on CUDA, sdpa elsewhere (SDPA per block of queries over the keys it sees: train/packing.py);
+    # sdpa-dense: one SDPA call over the whole L x L tree mask (slower; for comparison)
+    attention: Literal["auto", "sdpa", "sdpa-dense", "flex"] = "auto"
     lora: LoraConfig | None = None
     gradient_checkpointing: bool = False
 
