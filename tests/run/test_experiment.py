@@ -160,3 +160,18 @@ def test_every_shipped_experiment_plans_3_seeds_of_8_steps(path, monkeypatch):
     baselines, runs = plan_runs(spec)
     assert len(spec.seeds) >= 3 and len(spec.arms) >= 2 and len(baselines) == len(spec.seeds)
     assert all(r.cfg.loop.steps >= 8 for r in runs)
+
+
+def test_a_setting_added_since_a_run_was_recorded_is_no_difference():
+    """A run recorded before a setting existed (here engine.prefix_caching) still resumes at its
+    default; a changed value, or a setting the schema no longer knows, is a difference."""
+    from harnessrl.run.config import load_config
+    from harnessrl.run.experiment import config_differences
+
+    planned = load_config(None)
+    stored = planned.model_dump(mode="json")
+    del stored["engine"]["prefix_caching"]
+    assert config_differences(stored, planned) == []
+    assert config_differences(stored, load_config(None, ["engine.prefix_caching=false"])) == ["engine.prefix_caching"]
+    stored["engine"]["gone"] = 1
+    assert "engine.gone" in config_differences(stored, planned)

@@ -205,7 +205,20 @@ def stored_differences(run: PlannedRun) -> list[str]:
     stored = _read_store(run.run_dir, lambda st: st.get_meta("config"))
     if stored is None:
         return []
-    return sorted(_flat_differences(stored, run.cfg.model_dump(mode="json")))
+    return config_differences(stored, run.cfg)
+
+
+def config_differences(stored: dict[str, Any], planned: Any) -> list[str]:
+    """The dotted settings in which a recorded config differs from `planned` (a RunConfig). The
+    recorded one is read with today's schema first, so a setting added since then at its default
+    is no difference (a run recorded before it existed resumes); one the schema no longer knows is."""
+    from pydantic import ValidationError
+
+    try:
+        stored = type(planned).model_validate(stored).model_dump(mode="json")
+    except ValidationError:
+        pass
+    return sorted(_flat_differences(stored, planned.model_dump(mode="json")))
 
 
 def _flat_differences(a: Any, b: Any, prefix: str = "") -> set[str]:
