@@ -19,7 +19,6 @@ directory is re-profiled, not re-run (--fresh to run it again).
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
 ARMS = {
     "on": [],
     "off": ["engine.prefix_caching=false", "model.compute_dtype=float32", "model.attention=sdpa-dense"],
@@ -60,18 +60,18 @@ def run_arm(name: str, config: Path, steps: int, out: Path, extra: list[str], fr
 
 
 def profile(run_dir: Path) -> dict:
-    proc = subprocess.run([*harnessrl(), "profile", str(run_dir), "--json"], cwd=ROOT, capture_output=True,
-                          text=True, check=True)
-    return json.loads(proc.stdout)
+    """What `harnessrl profile RUN_DIR --json` prints."""
+    from harnessrl.run.profile import profile_run_dir
+    from harnessrl.run.profile_view import profile_json
+
+    return profile_json(profile_run_dir(run_dir), str(run_dir))
 
 
 def trained_tokens(run_dir: Path) -> float:
-    total = 0.0
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        if isinstance(rec.get("tokens_trained"), (int, float)):
-            total += rec["tokens_trained"]
-    return total
+    from harnessrl.run.metrics_log import read_jsonl
+
+    return float(sum(r["tokens_trained"] for r in read_jsonl(run_dir / "metrics.jsonl")
+                     if isinstance(r.get("tokens_trained"), (int, float))))
 
 
 def figures(prof: dict, tokens: float) -> dict[str, float | None]:
@@ -86,7 +86,7 @@ def figures(prof: dict, tokens: float) -> dict[str, float | None]:
 
     pc = prof["prefix_cache"]
     sent = pc.get("prompt_tokens_sent") or 0
-    run_wall = sum(wall(k) for k in PHASES) + wall("tree") + wall("other")
+    run_wall = float(prof["step_wall_s"])  # every step's phases, the baseline eval's included
     return {
         "run phases wall s": run_wall,
         "wall s per step": run_wall / max(prof["steps"], 1),

@@ -40,10 +40,11 @@ def scores(runs: list[list[Observation]], cfg: SamplerConfig, prior: float) -> d
     base = sum(map(mixed, every)) / len(every)
     sums = {"tracker": 0.0, "constant": 0.0, "family mixed share": 0.0}
     for obs in runs:
+        tracker = DifficultyTracker(obs, cfg)
         for o in obs:
-            before = [x for x in obs if x.step < o.step]
-            est = DifficultyTracker(before, cfg).pass_rate(o.task, o.family, o.harness, o.step)
-            same = [x for x in before if x.family == o.family and x.harness == o.harness]
+            before = tracker.until(o.step - 1)  # the groups of the steps before this one
+            est = before.pass_rate(o.task, o.family, o.harness, o.step)
+            same = [x for x in before.observations if x.family == o.family and x.harness == o.harness]
             fam = (prior * base + sum(map(mixed, same))) / (prior + len(same))
             y = float(mixed(o))
             sums["tracker"] += (p_mixed(est, o.n) - y) ** 2

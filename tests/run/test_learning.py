@@ -60,7 +60,6 @@ def test_grpo_raises_the_expected_reward_on_easiest_family_real_model(tmp_path):
     assert_updates_raised_expected_reward(run_dir, steps=2)
 
 
-
 def assert_updates_raised_expected_reward(run_dir, steps: int) -> None:
     """Over the trained groups of steps 1..steps (each step's checkpoint against the one before it,
     the base model for step 1), the mean first-order change of the group's expected reward is > 0."""
@@ -82,6 +81,7 @@ def assert_updates_raised_expected_reward(run_dir, steps: int) -> None:
         store.close()
     assert checked, "no group had differing rewards: no GRPO signal to check (base pass rate changed?)"
     assert sum(checked) / len(checked) > 0, f"the updates lowered the expected reward of their groups: {checked}"
+
 
 def rollout_sequences(calls) -> list[tuple[str, list[int], list[int], float]]:
     """(rollout id, token ids, positions of the sampled ids in them, temperature): one sequence per
