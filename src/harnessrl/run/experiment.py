@@ -1,7 +1,7 @@
 """`harnessrl experiment`: arms (named sets of config overrides) x seeds, every run a training run,
 every arm measured against one shared baseline eval per seed; results over seeds (docs/experiments.md).
 
-    harnessrl experiment configs/experiments/grpo_vs_ppo.yaml
+    harnessrl experiment configs/experiments/grpo_arms.yaml
     harnessrl experiment -c configs/branching_files.yaml --seeds 0,1,2 --out runs/exp \\
         --arm flat='algorithm.name=grpo loop.branching.points=0' --arm ppo='algorithm.name=ppo' loop.steps=8
 
