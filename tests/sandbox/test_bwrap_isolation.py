@@ -459,8 +459,12 @@ def test_capability_bounding_set_is_empty_and_seccomp_blocks_dangerous_syscalls(
             assert _sh(box, "unshare -U true").returncode != 0
             keeper = _sh(box, "grep -E '^(Seccomp|CapBnd|CapEff):' /proc/1/status").stdout.split()
             assert keeper == ["CapEff:", "0" * 16, "CapBnd:", "0" * 16, "Seccomp:", "2"], keeper
-    with make_sandbox(SandboxConfig(seccomp=False)) as box:  # the profile can be turned off
-        assert json.loads(box.run(["python", "-c", SYSCALL_PROBE]).stdout)["Seccomp"] == "0"
+    # The profile can be turned off. Not with the probe: unfiltered, its calls really run (ptrace(TRACEME)
+    # leaves the process stopped at its next signal), so read the status line alone.
+    with make_sandbox(SandboxConfig(seccomp=False)) as box:
+        res = _sh(box, "grep -E '^Seccomp:' /proc/self/status")
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.split() == ["Seccomp:", "0"], res.stdout
 
 
 NON_ROOT_PROBE = """
