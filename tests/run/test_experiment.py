@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from harnessrl.app.main import app
 from harnessrl.engine import make_tiny_model
+from harnessrl.run.experiment_report import run_training, training_markdown
 from harnessrl.run.experiment import (BASELINE, ExperimentError, load_spec, plan_runs, run_experiment,
                                       write_experiment_results)
 from harnessrl.run.shared_baseline import BaselineError, adopt_baseline
@@ -81,6 +82,13 @@ def test_experiment_tells_a_learning_arm_from_lr_0_and_skips_finished_runs(tiny,
     assert (out / "experiment.png").stat().st_size > 0
     saved = json.loads((out / "experiment.json").read_text())
     assert {r["arm"] for r in saved["results"]} == {"learn", "null"}
+    # what training cost, per arm and seed, from the runs' step records (4 steps of 2 groups of 16)
+    assert set(saved["training"]) == {"learn", "null"} and set(saved["training"]["learn"]) == {"0", "1"}
+    for arm in ("learn", "null"):
+        for run_cost in saved["training"][arm].values():
+            assert run_cost["wall_s"] > 0 and run_cost["tokens_trained"] > 0
+            assert 0 <= run_cost["informative_groups"] <= 1
+    assert "| learn | 2 |" in md and "training wall (s)" in md
 
     # a rerun skips every finished run (a train call would fail) and reports the same numbers
     def refuse(*args, **kwargs):
@@ -89,6 +97,17 @@ def test_experiment_tells_a_learning_arm_from_lr_0_and_skips_finished_runs(tiny,
     run_experiment(spec, Console(quiet=True), train=refuse)
     again, _ = write_experiment_results(spec, runs)
     assert [r.change for r in again] == [r.change for r in results]
+
+
+def test_run_training_reads_the_training_steps_only():
+    steps = [(0, {"wall_s": 50.0, "eval": {"x": 0.1}}),  # the baseline eval: not training
+             (1, {"informative_groups": 0.5, "tokens_trained": 100, "wall_s": 10.0, "mismatch_kl": 0.002}),
+             (2, {"informative_groups": 1.0, "tokens_trained": 300, "wall_s": 12.5, "mismatch_kl": 0.001})]
+    assert run_training(steps) == {"informative_groups": 0.75, "tokens_trained": 200.0, "wall_s": 22.5,
+                                   "mismatch_kl": 0.002}
+    assert run_training([(1, {"wall_s": 3.0})]) == {"wall_s": 3.0}  # a key no step recorded is left out
+    md = "\n".join(training_markdown({"a": {0: {"wall_s": 10.0}, 1: {"wall_s": 20.0}}, "b": {}}))
+    assert "| a | 2 | - | - | 15 | - |" in md and "| b |" not in md
 
 
 def test_cli_report_only_and_refusals(tiny, tmp_path):

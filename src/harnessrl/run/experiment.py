@@ -319,13 +319,15 @@ def _trained_any(run: PlannedRun) -> bool:
 
 def write_experiment_results(spec: ExperimentSpec, runs: Sequence[PlannedRun]) -> tuple[list[Any], list[str]]:
     """(results, the runs not finished): experiment.md / .json / .png from every finished arm run."""
-    from harnessrl.run.experiment_report import ArmOutcomes, run_pairs, write_results
+    from harnessrl.run.experiment_report import ArmOutcomes, Training, run_pairs, run_training, write_results
 
     outcomes: ArmOutcomes = {arm: {} for arm in spec.arms}
+    training: Training = {arm: {} for arm in spec.arms}
     missing = []
     for run in runs:
         if run_finished(run):
             outcomes[run.arm][run.seed] = run_pairs(run.run_dir)
+            training[run.arm][run.seed] = run_training(_read_store(run.run_dir, lambda st: st.list_steps()))
         else:
             missing.append(run.label)
-    return write_results(Path(spec.out), outcomes, spec.reference_arm(), missing), missing
+    return write_results(Path(spec.out), outcomes, spec.reference_arm(), missing, training=training), missing

@@ -8,8 +8,9 @@ hierarchical bootstrap interval (run/seed_bootstrap.py: seeds resampled, then ta
 "vs <reference>" is the same statistic of the per-task difference between an arm's change and the
 reference arm's at the same seed: the seed's baseline cancels, so it is paired by seed and task.
 
-Writes experiment.md (the table), experiment.json and experiment.png (the changes with their
-intervals and each seed's change as a dot) into the experiment directory.
+Writes experiment.md (the table, and what each arm's training cost: informative groups, trained
+tokens, wall time, mismatch KL, from the runs' step records), experiment.json and experiment.png (the
+changes with their intervals and each seed's change as a dot) into the experiment directory.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ from harnessrl.run.seed_bootstrap import SeedInterval, hierarchical_interval
 from harnessrl.run.transfer import Outcomes, before_after
 
 POOLED = "all harnesses · all sets"
+Training = dict[str, dict[int, dict[str, float]]]  # arm -> seed -> run_training(...)
+TRAINING_COLUMNS = (("informative_groups", "informative groups", "{:.0%}"),
+                    ("tokens_trained", "trained tokens / step", "{:,.0f}"),
+                    ("wall_s", "training wall (s)", "{:,.0f}"),
+                    ("mismatch_kl", "max mismatch KL", "{:.4f}"))
 Pair = tuple[Outcomes, Outcomes]  # (task -> passes at step 0, task -> passes at the last eval step)
 ArmOutcomes = dict[str, dict[int, dict[str, Pair]]]  # arm -> seed -> cell label -> pair
 
@@ -54,6 +60,41 @@ def run_pairs(run_dir: Path) -> dict[str, Pair]:
         keys = sorted(found)
         pairs[POOLED] = _pooled([found[k] for k in keys], keys)
     return pairs
+
+
+def run_training(steps: list[tuple[int, dict[str, Any]]]) -> dict[str, float]:
+    """What one run's training steps (step > 0) cost: the mean informative share and trained tokens per
+    step, the summed step wall time and the largest mismatch KL; a key no step recorded is left out."""
+    rows = [m for s, m in steps if s > 0]
+
+    def values(key: str) -> list[float]:
+        return [float(m[key]) for m in rows if isinstance(m.get(key), (int, float))]
+
+    out: dict[str, float] = {}
+    for key, agg in (("informative_groups", "mean"), ("tokens_trained", "mean"), ("wall_s", "sum"),
+                     ("mismatch_kl", "max")):
+        v = values(key)
+        if v:
+            out[key] = sum(v) / len(v) if agg == "mean" else sum(v) if agg == "sum" else max(v)
+    return out
+
+
+def training_markdown(training: Training) -> list[str]:
+    """The per-arm table of `run_training` figures, each the mean over the arm's seeds."""
+    arms = {a: per_seed for a, per_seed in training.items() if per_seed}
+    if not arms:
+        return []
+    lines = ["", "What each arm's training cost (steps after the baseline eval; each figure the mean over "
+                 "the arm's seeds of the run's mean per step, its summed step wall time with its evals, its largest mismatch KL):",
+             "", "| arm | seeds | " + " | ".join(c[1] for c in TRAINING_COLUMNS) + " |",
+             "|---|---:|" + "---:|" * len(TRAINING_COLUMNS)]
+    for arm, per_seed in arms.items():
+        cells = []
+        for key, _, fmt in TRAINING_COLUMNS:
+            v = [run[key] for run in per_seed.values() if key in run]
+            cells.append(fmt.format(sum(v) / len(v)) if v else "-")
+        lines.append(f"| {arm} | {len(per_seed)} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def task_changes(pair: Pair) -> tuple[dict[str, float], float, float]:
@@ -104,7 +145,8 @@ def _pts(x: SeedInterval | None) -> str:
     return f"**{text}**" if x.excludes_zero() else text
 
 
-def results_markdown(results: list[ArmResult], reference: str, title: str, missing: list[str]) -> str:
+def results_markdown(results: list[ArmResult], reference: str, title: str, missing: list[str],
+                     training: Training | None = None) -> str:
     seeds = sorted({s for r in results for s in r.per_seed})
     lines = [f"# {title}", "",
              f"Held-out pass@1 change (after - before, points) of each arm: the mean over seeds of each "
@@ -119,6 +161,7 @@ def results_markdown(results: list[ArmResult], reference: str, title: str, missi
         per_seed = ", ".join(f"{100 * v:+.1f}" for _, v in sorted(r.per_seed.items()))
         lines.append(f"| {r.arm} | {r.cell} | {100 * r.before:.1f}% | {100 * r.after:.1f}% | {_pts(r.change)} | "
                      f"{'-' if r.arm == reference else _pts(r.versus)} | {r.change.seeds} | {r.tasks} | {per_seed} |")
+    lines += training_markdown(training or {})
     if missing:
         lines += ["", f"Not finished (left out): {', '.join(missing)}. Run the same command again to finish them."]
     return "\n".join(lines) + "\n"
@@ -157,13 +200,14 @@ def write_plot(results: list[ArmResult], path: Path, title: str) -> None:
 
 
 def write_results(out: Path, outcomes: ArmOutcomes, reference: str, missing: list[str],
-                  resamples: int = 10_000) -> list[ArmResult]:
+                  resamples: int = 10_000, training: Training | None = None) -> list[ArmResult]:
     """Analyse and write experiment.md / .json / .png into `out`; returns the results."""
     results = analyse(outcomes, reference, resamples)
     title = f"experiment {Path(out).name}"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "experiment.md").write_text(results_markdown(results, reference, title, missing))
-    payload: dict[str, Any] = {"reference": reference, "missing": missing, "results": [asdict(r) for r in results]}
+    (out / "experiment.md").write_text(results_markdown(results, reference, title, missing, training))
+    payload: dict[str, Any] = {"reference": reference, "missing": missing, "results": [asdict(r) for r in results],
+                               "training": training or {}}
     (out / "experiment.json").write_text(json.dumps(payload, indent=2))
     if results:
         write_plot(results, out / "experiment.png", title)
