@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from harnessrl.rollout.pass_at_k import bootstrap_interval
-from harnessrl.run.seed_bootstrap import (hierarchical_interval, hierarchical_replicates, point_estimate,
-                                          replicate_variance)
+from harnessrl.run.seed_bootstrap import (SeedInterval, hierarchical_interval, hierarchical_replicates,
+                                          point_estimate, replicate_variance)
 
 
 def test_one_seed_is_the_task_level_bootstrap():
@@ -64,3 +64,15 @@ def test_a_seed_without_tasks_is_refused():
         hierarchical_interval([])
     with pytest.raises(ValueError, match="level"):
         hierarchical_interval([[0.1]], level=1.5)
+
+
+def test_a_bound_at_a_rounding_residue_of_zero_does_not_exclude_zero():
+    # the grpo_arms run: coldstart vs grpo came out [2.3e-18, +0.236], an interval that touches 0
+    touching = SeedInterval(mean=0.118, ci95=(2.255e-18, 0.236), seeds=3, tasks=48)
+    assert not touching.excludes_zero()
+    assert not SeedInterval(mean=-0.1, ci95=(-0.2, -1e-17), seeds=3, tasks=48).excludes_zero()
+    assert SeedInterval(mean=0.1, ci95=(0.0208, 0.2), seeds=3, tasks=48).excludes_zero()
+    assert SeedInterval(mean=-0.1, ci95=(-0.2, -0.0208), seeds=3, tasks=48).excludes_zero()
+    # sums of thirds land off 0 in floating point; the interval of an all-zero-difference seed set is 0
+    per_seed = [np.array([1 / 3, -1 / 3, 2 / 3, -2 / 3]) + 0.1 - 0.1] * 3
+    assert not hierarchical_interval(per_seed).excludes_zero()

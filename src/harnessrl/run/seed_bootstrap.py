@@ -26,6 +26,9 @@ import numpy as np
 RESAMPLES = 10_000
 PerSeed = Sequence["Sequence[float] | np.ndarray"]  # one array of task values per seed
 _CHUNK = 4096  # task resamples drawn at once (bounds the memory)
+# a bound this close to 0 is 0: task values are pass-rate differences (multiples of 1/samples), and a
+# replicate mean that is 0 in exact arithmetic comes out as a rounding residue such as 2e-18
+ZERO_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,8 @@ class SeedInterval:
     tasks: int  # task values over all seeds
 
     def excludes_zero(self) -> bool:
-        return self.ci95[0] > 0 or self.ci95[1] < 0
+        """Whether the interval lies wholly on one side of 0 (a bound within rounding of 0 touches it)."""
+        return self.ci95[0] > ZERO_TOLERANCE or self.ci95[1] < -ZERO_TOLERANCE
 
 
 def _arrays(per_seed: PerSeed) -> list[np.ndarray]:
