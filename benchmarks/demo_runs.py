@@ -6,7 +6,7 @@ had a paired 95% interval that excludes 0, then each run's figure. It also print
 time, informative-group fraction and last mismatch KL when the metrics have them. A README figure is
 this table's median and range, never one run.
 
-    .venv/bin/python benchmarks/demo_runs.py RUN_DIR [RUN_DIR ...] [--markdown]
+    .venv/bin/python benchmarks/demo_runs.py RUN_DIR [RUN_DIR ...]
 """
 
 from __future__ import annotations
