@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from harnessrl.run.heldout import held_out_changes  # noqa: E402
+from harnessrl.run.seed_bootstrap import ZERO_TOLERANCE, interval_excludes_zero  # noqa: E402
 from harnessrl.run.transfer import Cell  # noqa: E402
 from harnessrl.store import RunStore  # noqa: E402
 
@@ -44,11 +45,8 @@ def run_facts(run_dir: Path) -> dict[str, float | None]:
             "max_kl": max(kls) if kls else None}
 
 
-EPS = 1e-9  # a change of 1e-16 (float sums of pass rates) is no change
-
-
 def excludes_zero(c: Cell) -> bool:
-    return c.ci95[0] > EPS or c.ci95[1] < -EPS
+    return interval_excludes_zero(c.ci95)
 
 
 def table(runs: dict[str, dict[str, Cell]]) -> list[str]:
@@ -58,7 +56,7 @@ def table(runs: dict[str, dict[str, Cell]]) -> list[str]:
              "|---|---:|---:|---:|---:|---|"]
     for label in labels:
         cells = [cells[label] for cells in runs.values() if label in cells]
-        changes = [0.0 if abs(c.change) < EPS else 100 * c.change for c in cells]
+        changes = [0.0 if abs(c.change) < ZERO_TOLERANCE else 100 * c.change for c in cells]
         lines.append(f"| {label} | {statistics.median(changes):+.1f} | {min(changes):+.1f} to {max(changes):+.1f} "
                      f"| {sum(x > 0 for x in changes)}/{len(cells)} | {sum(excludes_zero(c) for c in cells)}/{len(cells)} "
                      f"| " + ", ".join(f"{100 * c.change:+.1f} [{100 * c.ci95[0]:+.1f}, {100 * c.ci95[1]:+.1f}]"

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from harnessrl.app.main import app
 from harnessrl.engine import make_tiny_model
-from harnessrl.run.experiment_report import run_training, training_markdown
 from harnessrl.run.experiment import (BASELINE, ExperimentError, load_spec, plan_runs, run_experiment,
                                       write_experiment_results)
+from harnessrl.run.experiment_report import run_training, training_markdown
 from harnessrl.run.shared_baseline import BaselineError, adopt_baseline
 from harnessrl.store import RunStore
 from harnessrl.store.records import RolloutRecord

@@ -16,6 +16,8 @@ changes with their intervals and each seed's change as a dot) into the experimen
 from __future__ import annotations
 
 import json
+import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -26,10 +28,12 @@ from harnessrl.run.transfer import Outcomes, before_after
 
 POOLED = "all harnesses · all sets"
 Training = dict[str, dict[int, dict[str, float]]]  # arm -> seed -> run_training(...)
-TRAINING_COLUMNS = (("informative_groups", "informative groups", "{:.0%}"),
-                    ("tokens_trained", "trained tokens / step", "{:,.0f}"),
-                    ("wall_s", "training wall (s)", "{:,.0f}"),
-                    ("mismatch_kl", "max mismatch KL", "{:.4f}"))
+# (step-record key, how a run's steps combine, table header, format)
+TRAINING_COLUMNS: tuple[tuple[str, Callable[[list[float]], float], str, str], ...] = (
+    ("informative_groups", statistics.fmean, "informative groups", "{:.0%}"),
+    ("tokens_trained", statistics.fmean, "trained tokens / step", "{:,.0f}"),
+    ("wall_s", sum, "training wall (s)", "{:,.0f}"),
+    ("mismatch_kl", max, "max mismatch KL", "{:.4f}"))
 Pair = tuple[Outcomes, Outcomes]  # (task -> passes at step 0, task -> passes at the last eval step)
 ArmOutcomes = dict[str, dict[int, dict[str, Pair]]]  # arm -> seed -> cell label -> pair
 
@@ -70,13 +74,7 @@ def run_training(steps: list[tuple[int, dict[str, Any]]]) -> dict[str, float]:
     def values(key: str) -> list[float]:
         return [float(m[key]) for m in rows if isinstance(m.get(key), (int, float))]
 
-    out: dict[str, float] = {}
-    for key, agg in (("informative_groups", "mean"), ("tokens_trained", "mean"), ("wall_s", "sum"),
-                     ("mismatch_kl", "max")):
-        v = values(key)
-        if v:
-            out[key] = sum(v) / len(v) if agg == "mean" else sum(v) if agg == "sum" else max(v)
-    return out
+    return {key: float(combine(v)) for key, combine, _, _ in TRAINING_COLUMNS if (v := values(key))}
 
 
 def training_markdown(training: Training) -> list[str]:
@@ -85,12 +83,13 @@ def training_markdown(training: Training) -> list[str]:
     if not arms:
         return []
     lines = ["", "What each arm's training cost (steps after the baseline eval; each figure the mean over "
-                 "the arm's seeds of the run's mean per step, its summed step wall time with its evals, its largest mismatch KL):",
-             "", "| arm | seeds | " + " | ".join(c[1] for c in TRAINING_COLUMNS) + " |",
+                 "the arm's seeds of the run's mean per step, its summed step wall time with its evals, "
+                 "its largest mismatch KL):",
+             "", "| arm | seeds | " + " | ".join(c[2] for c in TRAINING_COLUMNS) + " |",
              "|---|---:|" + "---:|" * len(TRAINING_COLUMNS)]
     for arm, per_seed in arms.items():
         cells = []
-        for key, _, fmt in TRAINING_COLUMNS:
+        for key, _, _, fmt in TRAINING_COLUMNS:
             v = [run[key] for run in per_seed.values() if key in run]
             cells.append(fmt.format(sum(v) / len(v)) if v else "-")
         lines.append(f"| {arm} | {len(per_seed)} | " + " | ".join(cells) + " |")

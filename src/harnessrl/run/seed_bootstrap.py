@@ -31,6 +31,11 @@ _CHUNK = 4096  # task resamples drawn at once (bounds the memory)
 ZERO_TOLERANCE = 1e-9
 
 
+def interval_excludes_zero(ci95: tuple[float, float]) -> bool:
+    """Whether an interval lies wholly on one side of 0 (a bound within rounding of 0 touches it)."""
+    return ci95[0] > ZERO_TOLERANCE or ci95[1] < -ZERO_TOLERANCE
+
+
 @dataclass(frozen=True)
 class SeedInterval:
     mean: float
@@ -39,8 +44,7 @@ class SeedInterval:
     tasks: int  # task values over all seeds
 
     def excludes_zero(self) -> bool:
-        """Whether the interval lies wholly on one side of 0 (a bound within rounding of 0 touches it)."""
-        return self.ci95[0] > ZERO_TOLERANCE or self.ci95[1] < -ZERO_TOLERANCE
+        return interval_excludes_zero(self.ci95)
 
 
 def _arrays(per_seed: PerSeed) -> list[np.ndarray]:
