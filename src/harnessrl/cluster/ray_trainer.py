@@ -71,9 +71,12 @@ class TrainerActor:
     def tree_values(self, flat: FlatTree) -> np.ndarray:
         return self._trainer().tree_values(flat)
 
-    def named_weights(self) -> list:
-        """The policy's HF-named weights on CPU (a sharded rank > 0: [] after taking part in the gather)."""
-        return [(k, v.detach().cpu()) for k, v in self._trainer().named_weights()]
+    def served_weights(self) -> list:
+        """This rank's half of a weight sync (train/weight_sync.py): the served weights on rank 0,
+        [] on a sharded rank > 0 after taking part in the gather."""
+        from harnessrl.train.weight_sync import rank_served_weights
+
+        return rank_served_weights(self._trainer(), on_cpu=True)
 
     def save_checkpoint(self, run_dir: str, step: int, source_dir: str | None, keep: int) -> str:
         src = Path(source_dir) if source_dir else None
@@ -106,14 +109,14 @@ class RemoteTrainer:
         return ray.get([h.tree_values.remote(ref) for h in self.handles])[0]
 
     def sync_weights(self, engine: Engine, version: int) -> None:
-        """Every rank gathers; rank 0's weights as one ref to every replica (RayEngine), else via here."""
+        """Every rank gathers (train/weight_sync.py); rank 0's served weights go as one object-store
+        ref to an engine that takes refs (RayEngine's replicas), else as tensors via here."""
         import ray
 
-        refs = [h.named_weights.remote() for h in self.handles]
-        if hasattr(engine, "spec"):
-            engine.update_weights(refs[0], version)
-        else:
-            engine.update_weights(list(ray.get(refs[0])), version)
+        from harnessrl.train.weight_sync import send_weights
+
+        refs = [h.served_weights.remote() for h in self.handles]
+        send_weights(engine, refs[0], version)
         ray.get(refs[1:])  # the other ranks' part of the gather (and their errors)
 
     def save_checkpoint(self, run_dir: Path, step: int, source_dir: Path | None, keep: int) -> Path:

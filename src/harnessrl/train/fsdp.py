@@ -33,11 +33,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from harnessrl.train.precision import served_weights
 from harnessrl.train.weights import is_peft
 
 if TYPE_CHECKING:
-    from harnessrl.engine.base import Engine
     from harnessrl.train.batch import TrainBatch
     from harnessrl.train.trainer import Trainer
     from harnessrl.train.update_stats import UpdateStats
@@ -176,14 +174,21 @@ def full_hf_weights(model, keep: bool = True) -> dict[str, torch.Tensor]:
 
 
 class ShardedTrainer:
-    """One rank's `train.protocol.TrainerBackend` when the policy is sharded over `ranks`: every
-    rank makes every call, in the same order (each one runs collectives), and rank 0's results are
-    the run's (stats are summed over ranks already). Nothing falls through to the inner `Trainer`."""
+    """One rank's trainer when the policy is sharded over `ranks`, driven by
+    `cluster.ray_trainer.RemoteTrainer` (the loop's `train.protocol.TrainerBackend`): every rank makes
+    every call, in the same order (each one runs collectives), and rank 0's results are the run's
+    (stats are summed over ranks already). A weight sync is `train.weight_sync.rank_served_weights`
+    on every rank. Nothing falls through to the inner `Trainer`."""
 
     def __init__(self, trainer: Trainer, ranks: Ranks):
         if trainer.ranks is not ranks:
             raise ValueError("ShardedTrainer: build the Trainer with ranks= (the same Ranks)")
         self.trainer, self.ranks = trainer, ranks
+
+    @property
+    def compute_dtype(self) -> torch.dtype | None:
+        """The dtype the policy computes with (a weight sync serves it cast to this: train/weight_sync.py)."""
+        return self.trainer.compute_dtype
 
     def update(self, batch: TrainBatch) -> UpdateStats:
         """Every rank on the same batch: each trains its share of the chunks (`assign_chunks`)."""
@@ -196,14 +201,6 @@ class ShardedTrainer:
         """The policy gathered (every rank takes part): rank 0 gets the plain HF weights, LoRA
         merged, on CPU; the other ranks get []."""
         return list(full_hf_weights(self.trainer.policy, keep=self.ranks.rank == 0).items())
-
-    def sync_weights(self, engine: Engine, version: int) -> None:
-        """Every rank gathers; rank 0 sends the weights the trainer computes with to `engine`
-        (the other ranks' `engine` is not used)."""
-        weights = self.named_weights()
-        if self.ranks.rank == 0:
-            engine.update_weights(list(served_weights(weights, self.trainer.compute_dtype)), version)
-        self.ranks.barrier()
 
     def save_checkpoint(self, run_dir: Path, step: int, source_dir: Path | None, keep: int) -> Path:
         """Every rank gathers the weights and the optimizer state; rank 0 writes the checkpoint

@@ -33,8 +33,9 @@ from harnessrl.train.critic import forest_values
 from harnessrl.train.harness_grads import HarnessGradients, gradient_agreement, harness_pieces
 from harnessrl.train.losses import PPOSettings, policy_loss, value_loss
 from harnessrl.train.packing import PackedChunk, model_attention, pack_forest, token_logprobs
-from harnessrl.train.precision import compute_weights, served_weights
+from harnessrl.train.precision import compute_weights
 from harnessrl.train.update_stats import TokenSums, UpdateStats
+from harnessrl.train.weight_sync import rank_served_weights, send_weights
 from harnessrl.train.weights import is_peft
 
 if TYPE_CHECKING:
@@ -272,8 +273,8 @@ class Trainer:
         return forest_values(self.critic, forest_of_flat(flat), self.token_budget, self.backend)
 
     def sync_weights(self, engine: Engine, version: int) -> None:
-        """The weights the trainer computes with (cast to compute_dtype) into the engine."""
-        engine.update_weights(list(served_weights(self.named_weights(), self.compute_dtype)), version)
+        """The weights the trainer computes with (cast to compute_dtype) into the engine (train/weight_sync.py)."""
+        send_weights(engine, rank_served_weights(self, on_cpu=False), version)
 
     def save_checkpoint(self, run_dir: Path, step: int, source_dir: Path | None, keep: int) -> Path:
         return save_checkpoint(run_dir, step, self.policy, self.state(), source_dir, keep=keep)
