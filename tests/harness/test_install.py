@@ -106,7 +106,7 @@ def test_cli_install_and_list(fake_npm):
     out = runner.invoke(app, ["harness", "list", "--json"])
     assert out.exit_code == 0, out.output
     listed = json.loads(out.stdout)
-    assert set(listed) == set(inst.HARNESS_NAMES) and listed["codex"]["installed"] is False
+    assert set(listed) == set(inst.INSTALLABLE) and listed["codex"]["installed"] is False
     assert listed["codex"]["pinned"] == "0.169.0"
     out = runner.invoke(app, ["harness", "install", "codex"])
     assert out.exit_code == 0, out.output

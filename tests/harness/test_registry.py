@@ -59,7 +59,7 @@ def test_specs_and_install_derive_from_the_registry():
     assert [s.partition("[")[0] for s in specs[:-1]] == list(HARNESS_NAMES)
     assert "builtin" in specs and "claude-code[:profile]" in specs  # one profile: no [:profile]
     # every installable package is a registered harness or one run as `command:` (cline)
-    assert set(inst.HARNESS_NAMES) - set(HARNESS_NAMES) == {"cline"}
+    assert set(inst.INSTALLABLE) - set(HARNESS_NAMES) == {"cline"}
     with pytest.raises(HarnessConfigError, match="whitebox, command"):
         make_harness("nope")
 
@@ -104,3 +104,12 @@ def test_only_overrides_differ_from_the_base():
     assert "check" in overridden["command"] and "bind_proxy" not in overridden["claude-code"]
     assert all("describe" not in o for o in overridden.values())
     assert issubclass(CommandAdapter, LaunchedAdapter)
+
+
+def test_one_harness_names():
+    """HARNESS_NAMES (the adapters) is defined once; the installer's list has its own name."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src" / "harnessrl"
+    defining = {p.relative_to(src).as_posix() for p in src.rglob("*.py") if "\nHARNESS_NAMES =" in p.read_text()}
+    assert defining == {"harness/__init__.py"}

@@ -14,6 +14,8 @@ from typing import Any, Optional
 
 import typer
 
+from harnessrl.app.cli_style import CliApp
+
 
 def _show_step(status: Any, name: str, msg: str) -> None:
     status.update(f"[bold]{name}[/]: {msg}")
@@ -21,7 +23,7 @@ def _show_step(status: Any, name: str, msg: str) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the top-level app."""
-    harness_app = typer.Typer(help="Install and list the real agent harnesses.", no_args_is_help=True)
+    harness_app = CliApp(help="Install and list the real agent harnesses.", no_args_is_help=True)
 
     @harness_app.command("install")
     def install_cmd(
@@ -35,10 +37,10 @@ def register(app: typer.Typer) -> None:
         from harnessrl.harness import install as inst
 
         console = Console(stderr=True)
-        wanted = list(inst.HARNESS_NAMES) if names == ["all"] else names
-        unknown = [n for n in wanted if n not in inst.HARNESS_NAMES]
+        wanted = list(inst.INSTALLABLE) if names == ["all"] else names
+        unknown = [n for n in wanted if n not in inst.INSTALLABLE]
         if unknown:
-            known = ", ".join(inst.HARNESS_NAMES)
+            known = ", ".join(inst.INSTALLABLE)
             console.print(f"[red]unknown harness {', '.join(unknown)}[/]; known: {known}")
             raise typer.Exit(2)
         failed = 0
@@ -64,7 +66,7 @@ def register(app: typer.Typer) -> None:
 
         from harnessrl.harness import install as inst
 
-        infos = [inst.installed_info(n, with_size=True) for n in inst.HARNESS_NAMES]
+        infos = [inst.installed_info(n, with_size=True) for n in inst.INSTALLABLE]
         if as_json:
             typer.echo(json.dumps({i.name: {"installed": i.installed, "version": i.version,
                                             "pinned": inst.package(i.name).version or None,

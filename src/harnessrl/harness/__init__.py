@@ -128,7 +128,7 @@ def start_hint(spec: str) -> str:
     installed by harnessrl, so `harnessrl harness install` would not apply to it: its fix is the
     sandbox's view of the CLI (`ro`) and one scripted try (`harnessrl harness check`)."""
     from harnessrl.harness.command import SHOW_IT_FIX
-    from harnessrl.harness.install import HARNESS_NAMES as INSTALLABLE
+    from harnessrl.harness.install import INSTALLABLE
 
     if is_command(spec):
         return f"a command: harness is yours to install: {SHOW_IT_FIX}"

@@ -54,7 +54,7 @@ PACKAGES: tuple[HarnessPackage, ...] = (
     # no adapter of its own: it runs as a `command:` harness (docs/harnesses.md, "Cline")
     HarnessPackage("cline", "npm", "cline", "3.0.65", "cline", approx_mb=440),
 )
-HARNESS_NAMES = tuple(p.name for p in PACKAGES)
+INSTALLABLE = tuple(p.name for p in PACKAGES)  # what `harnessrl harness install` takes (cline has no adapter)
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def package(name: str) -> HarnessPackage:
     for p in PACKAGES:
         if p.name == name:
             return p
-    raise InstallError(f"unknown harness {name!r}; known: {', '.join(HARNESS_NAMES)}")
+    raise InstallError(f"unknown harness {name!r}; known: {', '.join(INSTALLABLE)}")
 
 
 def cache_dir() -> Path:
