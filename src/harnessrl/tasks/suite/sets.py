@@ -4,6 +4,7 @@ never change):
     builtin:chain[:<split>]            chained tasks (chains.py): train, test, long, unseen, paraphrase
     builtin:office[:<split>]           office families (office.py): train, test, paraphrase, unseen
     builtin:<office family>[:<split>]  one office family, e.g. builtin:region_report:test
+    builtin:<wide|lookup|jobs>[:<split>]  the broad-wording sets (broad.py)
 
 Office splits follow the suite: trained families in train (TRAIN pools, training templates), test
 (TEST pools, training templates) and paraphrase (paraphrase pools and wordings); the never-trained
@@ -59,11 +60,17 @@ def build_office(families: tuple[str, ...] = (), splits: tuple[str, ...] = ()) -
 
 def is_multistep(what: str) -> bool:
     """Whether `builtin:<what>...` names a multi-step set rather than a part of the one-job suite."""
-    return what in ("chain", "office") or what in {f.name for f in OFFICE_FAMILIES}
+    from harnessrl.tasks.suite.broad import BROAD_SETS
+
+    return what in ("chain", "office", *BROAD_SETS) or what in {f.name for f in OFFICE_FAMILIES}
 
 
 def select_multistep(selector: str) -> list[Task]:
+    from harnessrl.tasks.suite.broad import BROAD_SETS, select_broad
+
     parts = selector.split(":")
+    if parts[1] in BROAD_SETS:
+        return select_broad(selector)
     if len(parts) not in (2, 3):
         raise TaskError(f"bad selector {selector!r}; use builtin:chain[:<split>] or builtin:office[:<split>]")
     what, split = parts[1], parts[2] if len(parts) == 3 else None
