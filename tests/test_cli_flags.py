@@ -67,7 +67,7 @@ def test_serving_flags_take_name_default_and_bound_from_the_run_config():
     schema, defaults = RunConfig.model_json_schema(), RunConfig().model_dump()
     signs = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
     root = typer.main.get_command(app)
-    checked = {}
+    checked, metavars = {}, {}
     for command in SERVING_COMMANDS:
         params = {p.name: p for p in root.commands[command].params}
         assert {name for name in FLAG_KEYS if name in params} == COMMAND_FLAGS[command], command
@@ -79,17 +79,26 @@ def test_serving_flags_take_name_default_and_bound_from_the_run_config():
             assert p.opts[0] == "--" + name.replace("_", "-"), (command, name)
             assert p.default is None, (command, name)
             assert p.show_default == f"{key}: {defaults[section][field]}", (command, name, p.show_default)
-            assert (f"Bound: {bound}." in p.help) if bound else ("Bound:" not in p.help), (command, name, p.help)
+            # the bound beside the type, in typer's own range notation (one style for every flag)
+            assert (p.metavar or "").endswith("]") == bool(bound) and "Bound" not in p.help, (command, name)
             allowed = [v for part in [field_schema, *field_schema.get("anyOf", [])] for v in part.get("enum", [])]
+            if (command, name) == ("serve", "engine"):  # serve runs its engine in-process: its own list
+                allowed = [v for v in allowed if not v.endswith("_server")]
             assert all(str(v) in p.help for v in allowed), (command, name, allowed, p.help)  # a Literal's values
             checked[(command, name)] = (bound, p.show_default)
+            metavars[(command, name)] = p.metavar
     assert checked[("rollout", "max_turns")][0] == checked[("eval", "max_turns")][0] == ">= 1"
     assert checked[("serve", "default_temperature")] == checked[("rollout", "default_temperature")]
     assert checked[("serve", "default_temperature")][0] == ">= 0, <= 2"
     assert checked[("eval", "default_top_p")][0] == "> 0, <= 1" and checked[("serve", "max_tokens")][0] == ">= 1"
     assert checked[("serve", "max_model_len")][0] == ">= 16"
+    assert metavars[("serve", "default_temperature")] == "<float> [0<=x<=2]"
+    assert metavars[("eval", "default_top_p")] == "<float> [0<x<=1]" and metavars[("rollout", "timeout")] == "<float> [x>0]"
+    assert metavars[("serve", "max_tokens")] == "<int> [x>=1]" and metavars[("eval", "model")] is None
     serve_engine = {p.name: p for p in root.commands["serve"].params}["engine"].help
-    assert "One of: auto | hf | vllm | vllm_server | sglang_server | scripted." in serve_engine  # generated
+    assert "auto | hf | vllm | scripted" in serve_engine and "vllm_server" not in serve_engine  # one list: its own
+    eval_engine = {p.name: p for p in root.commands["eval"].params}["engine"].help
+    assert eval_engine.count("vllm_server") == 1
     for command in SERVING_COMMANDS:  # the words, not a literal "default": the config's mode applies
         assert checked[(command, "top_p_mode")] == ("", "serve.top_p_mode: default"), command
         assert checked[(command, "engine")] == ("", "engine.type: auto"), command

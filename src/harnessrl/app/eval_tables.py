@@ -67,3 +67,16 @@ def print_sets(result: dict[str, Any], stderr: bool = False) -> None:
     for name, summary in result["sets"].items():
         console.print(summary_table(f"{name}: per family", summary["per_family"]))
     console.print(sets_table(result["per_harness"]))
+
+
+def print_rollouts(summary: dict[str, Any], run_dir: Any) -> None:
+    """The end of `harnessrl rollout`: the per-harness table `eval` prints (pass@1, its 95% interval,
+    mean reward, statuses), then one line with where the rollouts are."""
+    from rich.console import Console
+
+    console = Console()
+    console.print(summary_table("per harness", summary["per_harness"]))
+    statuses = ", ".join(f"{s} {c}" for s, c in sorted(summary["statuses"].items()))
+    console.print(f"{summary['n_rollouts']} rollouts ({statuses}) in {run_dir}: pass@1 {_fmt(summary.get('pass@1'))}, "
+                  f"mean reward {_fmt(summary.get('mean_reward'))}; list them with "
+                  f"[bold]harnessrl calls {run_dir}[/bold]")

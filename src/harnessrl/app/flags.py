@@ -1,7 +1,8 @@
 """The serving flags of `serve`, `rollout` and `eval`, generated from the RunConfig fields they set:
 one name (FLAG_KEYS: the option -> the config key), one default (the field's, shown in --help; the
 option itself defaults to None, so a flag not given keeps the config's value) and one bound (the
-field's own constraint, checked once by RunConfig / ServingPolicy and reported with the flag's name).
+field's own constraint, checked once by RunConfig / ServingPolicy and reported with the flag's name;
+--help shows it beside the type as typer shows its own: `<float> [0<=x<=2]`).
 
     MAX_TURNS = config_option("max_turns", help="Model calls per rollout.")
 
@@ -12,6 +13,7 @@ they serve with.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, Union, get_args, get_origin
 
 import annotated_types
@@ -62,9 +64,32 @@ def bounds(key: str) -> dict[str, float]:
 
 
 def bound_text(key: str) -> str:
-    """The field's bounds as --help shows them ("" when it has none): ">= 0, <= 2"."""
+    """The field's bounds ("" when it has none): ">= 0, <= 2"."""
     signs = {attr: sign for _, attr, sign in _BOUNDS}
     return ", ".join(f"{signs[attr]} {value:g}" for attr, value in bounds(key).items())
+
+
+def range_text(key: str) -> str:
+    """The field's bounds in typer's notation for a number range ("" when it has none): "x>=1",
+    "0<=x<=2", "0<x<=1"."""
+    b = bounds(key)
+    low = next(((b[a], op) for a, op in (("ge", "<="), ("gt", "<")) if a in b), None)
+    high = next(((b[a], op) for a, op in (("le", "<="), ("lt", "<")) if a in b), None)
+    if low and high:
+        return f"{low[0]:g}{low[1]}x{high[1]}{high[0]:g}"
+    if low:
+        return f"x{low[1].replace('<', '>')}{low[0]:g}"
+    return f"x{high[1]}{high[0]:g}" if high else ""
+
+
+def type_label(key: str) -> str:
+    """The field's value type as typer labels it: <int>, <float>, <str>."""
+    ann = config_field(key).annotation
+    parts = get_args(ann) if get_origin(ann) in (Union, type(int | None)) else (ann,)
+    for kind in (int, float):
+        if any(p is kind or getattr(p, "__origin__", None) is kind for p in parts):
+            return f"<{kind.__name__}>"
+    return "<str>"
 
 
 def choices(key: str) -> list[str]:
@@ -84,17 +109,18 @@ def flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def config_option(name: str, *shorts: str, help: str) -> Any:
+def config_option(name: str, *shorts: str, help: str, allowed: Sequence[str] | None = None) -> Any:
     """The typer option of FLAG_KEYS[name]: None unless given; --help names the key, its default and
-    its bound (checked by RunConfig, the error naming this flag)."""
+    its bound (beside the type, `<int> [x>=1]`; checked by RunConfig, the error naming this flag).
+    `allowed`: the values this command takes, when fewer than the field's (listed once, in the help)."""
     key = FLAG_KEYS[name]
     field = config_field(key)
-    bound, allowed = bound_text(key), choices(key)
-    if bound:
-        help = f"{help} Bound: {bound}."
+    bound = range_text(key)
+    allowed = list(allowed) if allowed is not None else choices(key)
     if allowed and not all(v in help for v in allowed if v != "null"):  # unless the text names them
         help = f"{help} One of: {' | '.join(allowed)}."
-    return typer.Option(None, flag_name(name), *shorts, show_default=f"{key}: {field.default}", help=help)
+    return typer.Option(None, flag_name(name), *shorts, show_default=f"{key}: {field.default}", help=help,
+                        metavar=f"{type_label(key)} [{bound}]" if bound else None)
 
 
 # -- the options `serve`, `rollout` and `eval` share ----------------------------------------------
@@ -102,8 +128,9 @@ def config_option(name: str, *shorts: str, help: str) -> Any:
 CONFIG = typer.Option(None, "--config", "-c", help="A run config (YAML): serve as that training run would "
                       "(tool format, max tokens, sampling defaults and modes, engine; rollout/eval: also max "
                       "turns, sandbox, harness options); flags override it.")
-FROM_RUN = typer.Option(None, "--from-run", help="A `harnessrl train` run directory: serve exactly as it "
-                        "trained, from the config it stored; flags override it.")
+FROM_RUN = typer.Option(None, "--from-run", help="A `harnessrl train` run directory: serve its last checkpoint "
+                        "(checkpoints/step_N/policy; --model: other weights) exactly as it trained, from the "
+                        "config it stored; flags override it.")
 MODEL = config_option("model", "-m", help="smollm2-135m-instruct (null) or an HF dir or id, e.g. a run's "
                                           "checkpoints/step_N/policy.")
 TOOL_FORMAT_HELP = (f"{' | '.join(TOOL_FORMATS)}: how the model writes tool calls (null = the chat template's "

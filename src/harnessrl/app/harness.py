@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
             table.add_column(col)
         for i in infos:
             pinned = inst.package(i.name).version or "-"
-            mark = "[green]yes[/]" if i.installed else f"[red]no[/] {i.note}"
+            mark = installed_mark(i.installed, i.note)
             size = f"{i.size_mb:.0f} MB" if i.size_mb else "-"
             table.add_row(i.name, mark, i.version or "-", pinned, size, str(i.path or "-"))
         Console().print(table)
@@ -117,6 +117,13 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
 
     app.add_typer(harness_app, name="harness")
+
+
+def installed_mark(installed: bool, note: str) -> str:
+    """The "installed" cell of `harness list`: yes, no, or no with why ("no (found 1.2, want 1.3)")."""
+    if installed:
+        return "[green]yes[/]"
+    return "[red]no[/]" if note in ("", "not installed") else f"[red]no[/] ({note})"
 
 
 def format_report(report: Any) -> str:

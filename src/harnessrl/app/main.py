@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import importlib
 
-import typer
+from harnessrl.app.cli_style import CliApp
 
-app = typer.Typer(
+app = CliApp(
     name="harnessrl",
     help="RL for LLM agents through real, unmodified agent harnesses.",
     no_args_is_help=True,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
-model_app = typer.Typer(help="Model checkpoints: resolve or build the default model.", no_args_is_help=True)
+from harnessrl.app.cli_style import CliApp
+
+model_app = CliApp(help="Model checkpoints: resolve or build the default model.", no_args_is_help=True)
 
 
 @model_app.command("prepare")

@@ -2,7 +2,7 @@
 
     harnessrl rollout --tasks builtin:train --harness builtin -n 4 --concurrency 4 --run-dir runs/r1
     harnessrl eval --tasks builtin:test --harness builtin -n 4 --engine vllm --json
-    harnessrl eval --from-run runs/demo --model runs/demo/checkpoints/step_000020/policy --tasks builtin:test
+    harnessrl eval --from-run runs/demo --tasks builtin:test      # its last checkpoint, served as it trained
 
 Serving options that are not given come from the run config (`--config` / `--from-run`, else the
 RunConfig defaults), so an eval serves exactly as its training run did.
@@ -230,19 +230,17 @@ def rollout(
     default_top_p: Optional[float] = DEFAULT_TOP_P, temperature_mode: Optional[str] = TEMPERATURE_MODE,
     top_p_mode: Optional[str] = TOP_P_MODE, max_tokens_mode: Optional[str] = MAX_TOKENS_MODE,
 ) -> None:
-    """Run groups of rollouts (task x harness x n) in sandboxes through the proxy; store them."""
-    from rich.console import Console
+    """Run groups of rollouts (task x harness x n) in sandboxes through the proxy; store them. Ends with
+    the pass rate (pass@1, 95% interval) and mean reward per harness, as `eval` reports them."""
+    from harnessrl.app.eval_tables import print_rollouts
+    from harnessrl.rollout.pass_at_k import summarize
 
     flags = ServeFlags.of(locals())
     cfg = _serving_config(flags)
     n = n if n is not None else cfg.loop.n_per_group
     chosen: str | list[Any] = load_sets([tasks], limit)[1] if limit else tasks
-    _, records, run_dir = _execute(chosen, cfg, flags, n, run_dir, step, split="rollout")
-    counts: dict[str, int] = {}
-    for r in records:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    Console().print(f"{len(records)} rollouts in {run_dir}: {counts}; list them with "
-                    f"[bold]harnessrl calls {run_dir}[/bold]")
+    task_list, records, run_dir = _execute(chosen, cfg, flags, n, run_dir, step, split="rollout")
+    print_rollouts(summarize(records, {t.id: t for t in task_list}, (1,)), run_dir)
 
 
 def evaluate(
@@ -252,7 +250,9 @@ def evaluate(
                                                    "(e.g. builtin:test, builtin:paraphrase, builtin:unseen)."),
     n: Optional[int] = typer.Option(None, "-n", "--samples", min=1, show_default="loop.eval_samples",
                                     help="Rollouts per (task, harness) group."),
-    k: List[int] = typer.Option([], "--k", help="Report pass@k for these k (default 1 and n)."),
+    pass_at: List[int] = typer.Option([], "--pass-at-k", help="Report pass@k for this k (repeat for several; "
+                                      "default 1 and --samples)."),
+    k_alias: List[int] = typer.Option([], "--k", hidden=True, help="Deprecated: --pass-at-k."),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", "-d", show_default=RUN_DIR_DEFAULT.format(split="eval"),
                                            help="Run directory (store)."),
     limit: Optional[int] = LIMIT,
@@ -273,9 +273,10 @@ def evaluate(
     flags = ServeFlags.of(locals())
     cfg = _serving_config(flags)
     n = n if n is not None else cfg.loop.eval_samples
+    k = [*pass_at, *k_alias]
     ks = sorted(set(k) | {1, n}) if not k else sorted(set(k) | {1})
     if any(x < 1 or x > n for x in ks):
-        raise typer.BadParameter(f"every --k must be between 1 and -n ({n})")
+        raise typer.BadParameter(f"every --pass-at-k must be between 1 and --samples ({n})")
     if tasks is None and (config is not None or from_run is not None):
         sets, union = run_eval_sets(cfg, from_run, limit)
     else:

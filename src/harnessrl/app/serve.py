@@ -1,7 +1,7 @@
 """Commands of the proxy stage (registered by harnessrl.app.main). Keep top-level imports light.
 
     harnessrl serve --model M --port P --run-dir D [--engine hf|vllm|scripted] [--history exact|rerender]
-    harnessrl serve --from-run runs/demo --model runs/demo/checkpoints/step_000020/policy   # as it trained
+    harnessrl serve --from-run runs/demo       # its last checkpoint, served as it trained (--model: other weights)
     harnessrl calls D [--json] [--rollout R] [--export out.parquet|out.jsonl]
 """
 
@@ -81,7 +81,8 @@ def serve(
     run_dir: Path = typer.Option(Path("runs/serve"), "--run-dir", "-d", help="Run directory for the call store."),
     engine: Optional[str] = config_option("engine", "-e", help=f"Inference backend in this process: "
                                           f"{' | '.join(SERVE_ENGINES)} (auto: vllm when importable, else hf; "
-                                          f"scripted: one fixed reply, no weights)."),
+                                          f"scripted: one fixed reply, no weights).",
+                                          allowed=SERVE_ENGINES),
     config: Optional[Path] = CONFIG,
     from_run: Optional[Path] = FROM_RUN,
     history: str = typer.Option("exact", "--history", help="exact (reuse sampled ids) | rerender (plain template)."),
@@ -112,8 +113,9 @@ def serve(
     scripted_latency_s: float = typer.Option(0.0, "--scripted-latency-s",
                                              help="scripted engine only: seconds per call (stands in for a model)."),
 ) -> None:
-    """Serve a policy over the OpenAI Chat, Anthropic Messages and OpenAI Responses APIs, recording every
-    call; with --config / --from-run, as that training run serves (the flags not given are its)."""
+    """Serve a policy over the OpenAI Chat Completions, OpenAI Responses, Anthropic Messages and Gemini
+    APIs, recording every call; with --config / --from-run, as that training run serves (the flags not
+    given are its); --from-run serves the run's last checkpoint unless --model names other weights."""
     from rich.console import Console
 
     console = Console()
@@ -152,7 +154,7 @@ def serve(
     except ProxyStartError as err:
         console.print(f"[red]error:[/red] {err} (pick another --port)")
         raise typer.Exit(code=2) from None
-    _print_urls(console, server, run_dir)
+    _print_urls(console, server, run_dir, model_dir)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         while True:
@@ -188,16 +190,20 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _print_urls(console: Any, server: Any, run_dir: Path) -> None:
+PROTOCOLS = (("OpenAI Chat Completions", "openai"), ("OpenAI Responses", "responses"),
+             ("Anthropic Messages", "anthropic"), ("Gemini", "gemini"))  # (name, key of base_urls())
+
+
+def _print_urls(console: Any, server: Any, run_dir: Path, weights: Path) -> None:
     from rich.table import Table
 
     urls = server.base_urls()
-    table = Table(title=f"harnessrl proxy: {server.served_model} (any model name is accepted)")
+    console.print(f"[bold]harnessrl proxy[/bold] serving {weights}", soft_wrap=True)
+    table = Table(title="protocols (any model name is accepted)")
     table.add_column("protocol")
     table.add_column("base URL")
-    table.add_row("OpenAI Chat Completions", urls["openai"])
-    table.add_row("Anthropic Messages", urls["anthropic"])
-    table.add_row("OpenAI Responses", urls["responses"])
+    for name, key in PROTOCOLS:
+        table.add_row(name, urls[key])
     console.print(table)
     console.print(f"calls are recorded in {run_dir}; list them with [bold]harnessrl calls {run_dir}[/bold]")
     console.print(f"admin token (POST /admin/rollouts): {server.admin_token}")

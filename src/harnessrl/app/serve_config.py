@@ -1,10 +1,11 @@
 """How `harnessrl rollout` / `eval` / `harness check` serve: an in-process proxy over the engine a
 RunConfig builds (`local_proxy`, started by run/runner_collector.py `start_proxy` as a training run's
 is), and the RunConfig they serve with:
-a config file (`--config`) or a training run's stored config (`--from-run`), else the defaults,
-then every flag that was given (`config_of_flags`: the same, with a bad value a usage error, exit 2).
+a config file (`--config`) or a training run's stored config (`--from-run`, serving the run's last
+checkpoint unless --model names other weights), else the defaults, then every flag that was given
+(`config_of_flags`: the same, with a bad value a usage error, exit 2).
 
-    cfg = serving_config(None, Path("runs/demo"), {"max_turns": 6})   # as runs/demo trained, 6 turns
+    cfg = serving_config(None, Path("runs/demo"), {"max_turns": 6})   # runs/demo's last checkpoint, 6 turns
     with local_proxy(cfg, store) as link:
         run_groups(tasks, harness_specs(cfg, None), n, proxy=link, store=store, ...)
 """
@@ -48,16 +49,32 @@ def stored_config(run_dir: Path) -> dict[str, Any]:
     return data
 
 
+def last_checkpoint_policy(run_dir: Path) -> Path:
+    """The weights of a training run's newest complete checkpoint, RUN/checkpoints/step_N/policy (a
+    plain HF directory; a checkpoint is renamed into place whole, train/checkpoint.py). ConfigError
+    with the fix when the run has none yet."""
+    found = [(int(p.name.split("_")[1]), p / "policy") for p in (run_dir / "checkpoints").glob("step_*")
+             if p.name.split("_")[1].isdigit() and (p / "policy" / "config.json").is_file()]
+    if not found:
+        raise ConfigError(f"{run_dir} has no checkpoint yet (no {run_dir / 'checkpoints'}/step_*/policy): let "
+                          f"`harnessrl train` write one, or pass --model to serve other weights with its settings")
+    return max(found)[1]
+
+
 def serving_config(config: Path | None, from_run: Path | None, flags: Mapping[str, Any]) -> RunConfig:
-    """The RunConfig to serve with: `config` (a YAML file) or `from_run` (a training run's directory)
-    or the defaults, with each flag of FLAG_KEYS that is not None set on top (explicit flags win).
+    """The RunConfig to serve with: `config` (a YAML file) or `from_run` (a training run's directory:
+    its stored config, model.path its last checkpoint unless flags["model"] is given) or the defaults,
+    with each flag of FLAG_KEYS that is not None set on top (explicit flags win).
     `flags["engine"] == "scripted"` is left out (it is no run engine; see `local_proxy`)."""
     if config is not None and from_run is not None:
         raise ConfigError("pass --config FILE or --from-run DIR, not both")
+    stored = stored_config(from_run) if from_run is not None else None  # a dir holding no run is named first
+    if from_run is not None and flags.get("model") is None:
+        flags = {**flags, "model": str(last_checkpoint_policy(from_run))}
     overrides = [f"{FLAG_KEYS[k]}={json.dumps(v)}" for k, v in flags.items()
                  if k in FLAG_KEYS and v is not None and not (k == "engine" and v == SCRIPTED)]
-    if from_run is not None:
-        return build_config(stored_config(from_run), overrides, source=f"the config stored in {from_run}")
+    if stored is not None:
+        return build_config(stored, overrides, source=f"the config stored in {from_run}")
     return load_config(config, overrides)
 
 

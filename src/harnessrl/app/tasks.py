@@ -11,7 +11,9 @@ from typing import Any
 
 import typer
 
-tasks_app = typer.Typer(help="Inspect and validate tasks (built-in suite, ClawGym or native directories).",
+from harnessrl.app.cli_style import CliApp
+
+tasks_app = CliApp(help="Inspect and validate tasks (built-in suite, ClawGym or native directories).",
                         no_args_is_help=True)
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+
+from harnessrl.app.cli_style import CliApp
 from rich.console import Console
 
 from harnessrl.run.sft import SFTOptions
@@ -22,7 +24,7 @@ def register(app: typer.Typer) -> None:
     from harnessrl.app.profile import profile  # the cost budget (run/profile.py)
 
     app.command("profile")(profile)
-    config_app = typer.Typer(help="Run configs: validate YAML files against the RunConfig schema.")
+    config_app = CliApp(help="Run configs: validate YAML files against the RunConfig schema.")
     config_app.command("validate")(validate)
     config_app.command("show")(show)
     app.add_typer(config_app, name="config")

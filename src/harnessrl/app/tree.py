@@ -15,10 +15,11 @@ import typer
 from rich.console import Console
 
 from harnessrl.algo.views import ESTIMATOR_CHOICES, tree_pairs, write_tree_page
+from harnessrl.app.cli_style import CliApp
 from harnessrl.tree.decode import load_decoder
 from harnessrl.tree.decode import run_model as _run_model
 
-tree_app = typer.Typer(help="Prefix trees of recorded groups: terminal/HTML views and sharing stats.",
+tree_app = CliApp(help="Prefix trees of recorded groups: terminal/HTML views and sharing stats.",
                        no_args_is_help=True)
 
 
