@@ -6,7 +6,11 @@ files to write, the argv/env/cwd of the harness and its time limit. Every string
 `@RUN@` (this run's private dir, `$HOME/.harnessrl/<run_id>` of the sandbox, so it is cleaned with
 the sandbox) and env values may hold `@PATH@` (the sandbox's PATH). The launcher
 
-- becomes a child subreaper, so every descendant (even a double-forked daemon) stays its child;
+- becomes a child subreaper, so every descendant (even a double-forked daemon) stays its child,
+  and reaps, as an init process does: every child that exits (the orphans it adopted included) is
+  collected at once (woken by SIGCHLD) while the harness runs, so zombies never pile up against
+  the sandbox's process limit (`max_procs` counts live processes; 1,000 short-lived background
+  jobs of an honest harness end `ok`);
 - starts the harness in a new session with stdin = /dev/null;
 - on the time limit, or when it gets SIGTERM/SIGINT, sends SIGTERM then SIGKILL to every
   descendant and exits 124 (timeout) / 143 (terminated);
@@ -22,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -65,14 +70,42 @@ def descendants(root: int) -> list[int]:
     return out
 
 
-def reap() -> None:
+def reap(harness_pid: int = -1) -> int | None:
+    """Collect every child that has exited (adopted orphans included); returns the harness's exit
+    code (negative: killed by that signal) when it was among them, else None."""
+    code = None
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return code
+        except InterruptedError:
+            continue
         if pid == 0:
-            return
+            return code
+        if pid == harness_pid:
+            code = os.waitstatus_to_exitcode(status)
+
+
+def child_wakeup() -> int:
+    """A pipe's read end that becomes readable when a child exits (SIGCHLD through the signal
+    wakeup fd): the wait loop sleeps on it instead of polling blind."""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w)
+    signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
+    return r
+
+
+def wait_wakeup(fd: int, timeout_s: float) -> None:
+    """Sleep until a signal arrives on the wakeup pipe ``fd`` or ``timeout_s`` passes, then drain it."""
+    try:
+        select.select([fd], [], [], max(0.0, timeout_s))
+        while os.read(fd, 4096):
+            pass
+    except (BlockingIOError, InterruptedError):
+        pass
 
 
 def kill_tree(grace_s: float = 3.0) -> int:
@@ -169,6 +202,7 @@ def main(raw_spec: dict) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    wakeup = child_wakeup()
     env = harness_env(spec.get("env") or {})
     try:
         proc = subprocess.Popen(spec["argv"], env=env, cwd=spec.get("cwd") or None,
@@ -179,7 +213,7 @@ def main(raw_spec: dict) -> int:
     deadline = time.monotonic() + float(spec.get("timeout_s", 3600))
     code = None
     while code is None:
-        code = proc.poll()
+        code = reap(proc.pid)  # the harness and every orphan: no zombie outlives a wakeup
         if code is not None:
             break
         if stopping or time.monotonic() >= deadline:
@@ -188,7 +222,7 @@ def main(raw_spec: dict) -> int:
             print(f"harnessrl launcher: {why}; killed {n} processes", file=sys.stderr, flush=True)
             code = TERM_EXIT if stopping else TIMEOUT_EXIT
             break
-        time.sleep(0.05)
+        wait_wakeup(wakeup, min(0.5, deadline - time.monotonic()))
     left = kill_tree(float(spec.get("grace_s", 3.0)))
     if left:
         print(f"harnessrl launcher: killed {left} leftover processes", file=sys.stderr, flush=True)

@@ -119,6 +119,10 @@ def run_plans(plans: Sequence[GroupPlan], *, proxy: ProxyServer | ProxyLink, sto
         from harnessrl.sandbox.health import preflight
 
         preflight(opts.sandbox_cfg)  # HostUnfit names a broken host
+    from harnessrl.sandbox.base import SandboxConfig
+    from harnessrl.sandbox.health import fit_concurrency  # memory limits that add up (one log line when lowered)
+
+    concurrency = fit_concurrency(concurrency, (opts.sandbox_cfg or SandboxConfig()).memory_mb)
     link = as_proxy_link(proxy)
     adapters = adapters if adapters is not None else make_adapters({p.harness for p in plans},
                                                                     opts.harness_options)

@@ -29,7 +29,9 @@ Contract
   relative to the workspace. ``env`` is added to the sandbox's base env (PATH, HOME, TMPDIR,
   LANG, ``cfg.env``, ``cfg.env_passthrough``); the host environment is not inherited.
   ``stdout_path`` streams stdout to a host file instead of capturing it. Captured output keeps
-  the last ``cfg.max_output_bytes`` bytes. When the command exits, processes it left running
+  the first 64 KiB and the last ``cfg.max_output_bytes`` bytes of each stream; what was dropped
+  between them is noted in the text and counted in ``output_dropped`` (nothing of it reaches the
+  host's disk). When the command exits, processes it left running
   (background jobs, daemons) are killed too, so nothing of the harness touches the workspace
   while the verifier runs; ``keep_background=True`` lets them live until ``destroy`` (bwrap kills
   the call's whole cgroup, daemons included; local only its process group).
@@ -100,6 +102,7 @@ class ProcessResult:
     timed_out: bool
     duration_s: float
     limits_hit: tuple[str, ...] = ()  # bwrap with cgroups: "memory" (OOM kill), "procs" (fork refused)
+    output_dropped: int = 0  # bytes of stdout + stderr dropped from the middle (sandbox/process.py)
 
     @property
     def ok(self) -> bool:
@@ -117,6 +120,7 @@ class SandboxConfig(BaseModel):
     max_procs: int | None = Field(512, gt=0, description="processes/threads at once (cgroup pids)")
     workspace_mb: int = Field(1024, gt=0, description="size of the workspace (tmpfs)")
     scratch_mb: int = Field(1024, gt=0, description="size of /tmp and of HOME, each (tmpfs)")
+    shm_mb: int = Field(64, gt=0, description="bwrap: size of /dev/shm (tmpfs; /dev itself is read-only)")
     workspace_mount: str = "/workspace"
     home: str = "/home/sandbox"
     uid: int = Field(1000, ge=0, description="uid (and gid) inside; 0 gives a root-like user")

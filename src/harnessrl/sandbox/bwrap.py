@@ -69,7 +69,8 @@ from harnessrl.sandbox.cgroups import SandboxCgroups
 from harnessrl.sandbox.netbridge import ProxyBridge, listen_in_netns
 from harnessrl.sandbox.process import base_env, kill_process_group, run_to_completion
 from harnessrl.sandbox.seccomp import SeccompUnavailable, cached_filter
-from harnessrl.sandbox.tarcopy import COPY_IN, COPY_OUT, archive_cap_mb, check_archive, pack, unpack_archive
+from harnessrl.sandbox.snapshot import write_archive
+from harnessrl.sandbox.tarcopy import COPY_IN, archive_cap_mb, check_archive, pack, unpack_archive
 from harnessrl.sandbox.treeops import TreeBudget, TreeLimits, WorkspaceLimitExceeded, copy_tree, remove_tree
 from harnessrl.sandbox.treeops import sweep_dead_owners
 
@@ -203,6 +204,7 @@ class BwrapSandbox(Sandbox):
         self._proc: subprocess.Popen | None = None
         self._keeper_w = -1
         self._active_runs = 0
+        self._busy_leaves: set[str] = set()  # cgroup leaves of the runs in progress
         self._ns_pid = -1
         self._pidfd = -1
         self._ns_fds: dict[str, int] = {}  # held open: run() enters through these, never by pid
@@ -446,11 +448,13 @@ class BwrapSandbox(Sandbox):
             self._runs += 1
             self._active_runs += 1
             leaf = f"run-{self._runs}"
+            self._busy_leaves.add(leaf)
         try:
             return self._run(argv, leaf, **kw)
         finally:
             with self._lock:
                 self._active_runs -= 1
+                self._busy_leaves.discard(leaf)
                 release = self._closed and self._active_runs == 0
             if release:
                 self._close_ns_fds()
@@ -482,7 +486,12 @@ class BwrapSandbox(Sandbox):
                 cgroups.kill_leaf(leaf)
             kill_process_group(proc)
 
-        started: list[subprocess.Popen] = []
+        def end_leftovers(proc: subprocess.Popen) -> None:  # what the command left running goes too
+            if cgroups is not None:
+                cgroups.kill_leaf(leaf)
+            else:
+                kill_process_group(proc)
+
         before = cgroups.limit_events(leaf) if cgroups else {}
         try:
             result = run_to_completion(
@@ -498,13 +507,8 @@ class BwrapSandbox(Sandbox):
                 tmp_dir=str(self._root),
                 kill_tree=kill_tree,
                 pass_fds=(*fds.values(), *extra_fds),
-                on_start=started.append,
+                after_exit=None if keep_background else end_leftovers,
             )
-            if not keep_background and started:  # what the command left running goes too
-                if cgroups is not None:
-                    cgroups.kill_leaf(leaf)
-                else:
-                    kill_process_group(started[0])
             return self._note_limits(result, before, leaf)
         finally:
             if cgroups is not None:
@@ -552,13 +556,35 @@ class BwrapSandbox(Sandbox):
                 log.warning("copy_out left %s", why)
 
     def _copy_out(self, src: str, dest: Path, tmp: Path, budget: TreeBudget) -> None:
+        """This process archives the tree itself (snapshot.py): nothing inside runs for a copy-out,
+        so a program the agent planted (an image's /bin/sh or tar) never runs after its harness."""
         tar_path, cap_mb = tmp / "out.tar", archive_cap_mb(budget)
-        left = max(1.0, budget.deadline - time.monotonic())
-        res = self._run_tracked(["sh", "-c", COPY_OUT, "sh", src], stdout_path=tar_path, timeout_s=left,
-                                fsize_mb=cap_mb)
-        check_archive(tar_path, cap_mb, res.timed_out, left)
-        failure = "" if res.ok else f"copy_out {src} failed: {res.stderr.strip()[-500:]}"
-        unpack_archive(tar_path, tmp / "x", dest, posixpath.basename(src), budget, failure)
+        with self._lock:
+            self._check_open()
+            root_fd = os.dup(self._ns_fds["root"])
+        try:
+            self.end_runs(max(0.1, budget.deadline - time.monotonic()))
+            with open(tar_path, "wb") as out:
+                write_archive(root_fd, src, out, TreeBudget(budget.limits, deadline=budget.deadline))
+        finally:
+            os.close(root_fd)
+        check_archive(tar_path, cap_mb, False, budget.limits.deadline_s)
+        unpack_archive(tar_path, tmp / "x", dest, posixpath.basename(src), budget)
+
+    def end_runs(self, timeout_s: float) -> None:
+        """Kill every process left by a finished run (``keep_background`` daemons), so a copy-out is
+        a snapshot no process of the rollout still writes to; runs in progress are left alone.
+        WorkspaceLimitExceeded("time") when they are not all gone within ``timeout_s``. Without
+        cgroups each run's process group was killed when it ended (``local``-like, weaker)."""
+        if self._cgroups is None:
+            return
+        with self._lock:
+            busy = set(self._busy_leaves)
+        rounds = max(1, int(timeout_s / 0.002))
+        for leaf in sorted(p.name for p in self._cgroups.pids_dir.glob("run-*")):
+            if leaf not in busy and not self._cgroups.kill_leaf(leaf, rounds):
+                raise WorkspaceLimitExceeded("time", f"processes of {leaf} still ran {timeout_s:.0f} s "
+                                             "after they were killed: no snapshot")
 
     def destroy(self) -> None:
         with self._lock:

@@ -5,8 +5,11 @@ Visible inside (everything else is absent):
   read-only binds); ``/etc`` is a read-only copy of a curated part of the host's (loader, TLS
   certificates, time zone, alternatives, ...) plus generated ``passwd``/``group``/``hosts``/
   ``hostname``; NOT shadow files, ssl/private, the host's resolv.conf, or the rest of /etc.
-- private ``/proc`` (pid namespace), minimal ``/dev``, tmpfs ``/tmp`` and HOME (``scratch_mb``
-  each) and the workspace, a tmpfs of ``workspace_mb`` at ``cfg.workspace_mount``.
+- private ``/proc`` (pid namespace), minimal ``/dev`` (read-only), tmpfs ``/tmp`` and HOME
+  (``scratch_mb`` each), ``/dev/shm`` (``shm_mb``) and the workspace, a tmpfs of ``workspace_mb``
+  at ``cfg.workspace_mount``. These are the only writable paths (plus ``/dev/pts``, a pty's
+  node; on an image, its writable layer of ``scratch_mb`` at ``/``); every tmpfs page also counts
+  against ``memory_mb``.
 - with ``cfg.python``: this interpreter read-only at its own path — the venv (``sys.prefix``,
   e.g. /work/main/.venv, only that directory, not the checkout around it) and its base
   installation (``sys.base_prefix``); the venv's ``bin`` comes first on PATH, so ``python`` and
@@ -219,7 +222,9 @@ def bwrap_argv(
         args += rootfs.root_args(cfg, stage.get(cfg.rootfs, cfg.rootfs), etc, ro)
     else:
         args += _system_args() + ro(str(sandbox_etc(cfg)), "/etc")
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    # /dev: bwrap's own tmpfs (sized at half the host's RAM) is read-only once built, with a
+    # tmpfs of shm_mb at /dev/shm (POSIX shared memory, semaphores)
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(cfg.shm_mb << 20), "--tmpfs", "/dev/shm"]
     for knob in PROC_READ_ONLY:
         if os.path.exists(f"/proc/{knob}"):
             args += ["--ro-bind", f"/proc/{knob}", f"/proc/{knob}"]
@@ -228,6 +233,7 @@ def bwrap_argv(
     for host, inner in _ro_binds(cfg):
         args += ro(host, inner)
     args += [] if cfg.rootfs is not None else ["--remount-ro", "/"]  # a rootfs's layer stays writable
+    args += ["--remount-ro", "/dev"]  # that mount only: /dev/shm and /dev/pts are mounts of their own
     args += ["--remount-ro", "/proc"] if cfg.read_only_proc else []
     args += ["--chdir", cfg.workspace_mount]
     return args + (["--as-pid-1"] if as_pid_1 else []) + ["--", *init]

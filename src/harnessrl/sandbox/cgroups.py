@@ -198,8 +198,8 @@ class SandboxCgroups:
             for pid in pids:
                 _write(procs, str(pid))
 
-    def kill_leaf(self, leaf: str) -> bool:
-        return kill_cgroup(self.pids_dir / leaf)
+    def kill_leaf(self, leaf: str, rounds: int = 400) -> bool:
+        return kill_cgroup(self.pids_dir / leaf, rounds)
 
     def remove_leaf(self, leaf: str) -> None:
         """Remove an emptied leaf (a leaf with daemons left in it stays until destroy)."""

@@ -12,6 +12,9 @@ on the machine; the runner then blamed the harness install. This check names the
   skipped from then on, and named in a warning here (``stale_scratch_dirs``), never a crash.
 
 Both raise HostUnfit (a SandboxUnavailable) whose message says what is wrong and how to fix it.
+
+- ``fit_concurrency(concurrency, memory_mb)``: how many sandboxes may run at once so that their
+  memory limits add up to no more than the host's memory; lowered with one log line saying why.
 """
 
 from __future__ import annotations
@@ -87,3 +90,25 @@ def stale_scratch_dirs(tmp: Path) -> list[str]:
         return sorted(str(p) for p in tmp.glob(STALE_PREFIX + "*"))
     except OSError:
         return []
+
+
+def host_memory_mib() -> int:
+    """The host's physical memory in MiB (0 when the system does not say)."""
+    try:
+        return (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) >> 20
+    except (ValueError, OSError):
+        return 0
+
+
+def fit_concurrency(concurrency: int, memory_mb: int | None, host_mib: int | None = None) -> int:
+    """``concurrency``, or fewer when ``memory_mb`` x ``concurrency`` (each sandbox's memory limit,
+    tmpfs pages included) exceeds the host's memory ``host_mib`` (default: this host's): then the
+    most that fit, at least 1, with one warning naming the numbers. No limit (None): unchanged."""
+    host = host_memory_mib() if host_mib is None else host_mib
+    if not memory_mb or host <= 0 or memory_mb * concurrency <= host:
+        return concurrency
+    fits = max(1, host // memory_mb)
+    log.warning("concurrency lowered from %d to %d: %d sandboxes x memory_mb %d MiB = %d MiB exceed this "
+                "host's %d MiB of memory (lower sandbox memory_mb to run more at once)",
+                concurrency, fits, concurrency, memory_mb, concurrency * memory_mb, host)
+    return fits

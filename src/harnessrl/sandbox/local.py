@@ -193,11 +193,8 @@ class LocalSandbox(Sandbox):
                 "unshare", "--user", f"--map-user={os.geteuid()}", f"--map-group={os.getegid()}", "--"]
             cmd = [*self._unshare, "sh", "-c", BIND, "sh", str(self._root), str(self._inner_root), workdir,
                    *nested, *cmd]
-        started: list[subprocess.Popen[bytes]] = []
-
         def on_start(proc: subprocess.Popen[bytes]) -> None:
             pgids.add(proc.pid)
-            started.append(proc)
 
         try:
             result = run_to_completion(
@@ -211,11 +208,10 @@ class LocalSandbox(Sandbox):
                 tmp_dir=str(self._root),
                 kill_tree=kill,
                 on_start=on_start,
+                after_exit=None if keep_background else kill,  # best effort: its process group only
             )
         except FileNotFoundError as e:
             return ProcessResult(127, "", f"{e}\n", False, 0.0)
-        if not keep_background and started:  # best effort: its process group only
-            kill(started[0])
         return result
 
     def _host_path(self, inner: str) -> str:

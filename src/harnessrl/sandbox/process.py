@@ -1,7 +1,10 @@
-"""Run one host command to completion with a timeout, output in files, and tree kill.
+"""Run one host command to completion with a timeout, bounded output capture, and tree kill.
 
-Shared by the backends: stdin and the captured stdout/stderr go through temporary files (no
-pipe deadlocks, no unbounded memory); the caller decides how a process tree is killed.
+Shared by the backends: stdin goes through a temporary file; stdout and stderr go through pipes,
+each drained by a thread of its own (no pipe deadlocks) that keeps the first ``head_bytes(max)``
+and the last ``max_output_bytes`` and drops the middle, noting how much in the text (a harness
+that prints 3 GB costs the host 8 MiB per stream, not a 1 GiB file in /tmp). ``stdout_path``
+(a tar stream, say) still goes to a file. The caller decides how a process tree is killed.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,11 +47,75 @@ def kill_process_group(proc: subprocess.Popen) -> None:
         pass
 
 
+DRAIN_WAIT_S = 2.0  # after the command exits, how long its output may take to arrive (a daemon may hold the pipe)
+DROPPED_NOTE = "\n[harnessrl sandbox: {n} bytes of output dropped here]\n"
+
+
 def read_tail(f: BinaryIO, max_bytes: int) -> str:
     f.seek(0, os.SEEK_END)
     size = f.tell()
     f.seek(max(0, size - max_bytes))
     return f.read().decode("utf-8", errors="replace")
+
+
+def head_bytes(max_output_bytes: int) -> int:
+    """How much of the start of a stream is kept beside its last ``max_output_bytes``."""
+    return min(64 << 10, max_output_bytes // 8)
+
+
+class BoundedCapture:
+    """Drains a pipe's read end in a daemon thread, keeping its first ``head`` and last ``tail``
+    bytes; memory stays under head + 2 x tail whatever the writer sends."""
+
+    def __init__(self, fd: int, head: int, tail: int) -> None:
+        self._fd, self._head_max, self._tail_max = fd, head, tail
+        self._head, self._tail = bytearray(), bytearray()
+        self.total = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._drain, name="sandbox-output", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                chunk = os.read(self._fd, 1 << 16)
+                if not chunk:
+                    return
+                with self._lock:
+                    self._add(chunk)
+        except OSError:
+            return
+        finally:
+            os.close(self._fd)
+
+    def _add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self._head_max - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        self._tail += chunk
+        if len(self._tail) > 2 * self._tail_max:
+            del self._tail[: len(self._tail) - self._tail_max]
+
+    def result(self, wait_s: float) -> tuple[str, int]:
+        """(the kept text, bytes dropped), once the writer closed the pipe or ``wait_s`` passed
+        (then what arrived so far; the thread drains on until the last writer is gone)."""
+        self._thread.join(wait_s)
+        with self._lock:
+            tail = bytes(self._tail[-self._tail_max :]) if self._tail_max else b""
+            head = bytes(self._head)
+            dropped = self.total - len(head) - len(tail)
+        text = head.decode("utf-8", errors="replace")
+        if dropped:
+            text += DROPPED_NOTE.format(n=dropped)
+        return text + tail.decode("utf-8", errors="replace"), dropped
+
+
+def _capture(max_output_bytes: int) -> tuple[int, BoundedCapture]:
+    """(a pipe's write end for the child, the capture reading its other end)."""
+    r, w = os.pipe()
+    return w, BoundedCapture(r, head_bytes(max_output_bytes), max_output_bytes)
 
 
 def run_to_completion(
@@ -62,9 +130,12 @@ def run_to_completion(
     tmp_dir: str | None = None,
     kill_tree: Callable[[subprocess.Popen], None] = kill_process_group,
     on_start: Callable[[subprocess.Popen], None] | None = None,
+    after_exit: Callable[[subprocess.Popen], None] | None = None,
     pass_fds: tuple[int, ...] = (),
 ) -> ProcessResult:
-    """Start ``cmd`` in a new session, wait up to ``timeout_s``, kill its tree on timeout."""
+    """Start ``cmd`` in a new session, wait up to ``timeout_s``, kill its tree on timeout.
+    ``after_exit(proc)`` runs once it ended, before its output is collected (kill what it left
+    running there: they hold its pipes)."""
     with contextlib.ExitStack() as stack:
         in_f: BinaryIO | int = subprocess.DEVNULL
         if isinstance(stdin, (str, bytes)):
@@ -74,24 +145,31 @@ def run_to_completion(
             in_f = staged
         elif stdin is not None:
             in_f = stdin
-        out_f: BinaryIO
+        out_w: BinaryIO | int
+        captures: list[BoundedCapture] = []
         if stdout_path is not None:
-            out_f = stack.enter_context(open(stdout_path, "wb"))
+            out_w = stack.enter_context(open(stdout_path, "wb"))
         else:
-            out_f = stack.enter_context(tempfile.TemporaryFile(dir=tmp_dir))
-        err_f = stack.enter_context(tempfile.TemporaryFile(dir=tmp_dir))
+            out_w, cap = _capture(max_output_bytes)
+            captures.append(cap)
+        err_w, err_cap = _capture(max_output_bytes)
         timed_out = False
         t0 = time.monotonic()
-        proc = subprocess.Popen(
-            cmd,
-            env=env,
-            cwd=cwd,
-            stdin=in_f,
-            stdout=out_f,
-            stderr=err_f,
-            start_new_session=True,
-            pass_fds=pass_fds,
-        )
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                env=env,
+                cwd=cwd,
+                stdin=in_f,
+                stdout=out_w,
+                stderr=err_w,
+                start_new_session=True,
+                pass_fds=pass_fds,
+            )
+        finally:  # the child holds its copies; the captures see EOF once every writer is gone
+            for w in (out_w, err_w):
+                if isinstance(w, int):
+                    os.close(w)
         if on_start is not None:
             on_start(proc)
         try:
@@ -101,6 +179,8 @@ def run_to_completion(
             kill_tree(proc)
             rc = proc.wait()
         duration = time.monotonic() - t0
-        stdout = "" if stdout_path is not None else read_tail(out_f, max_output_bytes)
-        stderr = read_tail(err_f, max_output_bytes)
-    return ProcessResult(rc, stdout, stderr, timed_out, duration)
+        if after_exit is not None:
+            after_exit(proc)
+        stdout, dropped = captures[0].result(DRAIN_WAIT_S) if captures else ("", 0)
+        stderr, err_dropped = err_cap.result(DRAIN_WAIT_S)
+    return ProcessResult(rc, stdout, stderr, timed_out, duration, output_dropped=dropped + err_dropped)
