@@ -38,6 +38,7 @@ Errors are defined next to the code that raises them; this module only holds the
     ├── ProxyLinkError         rollout/proxy_link.py a running proxy cannot be reached or refused
     ├── RolloutsFailed         rollout/jobs.py       every rollout of a batch failed before calling the model
     ├── SFTDataError           run/sft_data.py       no usable SFT data: no passing rollout, mixed tokenizers
+    ├── ReferencePolicyError   run/sft_reference.py the reference policy cannot serve these tasks (format, no solution)
     ├── TransferError          run/transfer.py       a run holds no before/after eval to compare
     ├── ExperimentError        run/experiment.py     an experiment file, arm or seed list is invalid
     ├── BaselineError          run/shared_baseline.py a shared baseline eval cannot serve a run

@@ -16,7 +16,7 @@ app = CliApp(
 )
 
 # Command modules of harnessrl.app, in the order their commands appear in --help.
-_COMMANDS = ("model", "serve", "harness", "tasks", "rollout", "tree", "train")
+_COMMANDS = ("model", "serve", "harness", "tasks", "rollout", "demos", "tree", "train")
 
 for _name in _COMMANDS:
     importlib.import_module(f"harnessrl.app.{_name}").register(app)

@@ -1,0 +1,83 @@
+"""Reference demonstrations through the harness (a cold start): the reference policy
+(run/sft_reference.py) served by the scripted engine behind the run's own proxy drives the
+unmodified harnesses in their sandboxes on the given tasks; the proxy records every call as it
+records a model's, the verifier scores each rollout, and `harnessrl sft RUN_DIR` trains on the
+passing ones (rejection sampling, run/sft_data.py).
+
+    result = collect_demos(cfg, tasks, ["claude-code:tiny"], run_dir=Path("runs/demos"))
+    # then: harnessrl sft runs/demos --out runs/demos-sft; train model.path=runs/demos-sft/policy
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from harnessrl.run.sft_reference import reference_plan, reference_script
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    run_dir: str
+    rollouts: int
+    passed: int
+    statuses: dict[str, int]
+    passed_by_harness: dict[str, int] = field(default_factory=dict)
+    failed_tasks: list[str] = field(default_factory=list)  # (harness, task) pairs the reference did not pass
+
+
+@contextlib.contextmanager
+def reference_proxy(cfg: Any, store: Any, tasks: list[Any], shell_overrides: tuple[Any, ...] = ()) -> Iterator[Any]:
+    """A started proxy serving as `cfg` does (renderer of render.tool_format, serving policy), over
+    the scripted engine of the reference policy for `tasks`. Only the tokenizer of `cfg`'s model is
+    read, never its weights."""
+    from harnessrl.engine import make_engine
+    from harnessrl.engine.factory import EngineConfig
+    from harnessrl.engine.model import resolve_model, smollm2_tokenizer_dir
+    from harnessrl.render.renderer import Renderer
+    from harnessrl.rollout.proxy_link import LocalProxy
+    from harnessrl.run.runner_collector import start_proxy
+
+    reference_plan(tasks, cfg.render.tool_format)  # refuses before anything starts
+    model_dir = Path(smollm2_tokenizer_dir() if cfg.model.path is None else resolve_model(cfg.model.path))
+    renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format, shell_overrides=shell_overrides)
+    engine = make_engine(EngineConfig(type="scripted", model=str(model_dir), max_model_len=cfg.engine.max_model_len,
+                                      script=reference_script(renderer, tasks, cfg.render.tool_format),
+                                      eos_ids=tuple(renderer.stop_ids)))
+    server = None
+    try:
+        server = start_proxy(cfg, engine, store, renderer)
+        yield LocalProxy(server)
+    finally:
+        if server is not None:
+            server.stop()
+        engine.close()
+
+
+def collect_demos(cfg: Any, tasks: list[Any], specs: list[str], run_dir: Path, n: int = 1,
+                  harness_options: dict[str, dict[str, Any]] | None = None, progress: bool = True) -> DemoResult:
+    """Run every task x harness (n rollouts each) under the reference policy, stored in `run_dir`
+    with split "demo"; returns what passed. The reference policy is deterministic: n > 1 repeats
+    the same rollout unless the harness itself varies."""
+    from harnessrl.harness.command import shell_tool_overrides
+    from harnessrl.rollout.jobs import run_groups
+    from harnessrl.sandbox.base import SandboxConfig
+    from harnessrl.store import RunStore
+
+    options = harness_options or {}
+    sandbox_cfg = SandboxConfig(type=cfg.sandbox.type, host_uid=cfg.sandbox.host_uid)
+    with RunStore(run_dir) as store:
+        with reference_proxy(cfg, store, tasks, shell_tool_overrides(specs, options)) as link:
+            records = run_groups(tasks, specs, n, proxy=link, store=store, sandbox_cfg=sandbox_cfg,
+                                 concurrency=cfg.loop.concurrency, max_turns=cfg.loop.max_turns,
+                                 harness_timeout_s=cfg.loop.rollout_timeout_s, harness_options=options,
+                                 split="demo", progress=progress)
+    by_id = {t.id: t for t in tasks}
+    passed = [r for r in records if r.status == "ok" and by_id[r.task_id].passed(r.reward)]
+    won = {(r.harness, r.task_id) for r in passed}
+    return DemoResult(str(run_dir), len(records), len(passed), dict(Counter(r.status for r in records)),
+                      dict(Counter(r.harness for r in passed)),
+                      sorted({f"{r.harness}:{r.task_id}" for r in records if (r.harness, r.task_id) not in won}))
