@@ -15,7 +15,7 @@ CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"
 
 def test_every_shipped_config_validates_via_cli():
     assert any(p.name == "demo.yaml" for p in CONFIGS)
-    res = CliRunner().invoke(app, ["config", "validate", *map(str, CONFIGS)])
+    res = CliRunner().invoke(app, ["config", "validate", "--schema-only", *map(str, CONFIGS)])
     assert res.exit_code == 0, res.output
     assert res.output.count("ok") == len(CONFIGS)
 

@@ -93,7 +93,10 @@ def config_of_flags(config: Path | None, from_run: Path | None, flags: Mapping[s
         message = str(err)
         for name, key in FLAG_KEYS.items():
             given = f" {flags[name]}" if flags.get(name) is not None else ""
+            if given:  # a flag is an override of the config: named as the flag
+                message = message.replace(f"{key}={json.dumps(flags[name])}", f"{flag_name(name)}{given}")
             message = message.replace(f"{key}:", f"{key} ({flag_name(name)}{given}):")
+        message = message.removeprefix("override ") if message.startswith("override --") else message
         typer.echo(f"error: {message}", err=True)
         raise typer.Exit(code=2) from None
 

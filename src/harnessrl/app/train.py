@@ -33,11 +33,17 @@ def register(app: typer.Typer) -> None:
 def train(
     config: Path = typer.Option(None, "--config", "-c", help="YAML run config (configs/*.yaml)"),
     overrides: list[str] = typer.Argument(None, help="dotted key=value overrides, e.g. loop.steps=3"),
-    resume: bool = typer.Option(False, "--resume", help="continue the run in output.run_dir after a crash"),
+    resume: bool = typer.Option(False, "--resume", help="continue the run in output.run_dir (after a crash, or with "
+                                                        "a higher loop.steps)"),
+    allow_change: list[str] = typer.Option(None, "--allow-change", metavar="KEY",
+                                           help="with --resume: continue although KEY (e.g. optimizer.lr) differs "
+                                                "from the run's stored config; the change is recorded in the run. "
+                                                "Repeat for several."),
     verbose: bool = typer.Option(False, "--verbose", "-v",
                                  help="library output (vLLM, transformers, harnesses) here, not in run.log"),
 ) -> None:
-    """Run RL training: rollouts -> trees -> advantages -> tree-packed update -> weight sync."""
+    """Run RL training: rollouts -> trees -> advantages -> tree-packed update -> weight sync. The config is
+    checked first (`harnessrl config validate`): nothing is created when it would fail."""
     from harnessrl.run.config import ConfigError, load_config
 
     console = Console()
@@ -46,6 +52,16 @@ def train(
     except ConfigError as err:
         console.print(f"[red]config error:[/red] {err}")
         raise typer.Exit(2) from None
+    if allow_change and not resume:
+        console.print("[red]error:[/red] --allow-change applies to a resumed run: add --resume")
+        raise typer.Exit(2)
+    plan = resume_plan(cfg, allow_change or [], console) if resume else None
+    if plan is not None and plan.complete:
+        console.print(plan.complete)
+        raise typer.Exit(0)
+    refuse_problems(cfg, console)
+    if plan is not None:
+        record_resume(Path(cfg.output.run_dir), plan, console)
     import signal
 
     from harnessrl.rollout.jobs import RolloutsFailed
@@ -65,6 +81,38 @@ def train(
         console.print("[yellow]stopped[/yellow]; continue with --resume (the last recorded step is kept)")
         raise typer.Exit(130) from None
     console.print(f"[green]done[/green] open {result.report.with_suffix('.html')} in a browser")
+
+
+def resume_plan(cfg, allowed: list[str], console: Console):
+    """The resume of cfg's run (run/resume.py plan_resume); a refusal is one line with the fix, exit 2."""
+    from harnessrl.run.resume import ResumeRefused, plan_resume
+
+    try:
+        return plan_resume(cfg, allowed)
+    except ResumeRefused as err:
+        console.print(f"[red]resume refused:[/red] {err}", soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def refuse_problems(cfg, console: Console) -> None:
+    """Exit 2 with one line per problem when train would fail on this machine (run/preflight.py)."""
+    from harnessrl.run.preflight import run_problems
+
+    problems = run_problems(cfg)
+    for problem in problems:
+        console.print(f"[red]config error:[/red] {problem}", soft_wrap=True)
+    if problems:
+        raise typer.Exit(2)
+
+
+def record_resume(run_dir: Path, plan, console: Console) -> None:
+    """Record the allowed changes of this resume in the run and say them."""
+    from harnessrl.run.resume import CHANGES_KEY, next_attempt_number, record_changes
+
+    record_changes(run_dir, plan.changes, next_attempt_number(run_dir))
+    for change in plan.changes:
+        console.print(f"[yellow]resuming with a changed setting:[/yellow] {change} (recorded in the run's "
+                      f"meta {CHANGES_KEY})", soft_wrap=True)
 
 
 def sft(
@@ -178,19 +226,38 @@ def experiment(
         raise typer.Exit(1)
 
 
-def validate(files: list[Path] = typer.Argument(..., help="config files to check")) -> None:
-    """Validate run configs; exits 1 when any file is invalid."""
-    from harnessrl.run.config import validate_files
+def validate(
+    args: list[str] = typer.Argument(None, metavar="FILES_AND_OVERRIDES",
+                                     help="config files to check, and key=value overrides applied to each (none: "
+                                          "the defaults)"),
+    schema_only: bool = typer.Option(False, "--schema-only",
+                                     help="only the RunConfig schema, not what train checks on this machine "
+                                          "(harnesses and their installs, model, task paths, engine, sandbox)"),
+) -> None:
+    """Check run configs as `train` would before it creates anything; exits 1 when any is invalid."""
+    import textwrap
+
+    from harnessrl.run.config import ConfigError, load_config
+    from harnessrl.run.preflight import run_problems
 
     console = Console()
-    results = validate_files([str(f) for f in files])
+    overrides = [a for a in args or [] if "=" in a]
+    files: list[Path | None] = [Path(a) for a in args or [] if "=" not in a] or [None]
     bad = 0
-    for path, msg in results.items():
-        if msg == "ok":
-            console.print(f"[green]ok[/green]   {path}")
-        else:
+    for path in files:
+        name = str(path or "defaults") + (f" {' '.join(overrides)}" if overrides else "")
+        try:
+            cfg = load_config(path, overrides)
+            problems = [] if schema_only else run_problems(cfg)
+        except ConfigError as err:
+            problems = [str(err)]
+        if problems:
             bad += 1
-            console.print(f"[red]FAIL[/red] {msg}")
+            console.print(f"[red]FAIL[/red] {name}", soft_wrap=True)
+            for problem in problems:
+                console.print(textwrap.indent(problem, "  "), soft_wrap=True, highlight=False, markup=False)
+        else:
+            console.print(f"[green]ok[/green]   {name}", soft_wrap=True)
     raise typer.Exit(1 if bad else 0)
 
 

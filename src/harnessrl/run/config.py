@@ -16,10 +16,11 @@ refused with the fix (`REFUSED_KEYS`).
 from __future__ import annotations
 
 import copy
+import difflib
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -421,7 +422,11 @@ def apply_override(data: dict, dotted: str) -> None:
     if "=" not in dotted:
         raise ConfigError(f"override {dotted!r} must look like key.sub=value")
     key, raw = dotted.split("=", 1)
-    value = yaml.safe_load(raw) if raw != "" else None
+    try:
+        value = yaml.safe_load(raw) if raw != "" else None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"override {dotted!r}: the value is not valid YAML ({getattr(err, 'problem', err)}); "
+                          "quote it for the shell, e.g. 'harnesses=[{name: builtin}]'") from None
     parts = key.strip().split(".")
     node: Any = data
     for i, part in enumerate(parts):
@@ -465,8 +470,54 @@ def build_config(data: dict, overrides: Sequence[str] = (), source: str = "confi
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:
-        lines = [f"  {'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}" for e in err.errors()]
-        raise ConfigError(f"{source} is invalid:\n" + "\n".join(lines)) from err
+        raise ConfigError(invalid_message(err, source, overrides)) from err
+
+
+def invalid_message(err: ValidationError, source: str, overrides: Sequence[str] = ()) -> str:
+    """One line per invalid key, an unknown key with the nearest valid one ("did you mean
+    loop.steps?"); headed by the override(s) that set the keys when they did (`loop.stpes=3`), else
+    by `source`."""
+    lines, blamed = [], []
+    for e in err.errors():
+        key = ".".join(map(str, e["loc"])) or "<root>"
+        hint = ""
+        if e["type"] == "extra_forbidden":
+            near = difflib.get_close_matches(str(e["loc"][-1]), valid_keys(e["loc"][:-1]), n=1)
+            hint = f"; did you mean {'.'.join(map(str, (*e['loc'][:-1], near[0])))}?" if near else ""
+        override = next((o for o in overrides if _sets(o, key)), None)
+        blamed.append(override)
+        lines.append(f"  {key}: {e['msg']}{hint}")
+    if blamed and all(blamed):
+        head = f"override {', '.join(dict.fromkeys(o for o in blamed if o))} is invalid"
+    else:
+        head = f"{source} is invalid" + (f" (with {', '.join(overrides)})" if any(blamed) else "")
+    return head + ":\n" + "\n".join(lines)
+
+
+def _sets(override: str, key: str) -> bool:
+    """Whether `override` ("loop.steps=3") set `key` (dotted), a key under it, or a section holding it."""
+    target = override.partition("=")[0].strip()
+    return key == target or key.startswith(target + ".") or target.startswith(key + ".")
+
+
+def valid_keys(loc: Sequence[str | int]) -> list[str]:
+    """The keys the config takes at `loc` (a pydantic error location: sections, list indexes)."""
+    model: Any = RunConfig
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue  # an item of a list: the item's model
+        field = model.model_fields.get(part)
+        if field is None:  # a union's member named by pydantic ("EvalSet")
+            continue
+        model = _model_in(field.annotation)
+    return list(model.model_fields) if model is not None else []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model an annotation holds (X, X | None, list[X | str]), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for m in map(_model_in, get_args(annotation)) if m is not None), None)
 
 
 def validate_files(paths: list[str | Path]) -> dict[str, str]:
