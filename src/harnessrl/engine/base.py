@@ -1,14 +1,16 @@
 """The token-in-token-out engine contract shared by every backend.
 
 An engine never sees text: prompt ids in, sampled ids + per-token logprobs out. Every result
-carries the policy version of the weights that produced it. Backends (hf, vllm, scripted) live in
+carries the policy version of the weights that produced it. An engine may also stream
+(`StreamingEngine.generate_stream`: the ids as they are sampled, then the same `Generation`);
+`stream_generation` falls back to one `generate` for an engine that does not. Backends (hf, vllm, scripted) live in
 sibling modules and are built by `make_engine` with lazy imports, so this module stays light.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, AsyncIterator, Iterable, Literal, Protocol, runtime_checkable
 
 from harnessrl.errors import HarnessRLError
 
@@ -80,3 +82,35 @@ class Engine(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class TokenDelta:
+    """Ids sampled since the previous delta of a stream, with their logprobs (one per id)."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+
+
+StreamItem = TokenDelta | Generation
+
+
+@runtime_checkable
+class StreamingEngine(Engine, Protocol):
+    """An engine that also streams: `generate_stream` yields `TokenDelta`s as tokens are sampled and
+    ends with one `Generation`, the same one `generate` would return (its ids are the deltas' ids
+    concatenated). Closing the iterator early aborts the request."""
+
+    def generate_stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[StreamItem]: ...
+
+
+async def _one_shot(engine: Engine, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[StreamItem]:
+    yield await engine.generate(prompt_ids, params)
+
+
+def stream_generation(engine: Engine, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[StreamItem]:
+    """The engine's stream when it streams, else one `generate` as a stream of its final item."""
+    stream = getattr(engine, "generate_stream", None)
+    if stream is None:
+        return _one_shot(engine, prompt_ids, params)
+    return stream(prompt_ids, params)  # type: ignore[no-any-return]

@@ -6,6 +6,10 @@ running rows, samples one token per row (sampling.py: logprob = log_softmax(logi
 sampled token, float32) and resolves finished rows. Requests that arrive together therefore decode
 together, and a request arriving mid-batch joins at the next step.
 
+`generate_stream` enqueues the same request with a sink: each sampled token is handed to the
+caller's loop as it is sampled (a `TokenDelta`), then the `Generation`; closing the stream early
+cancels the request, which leaves the batch at the next step.
+
 `update_weights` takes the same lock as a decode step, so new weights land between steps. A
 completion that spans an update carries the version it started with (the oldest weights used).
 """
@@ -18,12 +22,14 @@ import queue
 import random
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, NamedTensors, SamplingParams
+from harnessrl.engine.base import (EngineError, EngineOverloaded, Generation, NamedTensors, SamplingParams, StreamItem,
+                                   TokenDelta)
 from harnessrl.engine.checks import fit_max_tokens, stop_ids_for, validate_params, validate_prompt
 from harnessrl.engine.kv_batch import KVBatch
 from harnessrl.engine.sampling import sample_token
@@ -43,6 +49,7 @@ class _Request:
     version: int = 0
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    sink: asyncio.Queue | None = None  # a streamed request: its deltas, then its Generation or error
 
     def finish_reason(self) -> str | None:
         if self.token_ids and self.token_ids[-1] in self.stop_ids:
@@ -54,6 +61,8 @@ class _Request:
 
 def _resolve(req: _Request, result: Any = None, error: BaseException | None = None) -> None:
     def _set() -> None:
+        if req.sink is not None:
+            req.sink.put_nowait(error if error is not None else result)
         if req.future.done():
             return
         if error is not None:
@@ -118,6 +127,28 @@ class HFEngine:
         return self._queue.qsize()
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
+        req = self._request(prompt_ids, params)
+        self._queue.put(req)
+        return await req.future
+
+    async def generate_stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[StreamItem]:
+        sink: asyncio.Queue = asyncio.Queue()
+        req = self._request(prompt_ids, params, sink=sink)
+        self._queue.put(req)
+        try:
+            while True:
+                item = await sink.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if isinstance(item, Generation):
+                    return
+        finally:
+            if not req.future.done():
+                req.future.cancel()  # the worker drops a cancelled request at its next step
+
+    def _request(self, prompt_ids: list[int], params: SamplingParams, sink: asyncio.Queue | None = None) -> _Request:
+        """A validated request for the worker (EngineOverloaded when too many wait)."""
         if self._stopping.is_set():
             raise EngineError("engine is closed")
         validate_params(params)
@@ -129,7 +160,7 @@ class HFEngine:
             )
         seed = params.seed if params.seed is not None else self._seeds.getrandbits(63)
         loop = asyncio.get_running_loop()
-        req = _Request(
+        return _Request(
             prompt_ids=list(prompt_ids),
             params=params,
             max_new=max_new,
@@ -138,9 +169,8 @@ class HFEngine:
             future=loop.create_future(),
             loop=loop,
             enqueued=time.monotonic(),
+            sink=sink,
         )
-        self._queue.put(req)
-        return await req.future
 
     def update_weights(self, named_tensors: NamedTensors, version: int) -> None:
         """Copy HF-named tensors into the live model between decode steps; set policy_version."""
@@ -251,6 +281,11 @@ class HFEngine:
         token, logprob = sample_token(logits, req.params, req.generator)
         req.token_ids.append(token)
         req.logprobs.append(logprob)
+        if req.sink is not None:
+            try:
+                req.loop.call_soon_threadsafe(req.sink.put_nowait, TokenDelta([token], [logprob]))
+            except RuntimeError:  # the caller's loop is closed; nobody is reading
+                pass
 
     def _finish_if_done(self, req: _Request) -> bool:
         if req.future.cancelled():

@@ -16,11 +16,12 @@ others keep the new weights and the reported version stays the old one until a r
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from harnessrl.engine.base import Engine, EngineError, Generation, NamedTensors, SamplingParams
+from harnessrl.engine.base import (Engine, EngineError, Generation, NamedTensors, SamplingParams, StreamItem,
+                                   stream_generation)
 
 
 def rendezvous(key: str, n: int) -> int:
@@ -64,6 +65,20 @@ class ReplicatedEngine:
         timings = dict(gen.timings or {})
         timings["replica"] = float(i)
         return Generation(gen.token_ids, gen.logprobs, gen.finish_reason, gen.policy_version, timings)
+
+    async def generate_stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[StreamItem]:
+        """The routed replica's stream (base.stream_generation: one item when it does not stream)."""
+        i = self.route(params)
+        self.inflight[i] += 1
+        self.routed[i] += 1
+        try:
+            async for item in stream_generation(self.replicas[i], prompt_ids, params):
+                if isinstance(item, Generation):
+                    item = Generation(item.token_ids, item.logprobs, item.finish_reason, item.policy_version,
+                                      {**(item.timings or {}), "replica": float(i)})
+                yield item
+        finally:
+            self.inflight[i] -= 1
 
     def shareable(self, named_tensors: NamedTensors) -> Any:
         """The weights in a form every replica can take (here a list; Ray: one object-store ref)."""

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
-from harnessrl.engine.base import EngineError, Generation, NamedTensors, SamplingParams
+from harnessrl.engine.base import EngineError, Generation, NamedTensors, SamplingParams, StreamItem, TokenDelta
 from harnessrl.engine.checks import fit_max_tokens, stop_ids_for
 
 
@@ -37,6 +37,8 @@ class ScriptedEngine:
     `script` is either a sequence of outputs consumed in order (one per generate call; EngineError
     when exhausted) or a callable(prompt_ids) -> ids. A script output that ends without a stop id
     and below max_tokens finishes with "stop" (as if an eos followed). Logprobs are `fake_logprob`.
+    `generate_stream` yields the same output one token at a time, `token_delay_s` apart (an
+    artificial decode time: the streaming benchmark and tests).
     `calls` keeps the last `record_calls` (prompt ids, params) asked, for assertions (bounded, so a
     long-running `serve --engine scripted` does not grow); `n_calls` counts them all.
     """
@@ -51,12 +53,14 @@ class ScriptedEngine:
         fake_logprob: float = -0.5,
         latency_s: float = 0.0,
         record_calls: int = 1024,
+        token_delay_s: float = 0.0,
     ):
         self.model_path = model_path
         self.max_model_len = max_model_len
         self._eos_ids = frozenset(eos_ids)
         self._fake_logprob = fake_logprob
         self._latency_s = latency_s
+        self._token_delay_s = token_delay_s
         self._fn = script if callable(script) else None
         self._outputs: deque[list[int]] = deque() if callable(script) else deque(list(o) for o in script)
         self._lock = threading.Lock()
@@ -77,12 +81,28 @@ class ScriptedEngine:
             return self._outputs.popleft()
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
+        gen = self._take(prompt_ids, params)
+        if self._latency_s:
+            await asyncio.sleep(self._latency_s)
+        if self._token_delay_s:
+            await asyncio.sleep(self._token_delay_s * len(gen.token_ids))
+        return gen
+
+    async def generate_stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[StreamItem]:
+        gen = self._take(prompt_ids, params)
+        if self._latency_s:
+            await asyncio.sleep(self._latency_s)
+        for token, logprob in zip(gen.token_ids, gen.logprobs):
+            if self._token_delay_s:
+                await asyncio.sleep(self._token_delay_s)
+            yield TokenDelta([token], [logprob])
+        yield gen
+
+    def _take(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
         limit = _fit(prompt_ids, params, self.max_model_len)
         self.n_calls += 1
         if self.calls.maxlen:
             self.calls.append((list(prompt_ids), params))
-        if self._latency_s:
-            await asyncio.sleep(self._latency_s)
         ids, reason = _cut(self._next_output(prompt_ids), limit, stop_ids_for(params, self._eos_ids))
         return Generation(
             token_ids=ids,

@@ -14,6 +14,9 @@
   weights is reused. A completion that spans an update carries the version it started with.
 - AsyncLLM lives on a private event-loop thread, so callers on any loop or thread can use one
   engine (the proxy's loop, pytest's per-test loops, a trainer thread calling update_weights).
+- Streaming: `generate_stream` asks for `RequestOutputKind.DELTA` outputs and hands each one's new
+  ids and logprobs to the caller's loop as vLLM produces them; closing the stream early cancels
+  the request on the engine's loop, which aborts it in vLLM.
 - vLLM spawns processes: scripts that build this engine must guard with `if __name__ == "__main__":`.
 """
 
@@ -24,11 +27,12 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
-from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, NamedTensors, SamplingParams
+from harnessrl.engine.base import (EngineError, EngineOverloaded, Generation, NamedTensors, SamplingParams, StreamItem,
+                                   TokenDelta)
 from harnessrl.engine.checks import fit_max_tokens, validate_params, validate_prompt
 from harnessrl.engine.engine_stats import EngineCounters, process_cpu_seconds, request_stats
 from harnessrl.engine.reaper import child_pids, start_reaper, stop_reaper
@@ -158,7 +162,7 @@ class VLLMEngine:
 
     # ---- generation -------------------------------------------------------------------
 
-    def _vllm_params(self, params: SamplingParams, max_new: int, **extra: Any) -> Any:
+    def _vllm_params(self, params: SamplingParams, max_new: int, delta: bool = False, **extra: Any) -> Any:
         from vllm import SamplingParams as VSamplingParams
         from vllm.sampling_params import RequestOutputKind
 
@@ -170,7 +174,7 @@ class VLLMEngine:
             seed=params.seed if self._forward_seed else None,
             logprobs=0,
             detokenize=False,
-            output_kind=RequestOutputKind.FINAL_ONLY,
+            output_kind=RequestOutputKind.DELTA if delta else RequestOutputKind.FINAL_ONLY,
             **extra,
         )
 
@@ -184,11 +188,30 @@ class VLLMEngine:
             final = out
         return final
 
-    async def _submit(self, prompt_ids: list[int], vparams: Any) -> Any:
+    async def _run_stream(self, prompt_ids: list[int], vparams: Any, push: Callable[[Any], None]) -> None:
+        """On the engine's loop: push each delta RequestOutput, then None (or the error)."""
+        from vllm.inputs import TokensPrompt
+
+        try:
+            async for out in self._llm.generate(TokensPrompt(prompt_token_ids=prompt_ids), vparams, uuid.uuid4().hex):
+                push(out)
+        except Exception as err:  # noqa: BLE001 - handed to the caller, who raises it
+            push(err)
+        else:
+            push(None)
+
+    def _count_in(self) -> None:
         with self._count_lock:
             if self._inflight >= self._max_waiting:
                 raise EngineOverloaded(f"{self._inflight} requests in flight (limit {self._max_waiting})")
             self._inflight += 1
+
+    def _count_out(self) -> None:
+        with self._count_lock:
+            self._inflight -= 1
+
+    async def _submit(self, prompt_ids: list[int], vparams: Any) -> Any:
+        self._count_in()
         try:
             return await asyncio.wrap_future(self._loop.submit(self._run(prompt_ids, vparams)))
         except (EngineError, asyncio.CancelledError):
@@ -196,29 +219,65 @@ class VLLMEngine:
         except Exception as err:
             raise EngineError(f"vLLM generation failed: {err!r}") from err
         finally:
-            with self._count_lock:
-                self._inflight -= 1
+            self._count_out()
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
+    def _max_new(self, prompt_ids: list[int], params: SamplingParams) -> int:
         validate_params(params)
         validate_prompt(prompt_ids, self._vocab_size)
-        max_new = fit_max_tokens(len(prompt_ids), params.max_tokens, self.max_model_len)
+        return fit_max_tokens(len(prompt_ids), params.max_tokens, self.max_model_len)
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
+        max_new = self._max_new(prompt_ids, params)
         version, start = self._version, time.monotonic()
         out = await self._submit(list(prompt_ids), self._vllm_params(params, max_new))
-        completion = out.outputs[0]
-        if completion.finish_reason not in ("stop", "length"):
-            raise EngineError(f"vLLM finished the request with {completion.finish_reason!r}")
-        token_ids = [int(t) for t in completion.token_ids]
-        logprobs = [float(completion.logprobs[i][t].logprob) for i, t in enumerate(token_ids)]
+        token_ids, logprobs = _sampled(out)
+        return self._generation(out, len(prompt_ids), token_ids, logprobs, version, start)
+
+    async def generate_stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[StreamItem]:
+        max_new = self._max_new(prompt_ids, params)
+        version, start = self._version, time.monotonic()
+        caller = asyncio.get_running_loop()
+        sink: asyncio.Queue[Any] = asyncio.Queue()
+
+        def push(item: Any) -> None:
+            try:
+                caller.call_soon_threadsafe(sink.put_nowait, item)
+            except RuntimeError:  # the caller's loop is closed; nobody is reading
+                pass
+
+        self._count_in()
+        job = self._loop.submit(self._run_stream(list(prompt_ids), self._vllm_params(params, max_new, delta=True), push))
+        token_ids: list[int] = []
+        logprobs: list[float] = []
+        last = None
+        try:
+            while (item := await sink.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise EngineError(f"vLLM generation failed: {item!r}") from item
+                last = item
+                new_ids, new_logprobs = _sampled(item)
+                if new_ids:
+                    token_ids += new_ids
+                    logprobs += new_logprobs
+                    yield TokenDelta(new_ids, new_logprobs)
+            if last is None:
+                raise EngineError("vLLM returned no output")
+            yield self._generation(last, len(prompt_ids), token_ids, logprobs, version, start)
+        finally:
+            if not job.done():
+                job.cancel()  # cancels the task on the engine's loop, which aborts the request in vLLM
+            self._count_out()
+
+    def _generation(self, out: Any, n_prompt: int, token_ids: list[int], logprobs: list[float], version: int,
+                    start: float) -> Generation:
+        """The Generation of a finished request (`out`: its last RequestOutput)."""
+        finish = out.outputs[0].finish_reason
+        if finish not in ("stop", "length"):
+            raise EngineError(f"vLLM finished the request with {finish!r}")
         timings = {"gen_s": time.monotonic() - start, **request_stats(out)}
-        self._counters.add(len(prompt_ids), len(token_ids), timings)
-        return Generation(
-            token_ids=token_ids,
-            logprobs=logprobs,
-            finish_reason=completion.finish_reason,
-            policy_version=version,
-            timings=timings,
-        )
+        self._counters.add(n_prompt, len(token_ids), timings)
+        return Generation(token_ids=token_ids, logprobs=logprobs, finish_reason=finish, policy_version=version,
+                          timings=timings)
 
     def counters(self) -> dict[str, float]:
         """What the engine reported over its life so far (engine/engine_stats.py): prompt tokens
@@ -279,6 +338,14 @@ class VLLMEngine:
             finally:
                 self._loop.stop()
                 stop_reaper(getattr(self, "_reaper", None))
+
+
+def _sampled(out: Any) -> tuple[list[int], list[float]]:
+    """The sampled ids of a RequestOutput (all of them, or the new ones of a DELTA output) and one
+    logprob each."""
+    completion = out.outputs[0]
+    token_ids = [int(t) for t in completion.token_ids]
+    return token_ids, [float(completion.logprobs[i][t].logprob) for i, t in enumerate(token_ids)]
 
 
 async def _shutdown(llm: Any) -> None:

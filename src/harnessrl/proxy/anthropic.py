@@ -1,5 +1,6 @@
 """Anthropic Messages (`POST /v1/messages`, `/v1/messages/count_tokens`): request -> canonical
-messages, finished call -> response body or the full SSE sequence; Anthropic's error shape.
+messages, finished call -> response body, or SSE events as the reply is sampled (text deltas as they
+come, tool_use blocks at the end); Anthropic's error shape.
 
 Lenient to unknown top-level fields (Claude Code sends `cache_control`, `metadata`,
 `context_management`, `output_config`, ...). `system` may be a string or text blocks; `role:"system"`
@@ -19,7 +20,9 @@ from harnessrl.proxy.canonical import CallResult, ChatRequest
 from harnessrl.proxy.errors import ProxyError, bad_request, validation_message
 from harnessrl.proxy.jsonutil import dumps, dumps_str
 from harnessrl.proxy.sse import event
-from harnessrl.proxy.wire import Dropped, WireProtocol, object_schema, type_of, unknown_block
+from harnessrl.proxy.stream_text import Channel, Delta
+from harnessrl.proxy.wire import (Dropped, StreamEncoder, WireProtocol, object_schema, type_of, unknown_block,
+                                  whole_reply)
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 
 _STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -90,8 +93,8 @@ class AnthropicMessages(WireProtocol):
     def respond(self, result: CallResult, req: ChatRequest) -> dict[str, Any]:
         return response_body(result)
 
-    def stream(self, result: CallResult, req: ChatRequest) -> list[bytes]:
-        return stream_events(result)
+    def stream_encoder(self, head: CallResult, req: ChatRequest) -> StreamEncoder:
+        return MessageStream(head, req)
 
     def error_status(self, err: ProxyError) -> int:
         return 529 if err.kind == "overloaded" else super().error_status(err)
@@ -249,29 +252,56 @@ def response_body(result: CallResult) -> dict[str, Any]:
     return _message(result, content_blocks(result), stop, result.completion_tokens)
 
 
-def stream_events(result: CallResult) -> list[bytes]:
-    """message_start, per block start/delta(s)/stop, message_delta, message_stop."""
-    events = [event("message_start", {"type": "message_start", "message": _message(result, [], None, 1)})]
-    for i, block in enumerate(content_blocks(result)):
-        kind = block["type"]
-        start: dict[str, Any]
-        if kind == "thinking":
-            start = {"type": "thinking", "thinking": "", "signature": ""}
-            deltas = [{"type": "thinking_delta", "thinking": block["thinking"]},
-                      {"type": "signature_delta", "signature": block["signature"]}]
-        elif kind == "text":
-            start, deltas = {"type": "text", "text": ""}, [{"type": "text_delta", "text": block["text"]}]
-        else:
-            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            deltas = [{"type": "input_json_delta", "partial_json": dumps_str(block["input"])}]
-        events.append(event("content_block_start", {"type": "content_block_start", "index": i, "content_block": start}))
-        events.extend(event("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d})
-                      for d in deltas)
-        events.append(event("content_block_stop", {"type": "content_block_stop", "index": i}))
-    delta = {"type": "message_delta",
-             "delta": {"stop_reason": _STOP_REASON[result.completion.finish_reason], "stop_sequence": None},
-             "usage": _usage(result, result.completion_tokens)}
-    events.append(event("message_delta", delta))
-    events.append(event("message_stop", {"type": "message_stop"}))
-    return events
+class MessageStream(StreamEncoder):
+    """message_start; a thinking block (sent whole), a text block (one text_delta per delta), the
+    tool_use blocks, each start/delta(s)/stop; message_delta, message_stop."""
 
+    def __init__(self, head: CallResult, req: ChatRequest):
+        super().__init__(head, req)
+        self._index = -1  # the block open now (or the last one)
+        self._open: str | None = None  # its type while open
+
+    def open(self) -> list[bytes]:
+        return [event("message_start", {"type": "message_start", "message": _message(self.head, [], None, 1)})]
+
+    def delta(self, channel: Channel, text: str) -> list[bytes]:
+        kind = "thinking" if channel == "reasoning" else "text"
+        events: list[bytes] = []
+        if self._open != kind:
+            block = {"type": "thinking", "thinking": "", "signature": ""} if kind == "thinking" else {"type": "text", "text": ""}
+            events = self._close_block() + self._start(block)
+        return events + [self._delta({"type": f"{kind}_delta", kind: text})]
+
+    def close(self, result: CallResult, rest: list[Delta]) -> list[bytes]:
+        events = [e for channel, text in rest for e in self.delta(channel, text)] + self._close_block()
+        for tc in result.completion.tool_calls:
+            events += self._start({"type": "tool_use", "id": tc.id, "name": tc.name, "input": {}})
+            events.append(self._delta({"type": "input_json_delta", "partial_json": dumps_str(_tool_input(tc.arguments))}))
+            events += self._close_block()
+        delta = {"type": "message_delta",
+                 "delta": {"stop_reason": _STOP_REASON[result.completion.finish_reason], "stop_sequence": None},
+                 "usage": _usage(result, result.completion_tokens)}
+        return events + [event("message_delta", delta), event("message_stop", {"type": "message_stop"})]
+
+    def _start(self, block: dict[str, Any]) -> list[bytes]:
+        self._index += 1
+        self._open = block["type"]
+        return [event("content_block_start", {"type": "content_block_start", "index": self._index, "content_block": block})]
+
+    def _delta(self, delta: dict[str, Any]) -> bytes:
+        return event("content_block_delta", {"type": "content_block_delta", "index": self._index, "delta": delta})
+
+    def _close_block(self) -> list[bytes]:
+        if self._open is None:
+            return []
+        events = []
+        if self._open == "thinking":
+            events.append(self._delta({"type": "signature_delta", "signature": _signature(self.head)}))
+        self._open = None
+        return events + [event("content_block_stop", {"type": "content_block_stop", "index": self._index})]
+
+
+def stream_events(result: CallResult) -> list[bytes]:
+    """The whole answer as one stream (nothing sent before its end)."""
+    stream = MessageStream(result, ChatRequest([], [], result.model, stream=True))
+    return stream.open() + stream.close(result, whole_reply(result))

@@ -14,7 +14,9 @@ of `max_large_inflight_per_key` large slots of its key (else 429) and one of the
 bounded. These refusals are stored (count_tokens stores nothing).
 
 After a stored call's answer went out to its last byte, on a connection still open, the call is
-marked delivered (`CallRecord.delivered`); a crash in between leaves it unmarked.
+marked delivered (`CallRecord.delivered`); a crash in between leaves it unmarked. A streamed answer
+(calls.py) sends its events as the engine samples them, with keepalives while none comes; its
+call holds its in-flight slots until it is stored.
 
 A streamed call still running after `keepalive_s` opens its stream at once and keeps it alive
 (the protocol's keepalive bytes) until its events are ready; an error after that point travels
@@ -77,12 +79,15 @@ def _wants_stream(body: bytes) -> bool:
 
 
 async def _keepalive_stream(task: "asyncio.Future[Reply]", wire: WireProtocol, every_s: float) -> AsyncIterator[bytes]:
-    """Keepalives until the call finishes, then its SSE events, or its error as an in-stream event."""
+    """Keepalives until the call answers, then its SSE events, or its error as an in-stream event."""
     while not task.done():
         yield wire.keepalive
         await asyncio.wait({task}, timeout=every_s)
     reply = task.result()
-    if reply.error is None:
+    if reply.stream is not None:
+        async for chunk in reply.stream.events(wire.keepalive, every_s):
+            yield chunk
+    elif reply.error is None:
         yield reply.body
     else:
         yield wire.stream_error(reply.error)
@@ -160,7 +165,10 @@ class _Endpoints:
     async def _read(self, request: Request) -> bytes:
         return await read_body(request, self.cfg.max_body_bytes, self.cfg.body_timeout_s, self.cfg.drain_bytes)
 
-    def _reply(self, request: Request, reply: Reply) -> Response:
+    def _reply(self, request: Request, reply: Reply, wire: WireProtocol | None = None) -> Response:
+        if reply.stream is not None and wire is not None:  # events as the engine samples them
+            return StreamingResponse(reply.stream.events(wire.keepalive, self.cfg.keepalive_s),
+                                     media_type=reply.media_type, background=self._delivery(request, reply))
         return Response(reply.body, status_code=reply.status, media_type=reply.media_type, headers=reply.headers,
                         background=self._delivery(request, reply))
 
@@ -170,10 +178,10 @@ class _Endpoints:
         if reply.call_id is None:
             return None
         is_open = request.scope.get("extensions", {}).get(CONNECTION_OPEN)
-        writer, call_id = self.handler.writer, reply.call_id
+        writer, call_id, stream = self.handler.writer, reply.call_id, reply.stream
 
         async def mark() -> None:  # a coroutine: run here, not in a thread pool
-            if is_open is None or is_open():
+            if (is_open is None or is_open()) and (stream is None or stream.sent_all):
                 writer.delivered(call_id)
 
         return BackgroundTask(mark)
@@ -195,9 +203,13 @@ class _Endpoints:
                 release()
                 raise
 
-            def done_with(_: Any) -> None:
-                release_large()
-                release()
+            def done_with(task: "asyncio.Future[Reply]") -> None:
+                stream = None if task.cancelled() or task.exception() else task.result().stream
+                if stream is not None and stream.done is not None:  # a streamed answer: when it ends
+                    stream.done.add_done_callback(lambda _: (release_large(), release()))
+                else:
+                    release_large()
+                    release()
 
             task = asyncio.ensure_future(self.handler.handle(bound, rollout, body, request.url.path))
             task.add_done_callback(done_with)
@@ -206,7 +218,7 @@ class _Endpoints:
                 stream = _keepalive_stream(task, bound, self.cfg.keepalive_s)
                 return StreamingResponse(stream, media_type="text/event-stream",
                                          background=BackgroundTask(self._mark_when_done, request, task))
-            return self._reply(request, await task)
+            return self._reply(request, await task, bound)
 
         return endpoint
 

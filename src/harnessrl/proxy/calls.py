@@ -1,6 +1,7 @@
 """One model call, protocol-neutral: parse -> render (exact history) -> generate -> parse reply ->
 commit to the store -> response bytes. Every outcome, failures included, is stored; the record
-is durable before the response is handed back to the HTTP layer.
+is durable before the response is handed back to the HTTP layer; a streamed answer sends its events
+as the engine samples and queues its last one only once the call is durable.
 
 Disk bound: an error call stores at most `ERROR_REQUEST_LIMIT` bytes of its request, and each
 rollout has a byte quota (request + response bytes of its calls, over all its keys); once it is
@@ -15,19 +16,24 @@ import itertools
 import logging
 import secrets
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harnessrl.engine.base import Engine, EngineOverloaded, Generation, PromptTooLong, SamplingParams
+from harnessrl.engine.base import (Engine, EngineOverloaded, Generation, PromptTooLong, SamplingParams, StreamItem,
+                                   stream_generation)
 from harnessrl.proxy.call_record import CallHead, error_record, record_call
 from harnessrl.proxy.canonical import CallResult, ChatRequest
 from harnessrl.proxy.errors import ProxyError, bad_request, call_budget_spent, internal, overloaded, quota_spent
 from harnessrl.proxy.jsonutil import MAX_JSON_DEPTH, DecodeError, TooDeep, dumps, loads_bounded
 from harnessrl.proxy.replay import ReplayHit
 from harnessrl.proxy.rollouts import RolloutState
+from harnessrl.proxy.sse import StreamedBody
 from harnessrl.proxy.serving import Sampled, ServingPolicy, sampling_params, sent_error, stop_cut
+from harnessrl.proxy.stream_text import ReplyStream
 from harnessrl.proxy.wire import WireProtocol
 from harnessrl.proxy.writer import CallWriter
+from harnessrl.render.messages import ParsedCompletion
 
 log = logging.getLogger(__name__)
 ERROR_REQUEST_LIMIT = 65536  # bytes of a failed call's request body kept in its record
@@ -47,10 +53,27 @@ class Reply:
     media_type: str = "application/json"
     error: ProxyError | None = None  # set on error replies (its headers, its in-stream form)
     call_id: str | None = None  # the stored call this answers (marked delivered once it is sent)
+    stream: StreamedBody | None = None  # a streamed answer: its events, sent as they are made (body unused)
 
     @property
     def headers(self) -> dict[str, str]:
         return self.error.headers() if self.error is not None else {}
+
+
+@dataclass
+class _Job:
+    """A call rendered and ready for the engine."""
+
+    req: ChatRequest
+    conversation: Any
+    rendered: Any
+    prompt_ids: list[int]
+    used: Sampled
+    params: SamplingParams
+    hit: ReplayHit | None
+    t_render: float
+    t_engine: float
+    first_token_s: float | None = None  # a streamed call: seconds from the engine request to its first token
 
 
 @dataclass
@@ -96,15 +119,20 @@ class CallHandler:
         call = _Call(protocol, rollout, endpoint, call_id, rollout.take_seq(), time.time(), raw=body)
         try:
             return await self._run(call, body)
-        except ProxyError as e:
-            return await self._fail(call, e)
-        except EngineOverloaded:
-            return await self._fail(call, overloaded())
-        except PromptTooLong as e:
-            return await self._fail(call, protocol.too_long(e.prompt_tokens, e.max_model_len))
         except Exception as e:  # a bug must not take the server down; the client sees a 500
-            log.exception("call %s failed", call.call_id)
-            return await self._fail(call, internal(f"proxy error: {type(e).__name__}: {e}"))
+            return await self._fail(call, self._proxy_error(call, e))
+
+    @staticmethod
+    def _proxy_error(call: _Call, e: Exception) -> ProxyError:
+        """What a call that raised `e` answers (a bug: a 500, logged)."""
+        if isinstance(e, ProxyError):
+            return e
+        if isinstance(e, EngineOverloaded):
+            return overloaded()
+        if isinstance(e, PromptTooLong):
+            return call.protocol.too_long(e.prompt_tokens, e.max_model_len)
+        log.exception("call %s failed", call.call_id, exc_info=e)
+        return internal(f"proxy error: {type(e).__name__}: {e}")
 
     async def reject(self, protocol: WireProtocol, rollout: RolloutState, endpoint: str, err: ProxyError,
                      body_bytes: int | None = None) -> Reply:
@@ -176,34 +204,94 @@ class CallHandler:
         params = self._params(req, used, call.n_prompt, call.rollout.rollout_id)
         t_engine = time.perf_counter()
         hit = await self._replayed(rollout, prompt_ids)
+        job = _Job(req, conversation, rendered, prompt_ids, used, params, hit, t_render, t_engine)
         if hit is not None and hit.call is not None:  # a branch's replayed call: the parent's answer again
             rec = hit.call
             gen = Generation(list(rec.sampled_ids), list(rec.logprobs), rec.finish_reason,  # type: ignore[arg-type]
                              rec.policy_version)
+        elif req.stream:
+            return await self._stream(call, body, job)
         else:
             gen = self._cut_at_stop(await self.engine.generate(prompt_ids, params), req.stop)
+
+        def whole(result: CallResult, response: dict[str, Any]) -> bytes:
+            return b"".join(call.protocol.stream(result, req)) if req.stream else dumps(response)
+
+        out = await self._store(call, body, job, gen, whole)
+        return Reply(200, out, "text/event-stream" if req.stream else "application/json", call_id=call.call_id)
+
+    async def _stream(self, call: _Call, body: bytes, job: _Job) -> Reply:
+        """A streamed call: the reply's events go out as the engine samples (proxy/stream_text.py).
+        Errors until the first sampled token are answered as usual; after it, the status line is
+        sent and the rest runs in its own task, so the call completes and is stored even when the
+        client goes away; its last event is queued only once the call is committed."""
+        steps = stream_generation(self.engine, job.prompt_ids, job.params)
+        try:
+            first = await anext(steps)
+        except BaseException:
+            await steps.aclose()
+            raise
+        job.first_token_s = time.perf_counter() - job.t_engine
+        head = CallResult(call.call_id, job.req.model or self.served_model, int(call.t_start),
+                          ParsedCompletion("", None, [], "stop"), call.n_prompt, 0, "stop")
+        stream = StreamedBody()
+        stream.done = asyncio.ensure_future(self._produce(call, body, job, steps, first, head, stream))
+        return Reply(200, b"", "text/event-stream", call_id=call.call_id, stream=stream)
+
+    async def _produce(self, call: _Call, body: bytes, job: _Job, steps: AsyncIterator[StreamItem],
+                       first: StreamItem, head: CallResult, stream: StreamedBody) -> None:
+        encoder = call.protocol.stream_encoder(head, job.req)
+        text = ReplyStream(job.conversation.renderer, list(job.rendered.tools), job.req.stop)
+        try:
+            stream.put(encoder.open())
+            item = first
+            while not isinstance(item, Generation):
+                stream.put([e for channel, piece in text.feed(item.token_ids) for e in encoder.delta(channel, piece)])
+                item = await anext(steps)
+            gen = self._cut_at_stop(item, job.req.stop)
+
+            def rest(result: CallResult, response: dict[str, Any]) -> bytes:
+                return b"".join(encoder.close(result, text.rest(result.completion)))
+
+            stream.put([await self._store(call, body, job, gen, rest, streamed=stream.sent)])
+        except Exception as e:  # after the first token: stored as a failed call, sent as an in-stream error
+            err = self._proxy_error(call, e)
+            await self._fail(call, err)
+            stream.put([call.protocol.stream_error(err)])
+        finally:
+            await steps.aclose()
+            stream.end()
+
+    async def _store(self, call: _Call, body: bytes, job: _Job, gen: Generation,
+                     out_of: Callable[[CallResult, dict[str, Any]], bytes], streamed: int = 0) -> bytes:
+        """Commit the reply to the conversation and the call to the store; the bytes still to send
+        (`out_of(result, response)`; `streamed`: bytes of the answer already sent)."""
+        req, rollout = job.req, call.rollout
         t_parse = time.perf_counter()
-        completion = await _run_for(rollout, rollout.off_loop > 0, conversation.commit, rendered,
+        completion = await _run_for(rollout, rollout.off_loop > 0, job.conversation.commit, job.rendered,
                                     list(gen.token_ids), gen.policy_version, gen.finish_reason, req.stop)
         result = CallResult(call.call_id, req.model or self.served_model, int(call.t_start), completion, call.n_prompt,
                             len(gen.token_ids), gen.finish_reason)
         response = call.protocol.respond(result, req)
-        out = b"".join(call.protocol.stream(result, req)) if req.stream else dumps(response)
-        charged = len(body) + len(out)
-        call.rollout.usage.stored_bytes += charged
+        out = out_of(result, response)
+        charged = len(body) + streamed + len(out)
+        rollout.usage.stored_bytes += charged
         t_done = time.perf_counter()
-        timings = {"render_s": t_engine - t_render, "engine_s": t_parse - t_engine, "respond_s": t_done - t_parse,
-                   **{f"engine_{k}": v for k, v in (gen.timings or {}).items()}}
+        timings = {"render_s": job.t_engine - job.t_render, "engine_s": t_parse - job.t_engine,
+                   "respond_s": t_done - t_parse, **{f"engine_{k}": v for k, v in (gen.timings or {}).items()}}
+        if job.first_token_s is not None:
+            timings["first_token_s"] = job.first_token_s
         extra: dict[str, Any] = {"quota_bytes": charged}
+        hit = job.hit
         if hit is not None:
             extra["replay"] = ({"of": hit.call.call_id, "match": hit.match} if hit.call is not None
                                else {"diverged": True, "expected": hit.expected})
         # delivered: False until its last byte is handed to the open connection (app.py)
-        record = record_call(self._head(call), prompt_ids=prompt_ids, provenance=list(rendered.provenance), gen=gen,
-                             params=params, used=used, request=call.request, response=response, timings=timings,
-                             delivered=False, **extra)
+        record = record_call(self._head(call), prompt_ids=job.prompt_ids, provenance=list(job.rendered.provenance),
+                             gen=gen, params=job.params, used=job.used, request=call.request, response=response,
+                             timings=timings, delivered=False, **extra)
         await self.writer.write(record)
-        return Reply(200, out, "text/event-stream" if req.stream else "application/json", call_id=call.call_id)
+        return out
 
     async def _replayed(self, rollout: RolloutState, prompt_ids: list[int]) -> ReplayHit | None:
         """The recorded answer of a branch's call (proxy/replay.py), None when the key replays

@@ -1,6 +1,6 @@
 """Gemini API (`POST /v1beta/models/{model}:generateContent`, `:streamGenerateContent?alt=sse`,
 `:countTokens`): request -> canonical messages, finished call -> `GenerateContentResponse` or its
-SSE stream; Google's error shape `{"error": {"code", "message", "status"}}`.
+SSE stream (text chunks as they are sampled, function calls at the end); Google's error shape `{"error": {"code", "message", "status"}}`.
 
 The model and the method are in the path and `alt` in the query, so the app binds one instance per
 request (`for_request`). Roles `user` and `model`; `systemInstruction` as a Content or a string.
@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from harnessrl.proxy.canonical import CallResult, ChatRequest
 from harnessrl.proxy.errors import ProxyError, bad_request, validation_message
 from harnessrl.proxy.jsonutil import dumps, dumps_str
-from harnessrl.proxy.wire import Dropped, WireProtocol, object_schema
+from harnessrl.proxy.stream_text import Channel, Delta
+from harnessrl.proxy.wire import Dropped, StreamEncoder, WireProtocol, object_schema, whole_reply
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 
 ROUTE_PREFIX = "/v1beta/models/"
@@ -125,8 +126,8 @@ class GeminiGenerateContent(WireProtocol):
     def respond(self, result: CallResult, req: ChatRequest) -> dict[str, Any]:
         return response_body(result)
 
-    def stream(self, result: CallResult, req: ChatRequest) -> list[bytes]:
-        return stream_events(result)
+    def stream_encoder(self, head: CallResult, req: ChatRequest) -> StreamEncoder:
+        return GeminiStream(head, req)
 
     def error_body(self, err: ProxyError) -> dict[str, Any]:
         return {"error": {"code": self.error_status(err), "message": err.message, "status": _STATUS[err.kind]}}
@@ -304,14 +305,14 @@ def _declaration(decl: Any, where: str) -> ToolSpec:
 # -- responses ----------------------------------------------------------------------------------
 
 
-def _parts(result: CallResult) -> list[dict[str, Any]]:
-    c = result.completion
-    parts: list[dict[str, Any]] = []
-    if c.reasoning:
-        parts.append({"text": c.reasoning, "thought": True})
-    if c.content:
-        parts.append({"text": c.content})
-    for tc in c.tool_calls:
+def _text_part(channel: Channel, text: str) -> dict[str, Any]:
+    return {"text": text, "thought": True} if channel == "reasoning" else {"text": text}
+
+
+def _parts(result: CallResult, text: list[Delta] | None = None) -> list[dict[str, Any]]:
+    """The reply's parts: its reasoning and content (or the pieces `text` of them), its function calls."""
+    parts = [_text_part(channel, piece) for channel, piece in (whole_reply(result) if text is None else text)]
+    for tc in result.completion.tool_calls:
         args = tc.arguments if isinstance(tc.arguments, dict) else {"input": tc.arguments}
         parts.append({"functionCall": {"id": tc.id, "name": tc.name, "args": args}})
     return parts
@@ -336,8 +337,20 @@ def response_body(result: CallResult) -> dict[str, Any]:
     return _chunk(result, _parts(result) or [{"text": ""}], finish=True)
 
 
-def stream_events(result: CallResult) -> list[bytes]:
-    """One `data:` event per part; the last carries finishReason and usageMetadata."""
-    parts = _parts(result) or [{"text": ""}]
-    return [b"data: " + dumps(_chunk(result, [part], finish=i == len(parts) - 1)) + b"\r\n\r\n"
-            for i, part in enumerate(parts)]
+class GeminiStream(StreamEncoder):
+    """One `data:` chunk per delta as it is sampled; at the end one per part left (the content's
+    rest, each function call), the last with finishReason and usageMetadata."""
+
+    def open(self) -> list[bytes]:
+        return []
+
+    def delta(self, channel: Channel, text: str) -> list[bytes]:
+        return [_event(_chunk(self.head, [_text_part(channel, text)], finish=False))]
+
+    def close(self, result: CallResult, rest: list[Delta]) -> list[bytes]:
+        parts = _parts(result, rest) or [{"text": ""}]
+        return [_event(_chunk(result, [part], finish=i == len(parts) - 1)) for i, part in enumerate(parts)]
+
+
+def _event(chunk: dict[str, Any]) -> bytes:
+    return b"data: " + dumps(chunk) + b"\r\n\r\n"

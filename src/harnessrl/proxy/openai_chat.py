@@ -1,5 +1,6 @@
 """OpenAI Chat Completions (`POST /v1/chat/completions`): request -> canonical messages, finished
-call -> `chat.completion` body or `chat.completion.chunk` SSE stream (+ usage chunk, `[DONE]`).
+call -> `chat.completion` body or `chat.completion.chunk` SSE stream (+ usage chunk, `[DONE]`); a
+streamed answer sends its content in chunks as it is sampled, its tool calls at the end.
 
 Handles system/developer/user/assistant/tool (and legacy function) roles, content as string or
 parts, `tool_calls` with JSON-string arguments, replayed `reasoning_content`, function and custom
@@ -18,7 +19,8 @@ from harnessrl.proxy.canonical import CallResult, ChatRequest
 from harnessrl.proxy.errors import bad_request, validation_message
 from harnessrl.proxy.jsonutil import DecodeError, TooDeep, dumps_str, loads_bounded
 from harnessrl.proxy.sse import DONE, data
-from harnessrl.proxy.wire import Dropped, OpenAIWire, object_schema, type_of, unknown_block
+from harnessrl.proxy.stream_text import Channel, Delta
+from harnessrl.proxy.wire import Dropped, OpenAIWire, StreamEncoder, object_schema, type_of, unknown_block
 from harnessrl.render.messages import Message, Role, ToolCall, ToolSpec
 
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text", "refusal"})
@@ -84,8 +86,8 @@ class OpenAIChat(OpenAIWire):
     def respond(self, result: CallResult, req: ChatRequest) -> dict[str, Any]:
         return response_body(result)
 
-    def stream(self, result: CallResult, req: ChatRequest) -> list[bytes]:
-        return stream_events(result, req.include_usage)
+    def stream_encoder(self, head: CallResult, req: ChatRequest) -> StreamEncoder:
+        return ChatStream(head, req)
 
 
 def _text_of(content: str | list[dict[str, Any]] | None, where: str, dropped: Dropped) -> str:
@@ -187,30 +189,36 @@ def response_body(result: CallResult) -> dict[str, Any]:
             "usage": _usage(result)}
 
 
-def stream_events(result: CallResult, include_usage: bool) -> list[bytes]:
-    c = result.completion
-    head = {"id": f"chatcmpl-{result.call_id}", "object": "chat.completion.chunk", "created": result.created,
-            "model": result.model}
+class ChatStream(StreamEncoder):
+    """`chat.completion.chunk`s: the role, one chunk per delta, the tool calls, the finish, usage, [DONE]."""
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        body = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
-        if include_usage:
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        body = {**self._head(), "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        if self.req.include_usage:
             body["usage"] = None
         return data(body)
 
-    events = [chunk({"role": "assistant", "content": ""})]
-    if c.reasoning:
-        events.append(chunk({"reasoning_content": c.reasoning}))
-    if c.content:
-        events.append(chunk({"content": c.content}))
-    for i, tc in enumerate(_tool_calls(result)):
-        kind = tc["type"]
-        field = "input" if kind == "custom" else "arguments"
-        start = {"index": i, "id": tc["id"], "type": kind, kind: {"name": tc[kind]["name"], field: ""}}
-        events.append(chunk({"tool_calls": [start]}))
-        events.append(chunk({"tool_calls": [{"index": i, kind: {field: tc[kind][field]}}]}))
-    events.append(chunk({}, c.finish_reason))
-    if include_usage:
-        events.append(data({**head, "choices": [], "usage": _usage(result)}))
-    events.append(DONE)
-    return events
+    def _head(self) -> dict[str, Any]:
+        return {"id": f"chatcmpl-{self.head.call_id}", "object": "chat.completion.chunk", "created": self.head.created,
+                "model": self.head.model}
+
+    def open(self) -> list[bytes]:
+        return [self._chunk({"role": "assistant", "content": ""})]
+
+    def delta(self, channel: Channel, text: str) -> list[bytes]:
+        return [self._chunk({"reasoning_content" if channel == "reasoning" else "content": text})]
+
+    def close(self, result: CallResult, rest: list[Delta]) -> list[bytes]:
+        events = [event for channel, text in rest for event in self.delta(channel, text)]
+        for i, tc in enumerate(_tool_calls(result)):
+            kind = tc["type"]
+            field = "input" if kind == "custom" else "arguments"
+            start = {"index": i, "id": tc["id"], "type": kind, kind: {"name": tc[kind]["name"], field: ""}}
+            events.append(self._chunk({"tool_calls": [start]}))
+            events.append(self._chunk({"tool_calls": [{"index": i, kind: {field: tc[kind][field]}}]}))
+        events.append(self._chunk({}, result.completion.finish_reason))
+        if self.req.include_usage:
+            events.append(data({**self._head(), "choices": [], "usage": _usage(result)}))
+        events.append(DONE)
+        return events
+

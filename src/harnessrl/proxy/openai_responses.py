@@ -1,5 +1,6 @@
 """OpenAI Responses (`POST /v1/responses`): input items -> canonical messages, finished call ->
-`response` body or its SSE events (response.created ... response.completed).
+`response` body or its SSE events (response.created ... response.completed): a streamed answer
+sends its output text as it is sampled, its reasoning item and tool calls whole.
 
 Consecutive reasoning / assistant message / function_call / custom_tool_call items form one
 assistant turn. Reasoning text travels in `encrypted_content` (Codex asks for it and drops the
@@ -21,7 +22,8 @@ from harnessrl.proxy.errors import bad_request, validation_message
 from harnessrl.proxy.jsonutil import dumps_str
 from harnessrl.proxy.openai_chat import parse_arguments
 from harnessrl.proxy.sse import event
-from harnessrl.proxy.wire import Dropped, OpenAIWire, object_schema, type_of, unknown_block
+from harnessrl.proxy.stream_text import Channel, Delta
+from harnessrl.proxy.wire import Dropped, OpenAIWire, StreamEncoder, object_schema, type_of, unknown_block
 from harnessrl.render.messages import Message, ToolCall, ToolSpec
 
 _REASONING_PREFIX = "harnessrl:"
@@ -77,8 +79,8 @@ class OpenAIResponses(OpenAIWire):
     def respond(self, result: CallResult, req: ChatRequest) -> dict[str, Any]:
         return response_body(result, req)
 
-    def stream(self, result: CallResult, req: ChatRequest) -> list[bytes]:
-        return stream_events(result, req)
+    def stream_encoder(self, head: CallResult, req: ChatRequest) -> StreamEncoder:
+        return ResponseStream(head, req)
 
 
 def _text_of(content: Any, where: str, dropped: Dropped | None) -> str:
@@ -177,15 +179,9 @@ def output_items(result: CallResult, custom_tools: list[str]) -> list[dict[str, 
     c, cid = result.completion, result.call_id
     items: list[dict[str, Any]] = []
     if c.reasoning:
-        enc = _REASONING_PREFIX + base64.b64encode(c.reasoning.encode()).decode()
-        items.append({"type": "reasoning", "id": f"rs_{cid}", "summary": [],
-                      "content": [{"type": "reasoning_text", "text": c.reasoning}], "encrypted_content": enc})
-    if c.content:
-        items.append({"type": "message", "id": f"msg_{cid}", "status": "completed", "role": "assistant",
-                      "content": [{"type": "output_text", "text": c.content, "annotations": [], "logprobs": []}]})
-    if not c.content and not c.tool_calls:  # an empty reply is still one (empty) assistant message
-        items.append({"type": "message", "id": f"msg_{cid}", "status": "completed", "role": "assistant",
-                      "content": [{"type": "output_text", "text": "", "annotations": [], "logprobs": []}]})
+        items.append(_reasoning_item(cid, c.reasoning))
+    if c.content or not c.tool_calls:  # an empty reply is still one (empty) assistant message
+        items.append(_message_item(cid, c.content))
     for j, tc in enumerate(c.tool_calls):
         if tc.kind == "custom" or tc.name in custom_tools:
             raw = tc.arguments.get("input", dumps_str(tc.arguments)) if isinstance(tc.arguments, dict) else tc.arguments
@@ -196,6 +192,17 @@ def output_items(result: CallResult, custom_tools: list[str]) -> list[dict[str, 
             items.append({"type": "function_call", "id": f"fc_{cid}_{j}", "call_id": tc.id, "name": tc.name,
                           "arguments": args, "status": "completed"})
     return items
+
+
+def _reasoning_item(cid: str, text: str) -> dict[str, Any]:
+    enc = _REASONING_PREFIX + base64.b64encode(text.encode()).decode()
+    return {"type": "reasoning", "id": f"rs_{cid}", "summary": [], "content": [{"type": "reasoning_text", "text": text}],
+            "encrypted_content": enc}
+
+
+def _message_item(cid: str, text: str) -> dict[str, Any]:
+    return {"type": "message", "id": f"msg_{cid}", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}
 
 
 def _response(result: CallResult, req: ChatRequest, status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
@@ -223,22 +230,68 @@ def response_body(result: CallResult, req: ChatRequest) -> dict[str, Any]:
     return _response(result, req, _final_status(result), output_items(result, req.extra.get("custom_tools", [])))
 
 
-def stream_events(result: CallResult, req: ChatRequest) -> list[bytes]:
-    items = output_items(result, req.extra.get("custom_tools", []))
-    events: list[bytes] = []
+class ResponseStream(StreamEncoder):
+    """response.created, response.in_progress; per output item: added, its deltas, done (the message
+    item's output_text deltas as they are sampled); response.completed (or .incomplete)."""
 
-    def emit(name: str, payload: dict[str, Any]) -> None:
-        events.append(event(name, {"type": name, "sequence_number": len(events), **payload}))
+    def __init__(self, head: CallResult, req: ChatRequest):
+        super().__init__(head, req)
+        self._seq = 0  # sequence_number of the next event
+        self._items = 0  # output items started so far
+        self._message: str | None = None  # the text of the message item while it is open
 
-    emit("response.created", {"response": _response(result, req, "in_progress", [])})
-    emit("response.in_progress", {"response": _response(result, req, "in_progress", [])})
-    for idx, item in enumerate(items):
+    def _emit(self, name: str, payload: dict[str, Any]) -> bytes:
+        self._seq += 1
+        return event(name, {"type": name, "sequence_number": self._seq - 1, **payload})
+
+    def open(self) -> list[bytes]:
+        pending = _response(self.head, self.req, "in_progress", [])
+        return [self._emit("response.created", {"response": pending}),
+                self._emit("response.in_progress", {"response": pending})]
+
+    def _where(self) -> dict[str, Any]:
+        return {"item_id": f"msg_{self.head.call_id}", "output_index": self._items - 1, "content_index": 0}
+
+    def delta(self, channel: Channel, text: str) -> list[bytes]:
+        if channel == "reasoning":
+            return self._item(_reasoning_item(self.head.call_id, text))
+        events = []
+        if self._message is None:
+            item = _message_item(self.head.call_id, "")
+            self._items += 1
+            events += [self._emit("response.output_item.added", {"output_index": self._items - 1, "item": _pending(item)}),
+                       self._emit("response.content_part.added", {**self._where(), "part": item["content"][0]})]
+            self._message = ""
+        self._message += text
+        return events + [self._emit("response.output_text.delta", {**self._where(), "delta": text, "logprobs": []})]
+
+    def close(self, result: CallResult, rest: list[Delta]) -> list[bytes]:
+        items = output_items(result, self.req.extra.get("custom_tools", []))
+        done = self._items  # the items sent whole so far, plus the open message
+        events = []
+        if self._message is not None:
+            events += [e for channel, text in rest if channel == "text" for e in self.delta(channel, text)]
+            item, where = items[done - 1], self._where()
+            events += [self._emit("response.output_text.done", {**where, "text": self._message, "logprobs": []}),
+                       self._emit("response.content_part.done", {**where, "part": item["content"][0]}),
+                       self._emit("response.output_item.done", {"output_index": done - 1, "item": item})]
+        for item in items[done:]:
+            events += self._item(item)
+        status = _final_status(result)
+        return events + [self._emit(f"response.{status}", {"response": _response(result, self.req, status, items)})]
+
+    def _item(self, item: dict[str, Any]) -> list[bytes]:
+        """One output item sent whole: added, its deltas, done."""
+        idx, events = self._items, []
+        self._items += 1
+
+        def emit(name: str, payload: dict[str, Any]) -> None:
+            events.append(self._emit(name, payload))
+
         emit("response.output_item.added", {"output_index": idx, "item": _pending(item)})
         _item_deltas(emit, idx, item)
         emit("response.output_item.done", {"output_index": idx, "item": item})
-    status = _final_status(result)
-    emit(f"response.{status}", {"response": _response(result, req, status, items)})
-    return events
+        return events
 
 
 def _pending(item: dict[str, Any]) -> dict[str, Any]:

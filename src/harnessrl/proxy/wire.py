@@ -1,7 +1,7 @@
 """`WireProtocol`: everything about one HTTP API the proxy speaks, in one class.
 
 A wire protocol owns its routes, request parsing (body -> `ChatRequest`), response and SSE
-encoding (`CallResult` -> body / events), its keepalive bytes, and its error shape and statuses.
+encoding (`CallResult` -> body; a `StreamEncoder` -> events as the reply grows), its keepalive bytes, and its error shape and statuses.
 The app (app.py) and the call handler (calls.py) are generic over it; protocols.py lists the four
 the proxy serves: Anthropic Messages, OpenAI Chat Completions, OpenAI Responses and the Gemini API.
 A protocol whose request settings live in the URL (Gemini: the model and the method in the path,
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from harnessrl.proxy.canonical import CallResult, ChatRequest
 from harnessrl.proxy.errors import STATUS, ProxyError, bad_request
 from harnessrl.proxy.jsonutil import dumps
+from harnessrl.proxy.stream_text import Channel, Delta
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -72,8 +73,13 @@ class WireProtocol(ABC):
         """The non-streamed response body (also what the store keeps as the call's response)."""
 
     @abstractmethod
+    def stream_encoder(self, head: CallResult, req: ChatRequest) -> StreamEncoder:
+        """The encoder of one streamed answer (`head`: the call's result before anything is sampled)."""
+
     def stream(self, result: CallResult, req: ChatRequest) -> list[bytes]:
-        """The complete SSE event sequence of a streamed answer."""
+        """The complete SSE event sequence of an answer streamed at once (nothing sent before its end)."""
+        encoder = self.stream_encoder(result, req)
+        return encoder.open() + encoder.close(result, whole_reply(result))
 
     # -- errors --------------------------------------------------------------------------------
 
@@ -91,6 +97,36 @@ class WireProtocol(ABC):
     @abstractmethod
     def too_long(self, prompt_tokens: int, max_model_len: int) -> ProxyError:
         """The protocol's own "prompt too long" wording (harnesses match on it to compact history)."""
+
+
+class StreamEncoder(ABC):
+    """The SSE events of one streamed answer, written as the reply grows (proxy/stream_text.py):
+    `open()` once, `delta(channel, text)` per piece of reasoning or content sent early, then
+    `close(result, rest)` once: the pieces not sent yet, the tool calls, the finish and the usage.
+    Built once per answer; it keeps the protocol's stream state (open block, sequence numbers)."""
+
+    def __init__(self, head: CallResult, req: ChatRequest):
+        self.head, self.req = head, req
+
+    @abstractmethod
+    def open(self) -> list[bytes]:
+        """The events that start the answer."""
+
+    @abstractmethod
+    def delta(self, channel: Channel, text: str) -> list[bytes]:
+        """One piece of the reply's reasoning (sent whole, once) or of its content."""
+
+    @abstractmethod
+    def close(self, result: CallResult, rest: list[Delta]) -> list[bytes]:
+        """The events that end the answer: `rest` (what was not sent of the reasoning and the
+        content), then the tool calls, finish reason and usage of `result`."""
+
+
+def whole_reply(result: CallResult) -> list[Delta]:
+    """A finished reply's reasoning and content as the deltas of an answer that sent nothing early."""
+    c = result.completion
+    out: list[Delta] = [("reasoning", c.reasoning)] if c.reasoning else []
+    return out + [("text", c.content)] if c.content else out
 
 
 class OpenAIWire(WireProtocol):
