@@ -31,6 +31,10 @@ def by_token(tree, adv):
             for q in np.flatnonzero(flat.decision)}
 
 
+def same_tokens(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(a[k] == pytest.approx(b[k], rel=1e-5, abs=1e-7) for k in a)
+
+
 def test_small_tree_shape():
     tree = small_tree()
     assert tree.kept_rollouts() == ["a", "b", "c"]
@@ -68,30 +72,27 @@ def test_dr_grpo_and_loss_aggregations():
         grpo(tree, loss_agg="mean")
 
 
-def test_tree_grpo_hand_computed():
+def test_tree_grpo_without_branches_is_grpo():
+    # no branch point: every rollout is drawn at the root, so each row is GRPO's (algo/tree_credit.py);
+    # V(root)=1/3, V([1])=1/2 (the node a and b share), V([2])=1, V([3])=V([4])=0
     tree = small_tree()
-    adv = tree_grpo(tree)
-    t = by_token(tree, adv)
-    # V(root)=1/3, V([1])=1/2, V([2])=1, V([3])=0, V([4])=0
-    assert t[1] == pytest.approx((1 / 3, 0.0, 1.0))  # (1/2-1/3) + (1/2-1/3), w_a + w_b
-    assert t[2] == pytest.approx((7 / 6 * 0.5, 0.0, 0.5))  # (1-1/3) + (1-1/2)
-    assert t[3] == pytest.approx((0.0, -5 / 6 * 0.5, 0.5))  # (0-1/3) + (0-1/2)
-    assert t[4] == pytest.approx((0.0, -2 / 3, 1.0))  # (0-1/3) + (0-1/3)
-    scaled = by_token(tree, tree_grpo(tree, sqrt_scale=True))
-    assert scaled[1] == pytest.approx((1 / 3 / math.sqrt(2), 0.0, 1.0))
-    assert scaled[2] == pytest.approx(t[2])
+    adv, flat = tree_grpo(tree), grpo(tree)
+    assert same_tokens(by_token(tree, adv), by_token(tree, flat))
+    assert adv.rollout_adv == pytest.approx(flat.rollout_adv, rel=1e-5) and adv.norm == flat.norm
+    assert adv.node_value[:3] == pytest.approx([1 / 3, 1 / 3, 1 / 2])
+    undivided = by_token(tree, tree_grpo(tree, std=False))
+    assert undivided[2] == pytest.approx((2 / 3 * 0.5, 0.0, 0.5))  # (1 - 1/3) x w_a
+    assert undivided[4] == pytest.approx((0.0, -1 / 3, 1.0))
 
 
-def test_tree_grpo_local_term_uses_the_parent_segment():
-    # a's second call extends its path: the node split at a's first call end keeps the same
-    # rollout set, so its local term still compares with the branch point, not the split
+def test_tree_grpo_on_a_rewritten_history_is_grpo():
+    # a's second call extends its path, then a compaction restarts it: one draw on two paths
     a = conversation_calls("a", S, [([1, 2], [5]), ([6], [])])
+    compacted = make_call("a", 2, S + [7], [8])
     b = [make_call("b", 0, S, [1, 3])]
-    tree = build_tree(a + b, [make_rollout("a", 1.0), make_rollout("b", 0.0)])
-    t = by_token(tree, tree_grpo(tree))
-    # V(root)=1/2, V([1])=1/2, V(a's nodes)=1: A = (1-1/2) + (1-1/2) = 1 on both of a's nodes
-    assert t[2][0] == pytest.approx(1.0 / 3)  # w_a = 1/3 (a has 3 decision tokens)
-    assert t[6][0] == pytest.approx(1.0 / 3)
+    tree = build_tree(a + [compacted] + b, [make_rollout("a", 1.0), make_rollout("b", 0.0)])
+    assert len(tree.paths_of("a")) == 2
+    assert same_tokens(by_token(tree, tree_grpo(tree)), by_token(tree, grpo(tree)))
 
 
 def test_gae_single_path_equals_textbook():
@@ -177,10 +178,12 @@ def test_per_harness_centres_tree_grpo_and_gae_rewards():
     rollouts = [make_rollout("a", 10.0, harness="x"), make_rollout("b", 8.0, harness="x"),
                 make_rollout("c", 1.0, harness="y"), make_rollout("d", 0.0, harness="y")]
     tree = build_tree(calls, rollouts)
-    t = by_token(tree, tree_grpo(tree, per_harness=True))
-    # centred per harness: a=+1, b=-1, c=+0.5, d=-0.5; V(root)=0; A = 2 (R - 0) on each own node
-    assert [t[i][0] + t[i][1] for i in range(4)] == pytest.approx([2.0, -2.0, 1.0, -1.0])
-    assert by_token(tree, tree_grpo(tree))[2][1] < 0  # without it, c (R=1) is below the joint mean
+    t = by_token(tree, tree_grpo(tree, per_harness=True, std=False))
+    # centred per harness: a=+1, b=-1, c=+0.5, d=-0.5 on each own node
+    assert [t[i][0] + t[i][1] for i in range(4)] == pytest.approx([1.0, -1.0, 0.5, -0.5])
+    assert by_token(tree, tree_grpo(tree, std=False))[2][1] < 0  # without it, c (R=1) is below the joint mean
+    assert tree_grpo(tree, per_harness=True).rollout_adv == pytest.approx(
+        grpo(tree, per_harness=True).rollout_adv, rel=1e-4)
     out = gae(tree, np.zeros(len(tree.flat())), per_harness=True)
     assert sorted(out.adv.tolist()) == pytest.approx([-1.0, -0.5, 0.5, 1.0])
 

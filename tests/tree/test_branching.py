@@ -4,6 +4,7 @@ credits the decision before a branch point by what followed it."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -56,14 +57,23 @@ def test_replayed_tokens_are_decisions_of_the_parent_only():
 
 def test_tree_grpo_on_a_branched_tree_matches_a_hand_computed_example():
     tree = build_tree(*branched_group())
-    t = by_token(tree, tree_grpo(tree))
-    # V(root) = 2/4; V([1]) = V([5]) = mean(a, b1, b2) = 2/3; V([2]) = 0; V([3]) = V([6]) = 1; V([4]) = 0
-    # decisions of a weigh 1/2 each (2 tokens), of b1, b2, c 1 each
-    assert t[1] == pytest.approx(((2 / 3 - 1 / 2) * 2 * 0.5, 0.0, 0.5))  # the branched decision: credited
-    assert t[2] == pytest.approx((0.0, ((0 - 1 / 2) + (0 - 2 / 3)) * 0.5, 0.5))
-    assert t[3] == pytest.approx(((1 - 1 / 2) + (1 - 2 / 3), 0.0, 1.0))
+    adv = tree_grpo(tree)
+    t = by_token(tree, adv)
+    # draws: a and c at the root; a, b1, b2 at a's branch point x (after [1] | obs [5])
+    # V(x) = mean(a, b1, b2) = 2/3; V(root) = mean over the fresh draws of what they stand for:
+    # (V(x) + R_c) / 2 = 1/3, not the leaf mean 1/2 (the branches are no fresh samples of the root)
+    # sigma^2 = q-weighted variance (q: c 1/2, a b1 b2 1/6 each) = 1/3 - 1/9 = 2/9
+    sigma = math.sqrt(2 / 9)
+    assert adv.node_value[0] == pytest.approx(1 / 3)
+    # the branched decision [1] (a's prefix, weight 1): the mean of the continuations through it
+    assert t[1] == pytest.approx(((2 / 3 - 1 / 3) / sigma, 0.0, 1.0), rel=1e-5)
+    # below x the three continuations share a's unit (1/3 each), each against V(x) only
+    assert t[2] == pytest.approx((0.0, (0 - 2 / 3) / sigma / 3, 1 / 3), rel=1e-5)
+    assert t[3] == pytest.approx(((1 - 2 / 3) / sigma / 3, 0.0, 1 / 3), rel=1e-5)
     assert t[6] == t[3]
-    assert t[4] == pytest.approx((0.0, -1.0, 1.0))
+    assert t[4] == pytest.approx((0.0, (0 - 1 / 3) / sigma, 1.0), rel=1e-5)
+    assert adv.norm == pytest.approx(3.0)  # a's prefix, c, and one unit shared at x
+    assert sum(p + n for p, n, _ in t.values()) == pytest.approx(0.0, abs=1e-6)  # zero-sum
     flat_adv = by_token(tree, grpo(tree))  # outcome GRPO: a's first decision gets a's (negative) reward
     assert flat_adv[1][0] == 0.0 and flat_adv[1][1] < 0
 

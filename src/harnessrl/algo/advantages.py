@@ -13,16 +13,20 @@ grpo (outcome):
     on every decision token of rollout r; G = the kept rollouts of the group, or of the same
     harness with ``per_harness=True``. One contribution (A_r, w_r) per (token, rollout through it).
 
-tree_grpo (TreeRL, arXiv 2506.11902, with rollouts as leaves):
-    V(s) = mean_{r in K(s)} R_r;  GA(s) = V(s) - V(root);  LA(s) = V(s) - V(parent segment)
-    A(s) = GA(s) + LA(s),  times 1 / sqrt(|K(s)|) with ``sqrt_scale``.
-    Departures: rewards may first be normalised as in grpo (``reward_norm``; ``per_harness=True``
-    centres them within each harness, and divides by its std with "mean_std"); nodes are split at
-    every call end, so "parent" is the parent *segment*: the nearest ancestor whose kept-rollout
-    set differs (a chain of nodes with the same rollouts is one TreeRL segment, and LA is not
-    zeroed by our finer splits). The per-token weight that makes one tree token equal to training
-    every rollout separately is sum_r w_r over the rollouts that sampled the token: one
-    contribution (A(s), w_r) per such rollout.
+tree_grpo (on-policy tree credit, algo/tree_credit.py; docs/training.md "Tree credit"):
+    draws: a fresh rollout is drawn at the root, a branch at its branch point; V(s) pools every
+    continuation drawn at or above s, a branch point's pooled value standing for its subtree, so
+    V(root) and the scale sigma (the reward std under the same weights) come from on-policy samples;
+    for rollout r's decision tokens at node s with y the deepest branch point above s:
+        A = (H_r(s) - V(y)) / (sigma + eps)       (std=False: no division)
+    H_r(s) = V of the first branch point at or below s on r's way, or R_r. Per path the segment
+    advantages telescope to (R_r - V(root)) / sigma; without branches every row is grpo's. A row's
+    weight is the draw's mass at y (1 for a fresh rollout above any branch point; the draws at a
+    point share the mass that reached it) times the loss_agg weight of its segment (1 / the
+    segment's decision tokens for seq_mean_token_mean); D = the summed mass of the segments.
+    Departures from TreeRL (arXiv 2506.11902): no global term on a branch's own tokens (credit
+    only against the siblings at its branch point), values weighted by where each rollout was
+    drawn instead of the plain leaf mean, one scale per group, no 1/sqrt(|L(s)|).
 
 gae (PPO with a critic; ``values[q]`` = critic value of the state whose next token is flat token
 q, read at ``parent_index[q]`` like the logits that score q):
@@ -39,11 +43,13 @@ q, read at ``parent_index[q]`` like the logits that score q):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
 
-from harnessrl.algo.contributions import TokenAdvantages, assemble, decision_counts, rollout_weights
+from harnessrl.algo.contributions import LOSS_AGGS, TokenAdvantages, assemble, decision_counts, rollout_weights
+from harnessrl.algo.tree_credit import TreeCredit, tree_credit
 from harnessrl.tree.nodes import PrefixTree
 
 RewardNorm = Literal["none", "mean", "mean_std"]
@@ -131,29 +137,80 @@ def _node_values(tree: PrefixTree, rewards: dict[str, float]) -> np.ndarray:
     return out
 
 
-def tree_grpo(tree: PrefixTree, *, reward_norm: RewardNorm = "none", per_harness: bool = False,
-              sqrt_scale: bool = False, eps: float = 1e-6,
+def tree_grpo(tree: PrefixTree, *, std: bool = True, per_harness: bool = False, eps: float = 1e-6,
               loss_agg: str = "seq_mean_token_mean") -> TokenAdvantages:
-    """TreeRL global + local advantages per node (see module docstring)."""
+    """On-policy tree credit (module docstring; algo/tree_credit.py): each draw's segment between
+    branch points is credited with the value change across it, in units of the group's on-policy
+    reward std (``std=False``: none); without branches this is exactly ``grpo``."""
+    if loss_agg not in LOSS_AGGS:
+        raise ValueError(f"unknown loss_agg {loss_agg!r}: use one of {', '.join(LOSS_AGGS)}")
     rewards, harness = _kept_rewards(tree)
-    rewards = normalize_rewards(rewards, harness, _mode(reward_norm, per_harness), per_harness, eps)
-    values = _node_values(tree, rewards)
-    kept_sets = [frozenset(k) for k in tree.node_kept_rollouts()]
-    seg_parent_value = np.full(len(tree.nodes), np.nan)
-    node_adv = np.zeros(len(tree.nodes))
-    v_root = values[0]
-    for node in tree.nodes[1:]:  # DFS pre-order: parents first
-        p = node.parent
-        same = p > 0 and kept_sets[p] == kept_sets[node.id]
-        seg_parent_value[node.id] = seg_parent_value[p] if same else values[p]
-        a = (values[node.id] - v_root) + (values[node.id] - seg_parent_value[node.id])
-        if sqrt_scale and kept_sets[node.id]:
-            a /= np.sqrt(len(kept_sets[node.id]))
-        node_adv[node.id] = 0.0 if np.isnan(a) else a
-    w, norm = rollout_weights(decision_counts(tree), loss_agg)
+    credit = tree_credit(tree, rewards)
+    base, scale = _baselines(credit, harness, per_harness)
+    seg = _segment_tokens(tree, credit)
+    flat = tree.flat()
     ids = tuple(tree.kept_rollouts())
-    rows = _per_rollout_rows(tree, list(node_adv), w, ids)
-    return _finish("tree_grpo", tree, ids, rows, None, None, norm, values, None)
+    index = {r: i for i, r in enumerate(ids)}
+    toks, rols, advs, wts = [], [], [], []
+    for node in tree.nodes:
+        if not node.decision.any():
+            continue
+        y = int(credit.upper[node.id])
+        q = flat.node_offsets[node.id] + np.flatnonzero(node.decision)
+        lw = None if node.loss_weight is None else node.loss_weight[np.flatnonzero(node.decision)]
+        for r in node.decision_rollouts:
+            if (y, r) not in seg:
+                continue
+            b, sd = base(y, r), scale(y, r)
+            a = (credit.returns[node.id][r] - b) / (sd + eps if std else 1.0)
+            w = credit.mass[(y, r)] * (1.0 / seg[(y, r)] if loss_agg == "seq_mean_token_mean" else 1.0)
+            toks.append(q)
+            rols.append(np.full(len(q), index[r]))
+            advs.append(np.full(len(q), a))
+            wts.append(np.full(len(q), w) if lw is None else w * lw.astype(np.float64))
+    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+    rows = (cat(toks, np.int64), cat(rols, np.int32), cat(advs, np.float64), cat(wts, np.float64))
+    units = [credit.mass[k] * (n if loss_agg == "token_mean" else 1) for k, n in seg.items()]
+    totals = {r: (c - base(0, r)) / (scale(0, r) + eps if std else 1.0) for r, (c, _) in credit.at_root.items()}
+    return _finish("tree_grpo", tree, ids, rows, None, None, float(sum(units)), credit.value, totals)
+
+
+def _segment_tokens(tree: PrefixTree, credit: TreeCredit) -> dict[tuple[int, str], int]:
+    """(upper point, draw) -> decision tokens the draw sampled below that point (its segment)."""
+    seg: dict[tuple[int, str], int] = {}
+    for node in tree.nodes:
+        d = int(node.decision.sum())
+        y = int(credit.upper[node.id])
+        for r in node.decision_rollouts if d else ():
+            if (y, r) in credit.mass and r in credit.returns.get(node.id, {}):
+                seg[(y, r)] = seg.get((y, r), 0) + d
+    return seg
+
+
+def _baselines(credit: TreeCredit, harness: dict[str, str], per_harness: bool
+               ) -> tuple[Callable[[int, str], float], Callable[[int, str], float]]:
+    """(point, draw) -> baseline V(point), and -> the scale of the point's start: the on-policy std
+    at the root (per harness with ``per_harness``, the baseline too), an orphan start's own."""
+    root: dict[str, tuple[float, float]] = {}
+    if per_harness:
+        by_h: dict[str, list[tuple[float, float]]] = {}
+        for r, m in credit.at_root.items():
+            by_h.setdefault(harness[r], []).append(m)
+        root = {h: (float(np.mean([m[0] for m in ms])), float(np.mean([m[1] for m in ms]))) for h, ms in by_h.items()}
+
+    def moments(x: int, r: str) -> tuple[float, float]:
+        if x == 0 and per_harness and harness.get(r) in root:
+            return root[harness[r]]
+        return float(credit.value[x]), float(credit.second[x])
+
+    def base(y: int, r: str) -> float:
+        return moments(y, r)[0]
+
+    def scale(y: int, r: str) -> float:
+        v, s2 = moments(credit.start.get(y, 0), r)
+        return float(np.sqrt(max(s2 - v * v, 0.0)))
+
+    return base, scale
 
 
 def gae(tree: PrefixTree, values: np.ndarray, *, gamma: float = 1.0, lam: float = 1.0,

@@ -5,7 +5,7 @@
 per group with recorded calls:
     rollouts = trained_rewards(group, a.reward)        # "score" or "pass" (the eval's pass rule)
     tree     = build_tree(calls, rollouts, filters)
-    adv      = estimate(tree, a, values)               # grpo | tree_grpo | ppo: gae(critic values)
+    adv      = estimate(tree, a, values)               # grpo | tree_grpo (= grpo without branches) | ppo: gae(critic values)
     kept when it trains a token (norm > 0, and a non-zero advantage unless ppo or kl_coef > 0)
 then over the step: ppo whitens the batch's advantages; per_harness_loss gives each harness an
 equal share of the loss (`per_harness_share`).
@@ -113,7 +113,7 @@ def estimate(tree: PrefixTree, a: AdvantageSettings, values: np.ndarray | None =
     if a.name == "grpo":
         return grpo(tree, std=a.std_normalize, per_harness=a.per_harness_norm)
     if a.name == "tree_grpo":
-        return tree_grpo(tree, per_harness=a.per_harness_norm)
+        return tree_grpo(tree, std=a.std_normalize, per_harness=a.per_harness_norm)
     if a.name == "ppo":
         if values is None:
             raise ValueError("algorithm ppo needs the critic's values of the tree's tokens")
