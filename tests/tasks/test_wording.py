@@ -108,6 +108,16 @@ def test_each_instruction_is_its_own_groups_and_no_other():
     assert {t.split for t in BY_GROUP["style"]} == {"style"}
 
 
+def test_no_instruction_reads_as_a_command_line_option():
+    """A harness takes the task as an argument (claude -p TASK): one starting with "-" was refused as
+    an unknown option by Claude Code."""
+    for tasks in BY_GROUP.values():
+        assert not [t.id for t in tasks if t.instruction.startswith("-")]
+    for style, frames in FRAMES.items():
+        assert not [f for f in frames if f.startswith("-")], style
+        assert not [j for j in JOINS[style] if j[0].startswith("-")], style
+
+
 def test_producible_is_strict():
     slots = {"name": "amber3.note"}
     text = word_job(random.Random(1), "style", "delete_file", slots).text

@@ -9,7 +9,7 @@ Four styles, in three groups that share no frame, join or core (tests/tasks/test
 | plain    | train    | imperative                       | Could you delete amber3.note?                    |
 | request  | train    | a need or a wish, declarative    | Quick request: amber3.note has to go.            |
 | reworded | reworded | imperative, other verbs/frames   | Do me a favour and get rid of amber3.note.       |
-| ticket   | style    | shorthand of a ticket or a list  | - [ ] amber3.note => trash                       |
+| ticket   | style    | shorthand of a ticket or a list  | [ ] amber3.note => trash                         |
 
 Slots: {name}, {word}, {src}, {dst}, {out} (the file jobs), {note} (the file a read-then-act job
 names). Frames hold {core} (or {Core}, capitalised) and may hold {n} (a ticket number).
@@ -26,7 +26,7 @@ FRAMES: dict[str, tuple[str, ...]] = {
     "reworded": ("Would you {core}?", "It would help a lot if you could {core}.", "Before lunch, {core}.",
                  "Here is a small job for you: {core}.", "Do me a favour and {core}.",
                  "Mind helping out? {Core}.", "The goal is simple: {core}.", "Be so kind as to {core}."),
-    "ticket": ("TODO: {core}", "- [ ] {core}", "ticket #{n}: {core}", "[{n}] {core}", "{core} (asap)",
+    "ticket": ("TODO: {core}", "[ ] {core}", "ticket #{n}: {core}", "[{n}] {core}", "{core} (asap)",
                "note to self -- {core}", "task >> {core}", "pending | {core}"),
 }
 
