@@ -19,11 +19,29 @@ TRAINED = ["render.tool_format=bash", "loop.max_tokens=64", "loop.max_turns=2", 
            "harnesses=[{name: builtin, options: {extra_args: [--call-timeout, '50']}}]"]
 
 
-def _train_run_dir(path, overrides=TRAINED):
-    """A run directory as `harnessrl train` leaves it: a run store with the resolved config."""
+def _train_run_dir(path, overrides=TRAINED, checkpoint: bool = True):
+    """A run directory as `harnessrl train` leaves it: a run store with the resolved config and (by
+    default) one checkpoint, step 2, whose policy/ holds the real tokenizer and a config (no weights:
+    the scripted engine loads none)."""
     with RunStore(path) as store:
         store.set_meta("config", load_config(None, overrides).model_dump(mode="json"))
+    if checkpoint:
+        _checkpoint(path, 2)
     return path
+
+
+def _checkpoint(run, step: int):
+    """RUN/checkpoints/step_N/policy as train/checkpoint.py writes it (tokenizer and config only)."""
+    import json
+    import shutil
+
+    from harnessrl.engine.model import smollm2_tokenizer_dir
+
+    policy = run / "checkpoints" / f"step_{step:06d}" / "policy"
+    shutil.copytree(smollm2_tokenizer_dir(), policy, ignore=shutil.ignore_patterns("*.safetensors", "*.bin"))
+    (policy / "config.json").write_text(json.dumps({"max_position_embeddings": 2048}))
+    (policy.parent / "trainer.pt").write_bytes(b"")
+    return policy
 
 
 def _options_run(monkeypatch, args: list[str]) -> dict:
@@ -78,7 +96,9 @@ def test_serve_from_run_plans_the_stored_serving(tmp_path):
     plan = serve_plan(None, run, {}, None)
     assert plan.policy == stored.serving_policy() and plan.policy.force == ("top_p",)
     assert (plan.policy.default_temperature, plan.policy.max_tokens_cap) == (0.45, 64)
-    assert (plan.engine, plan.engine_settings, plan.cfg.model.path) == ("hf", stored.engine, "org/model")
+    assert (plan.engine, plan.engine_settings) == ("hf", stored.engine)
+    assert plan.cfg.model.path == str(run / "checkpoints" / "step_000002" / "policy")  # its last checkpoint
+    assert serve_plan(None, run, {"model": "org/model"}, None).cfg.model.path == "org/model"  # --model wins
     assert plan.cfg.render.tool_format == stored.render.tool_format == "bash"
     flagged = serve_plan(None, run, {"engine": "scripted", "top_p_mode": "default", "tool_format": "hermes"}, 32)
     assert flagged.engine == "scripted" and flagged.policy.force == () and flagged.policy.max_tokens_cap == 32
@@ -141,7 +161,7 @@ def test_serve_from_run_serves_as_the_run_trained(tmp_path):
         reply = httpx.post(f"{urls['openai']}/chat/completions", timeout=60,
                            json={"model": "m", "max_tokens": 32000, "messages": [{"role": "user", "content": "hi"}]})
         assert reply.status_code == 200
-        assert httpx.get(f"{urls['anthropic']}/health", timeout=60).json()["model"] == "trained-model"  # the run's
+        assert httpx.get(f"{urls['anthropic']}/health", timeout=60).json()["model"] == "policy"  # its checkpoint's
     finally:
         proc.terminate()
         proc.wait(timeout=60)
