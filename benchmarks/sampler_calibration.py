@@ -1,82 +1,94 @@
 """How well the difficulty sampler's estimates predict which groups will have contrast, from
-finished runs' `difficulty.json` (rollout/difficulty.py).
+finished runs' `difficulty.json` (rollout/difficulty.py), or (`--simulate`) on simulated runs with
+polarised per-task pass rates, where the old sampler and the new one run side by side.
 
-For every recorded group, in step order, the tracker is rebuilt from the groups of the earlier
-steps and its pass-rate estimate p for the group's task and harness gives the chance of a mixed
-group, 1 - p^n - (1 - p)^n (what the sampler's p(1 - p) weight stands for). The script prints the
-Brier score of that prediction against what happened, next to two references: a constant (the
+Finished runs: for every recorded training group, in step order, the tracker is rebuilt from the
+groups of the earlier steps (eval groups included) and predicts the chance of a mixed group two
+ways: the posterior's P(mixed) = 1 - E[p^n] - E[(1 - p)^n] (the sampler's, today), and the old
+point estimate 1 - p^n - (1 - p)^n with p the task's rate shrunk by `--prior` pseudo-rollouts. The
+script prints their Brier scores against what happened, next to two references: a constant (the
 runs' overall mixed share) and each family x harness's own mixed share so far (a beta prior of
 `--prior` groups at the constant). Lower is better; above the constant means the estimate says less
 than nothing about contrast. Then per family x harness: groups, mixed / all-pass / all-fail shares,
 so a family out of the model's reach (nearly all all-fail) stands out.
 
+Simulation: each run draws families (mean pass rate U(0.25, 0.8)) and per task and harness a pass
+rate from Beta(c m, c (1 - m)) (c = `--concentration`, 0.6: polarised as the demo's tasks are),
+then runs `--steps` steps of `--groups` groups of `--n` with dynamic sampling (`--extra`
+replacements). `old`: the point estimate, weight p (1 - p), replacements drawn by weight, no eval
+groups observed, no rescue; `new`: the posterior, weight P(mixed), replacements of the highest
+P(mixed), the baseline eval's groups observed, rescue groups (`--rescue`). Both score both
+predictors on their own picks; informative = informative groups trained per slot of the batch.
+
     .venv/bin/python benchmarks/sampler_calibration.py RUN_DIR [RUN_DIR ...] [--prior 2] [--decay 0.7]
+    .venv/bin/python benchmarks/sampler_calibration.py --simulate [--runs-n 100] [--steps 8]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import random
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from harnessrl.rollout.difficulty import DifficultyTracker, Observation, SamplerConfig  # noqa: E402
+from harnessrl.rollout.difficulty import (DifficultyTracker, Observation, SamplerConfig, brier,  # noqa: E402
+                                          point_p_mixed)
+from harnessrl.rollout.plan import plan_more, plan_step  # noqa: E402
 
 
 def mixed(o: Observation) -> bool:
     return 0 < o.passes < o.n
 
 
-def p_mixed(p: float, n: int) -> float:
-    return 1.0 - p ** n - (1.0 - p) ** n
-
-
-def scores(runs: list[list[Observation]], cfg: SamplerConfig, prior: float) -> dict[str, float]:
-    """Brier scores of the three predictors over every group of every run."""
-    every = [o for obs in runs for o in obs]
+def scores(runs: list[list[Observation]], prior: float, decay: float) -> dict[str, float]:
+    """Brier scores of the four predictors over every training group of every run."""
+    every = [o for obs in runs for o in obs if o.split != "eval"]
     base = sum(map(mixed, every)) / len(every)
-    sums = {"tracker": 0.0, "constant": 0.0, "family mixed share": 0.0}
+    sums = {"posterior P(mixed) (new)": 0.0, "point estimate (old)": 0.0, "constant": 0.0,
+            "family mixed share": 0.0}
+    new_cfg = SamplerConfig(type="difficulty", prior=prior, decay=decay)
+    old_cfg = SamplerConfig(type="difficulty", prior=prior, concentration=prior, decay=decay)
     for obs in runs:
-        tracker = DifficultyTracker(obs, cfg)
-        for o in obs:
-            before = tracker.until(o.step - 1)  # the groups of the steps before this one
-            est = before.pass_rate(o.task, o.family, o.harness, o.step)
-            same = [x for x in before.observations if x.family == o.family and x.harness == o.harness]
+        for o in (o for o in obs if o.split != "eval"):
+            new = DifficultyTracker(obs, new_cfg).until(o.step - 1)  # the groups of the steps before this one
+            old = DifficultyTracker([x for x in obs if x.split != "eval"], old_cfg).until(o.step - 1)
+            same = [x for x in old.observations if x.family == o.family and x.harness == o.harness]
             fam = (prior * base + sum(map(mixed, same))) / (prior + len(same))
             y = float(mixed(o))
-            sums["tracker"] += (p_mixed(est, o.n) - y) ** 2
+            sums["posterior P(mixed) (new)"] += (new.p_mixed(o.task, o.family, o.harness, o.step, o.n) - y) ** 2
+            sums["point estimate (old)"] += (point_p_mixed(old.pass_rate(o.task, o.family, o.harness, o.step),
+                                                           o.n) - y) ** 2
             sums["constant"] += (base - y) ** 2
             sums["family mixed share"] += (fam - y) ** 2
     return {k: v / len(every) for k, v in sums.items()} | {"mixed share": base, "groups": float(len(every))}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", type=Path)
-    ap.add_argument("--prior", type=float, default=2.0, help="the tracker's prior (pseudo-rollouts), and the "
-                                                             "family-share reference's (pseudo-groups)")
-    ap.add_argument("--decay", type=float, default=0.7, help="the tracker's weight per step of age")
-    args = ap.parse_args()
+def finished_runs(args: argparse.Namespace) -> None:
     runs = []
     for d in args.runs:
         try:
             runs.append(DifficultyTracker.load(d).observations)
         except ValueError as err:
             sys.exit(str(err))
-    runs = [r for r in runs if r]
+    runs = [r for r in runs if any(o.split != "eval" for o in r)]
     if not runs:
-        sys.exit("no recorded groups: give run dirs that used loop.sampler: difficulty (their difficulty.json)")
-    cfg = SamplerConfig(type="difficulty", prior=args.prior, decay=args.decay)
-    s = scores(runs, cfg, args.prior)
+        sys.exit("no recorded groups: give run dirs that used loop.sampler: difficulty (their difficulty.json), "
+                 "or --simulate")
+    s = scores(runs, args.prior, args.decay)
     print(f"{len(runs)} runs, {s['groups']:.0f} groups, {s['mixed share']:.1%} mixed")
     print("| predictor of a mixed group | Brier |\n|---|---:|")
-    for k in ("tracker", "constant", "family mixed share"):
+    for k in ("posterior P(mixed) (new)", "point estimate (old)", "constant", "family mixed share"):
         print(f"| {k} | {s[k]:.4f} |")
     table: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-    for o in (o for obs in runs for o in obs):
+    for o in (o for obs in runs for o in obs if o.split != "eval"):
         row = table[(o.family, o.harness)]
         row[0] += 1
         row[1] += mixed(o)
@@ -85,6 +97,155 @@ def main() -> None:
     print("\n| family | harness | groups | mixed | all pass | all fail |\n|---|---|---:|---:|---:|---:|")
     for (fam, harness), (n, m, ap_, af) in sorted(table.items()):
         print(f"| {fam or '-'} | {harness} | {n} | {m / n:.0%} | {ap_ / n:.0%} | {af / n:.0%} |")
+
+
+# -- simulation: polarised per-task pass rates, the old sampler against the new -------------------
+
+@dataclass(frozen=True)
+class SimTask:
+    id: str
+    family: str
+
+
+def sim_world(rng: random.Random, families: int, per_family: int, harnesses: Sequence[str],
+              concentration: float) -> tuple[list[SimTask], list[SimTask], dict[tuple[str, str], float]]:
+    """(train tasks, eval tasks, (task, harness) -> pass-rate logit): each family's mean pass rate
+    drawn from U(0.25, 0.8), each task's rate from Beta(c m, c (1 - m)) around it (c small: polarised)."""
+    train, evals, logit = [], [], {}
+    for f in range(families):
+        mean = rng.uniform(0.25, 0.8)
+        for split, out, count in (("train", train, per_family), ("eval", evals, max(per_family // 2, 1))):
+            for i in range(count):
+                task = SimTask(f"f{f}-{split}{i}", f"f{f}")
+                out.append(task)
+                for h in harnesses:
+                    p = min(max(rng.betavariate(concentration * mean, concentration * (1 - mean)), 1e-4), 1 - 1e-4)
+                    logit[(task.id, h)] = math.log(p / (1 - p))
+    return train, evals, logit
+
+
+def sim_group(rng: random.Random, logit: float, step: int, drift: float, n: int) -> int:
+    """Passes of n rollouts at step `step` (the policy improves: + drift on the logit per step)."""
+    p = 1.0 / (1.0 + math.exp(-(logit + drift * step)))
+    return sum(rng.random() < p for _ in range(n))
+
+
+def sim_run(seed: int, variant: str, a: argparse.Namespace) -> dict[str, Any]:
+    """One simulated run with the `old` sampler (point pass rate, p(1 - p) weight, drawn
+    replacements, no eval observations, no rescue) or the `new` one (posterior, P(mixed) weight,
+    best replacements, eval groups observed, rescue). Both record both predictors on their picks."""
+    harnesses = [f"h{i}" for i in range(a.harnesses)]
+    train, evals, logit = sim_world(random.Random(seed), a.families, a.tasks, harnesses, a.concentration)
+    rng = random.Random(seed * 7 + 1)
+    old_cfg = SamplerConfig(type="difficulty", prior=a.prior, concentration=a.prior, decay=a.decay)
+    new_cfg = SamplerConfig(type="difficulty", prior=a.prior, decay=a.decay)
+    old, new = DifficultyTracker((), old_cfg), DifficultyTracker((), new_cfg)
+    mine = new if variant == "new" else old
+    if variant == "new":  # the baseline eval: every eval task through every harness
+        for t in evals:
+            for h in harnesses:
+                k = sim_group(rng, logit[(t.id, h)], 0, a.drift, a.eval_samples)
+                new.observe(Observation(0, t.id, t.family, h, k, a.eval_samples, split="eval"))
+    n, gps = a.n, a.groups
+    preds: list[tuple[float, float, bool]] = []  # (old predictor, new predictor, mixed)
+    shares, rescued, rollouts = [], 0, 0
+    for step in range(1, a.steps + 1):
+        seen = mine.until(step - 1)
+        if variant == "new":
+            weight = lambda t, h, s=seen, st=step: s.weight(t.id, t.family, h, st, n)  # noqa: E731
+        else:
+            weight = lambda t, h, s=seen, st=step: max(  # noqa: E731
+                (p := s.pass_rate(t.id, t.family, h, st)) * (1 - p), old_cfg.floor)
+        plans = plan_step(step, 1, train, {h: 1.0 for h in harnesses}, gps, n, seed, weight)
+        kept, used, budget, rescue = 0, [p.task.id for p in plans], a.extra, (a.rescue if variant == "new" else 0)
+        while plans:
+            for p in plans:
+                t = p.task
+                preds.append((point_p_mixed(old.pass_rate(t.id, t.family, p.harness, step), n),
+                               new.p_mixed(t.id, t.family, p.harness, step, n), False))
+                k = sim_group(rng, logit[(t.id, p.harness)], step, a.drift, n)
+                preds[-1] = (*preds[-1][:2], 0 < k < n)
+                for tr in (old, new):
+                    tr.observe(Observation(step, t.id, t.family, p.harness, k, n))
+                kept += 0 < k < n
+                rollouts += n
+            need = gps - kept
+            count = min(need, budget)
+            first = len(used)
+            if count > 0:
+                hs = [harnesses[i % len(harnesses)] for i in range(count)]
+                if variant == "new":
+                    chance = lambda t, h: mine.p_mixed(t.id, t.family, h, step, n)  # noqa: E731
+                    plans = plan_more(step, 1, train, hs, first, n, seed, chance, exclude=used, best=True)
+                else:
+                    plans = plan_more(step, 1, train, hs, first, n, seed, lambda t, h: max(
+                        (p := mine.pass_rate(t.id, t.family, h, step)) * (1 - p), old_cfg.floor), exclude=used)
+                budget -= len(plans)
+            elif kept == 0 and rescue > 0:
+                chance = lambda t, h: (x if (x := mine.p_mixed(t.id, t.family, h, step, n)) >= a.rescue_min else 0.0)  # noqa: E731
+                plans = plan_more(step, 1, train, harnesses[:rescue], first, n, seed, chance, exclude=used, best=True)
+                rescue = rescue - len(plans) if plans else 0
+                rescued += len(plans)
+            else:
+                plans = []
+            used += [p.task.id for p in plans]
+        shares.append(min(kept / gps, 1.0))
+    return {"preds": preds, "shares": shares, "rescued": rescued, "rollouts": rollouts}
+
+
+def simulate(a: argparse.Namespace) -> None:
+    print(f"simulation: {a.runs} runs x {a.steps} steps, {a.families} families x {a.tasks} train tasks, "
+          f"{a.harnesses} harnesses, groups of {a.n}, {a.groups} groups a step (+{a.extra} replacements), task "
+          f"pass rates Beta({a.concentration:g} m, {a.concentration:g} (1 - m)) per family mean m, drift {a.drift:g} "
+          f"logit per step\n")
+    print("| sampler | Brier old predictor | Brier new predictor | Brier constant | mixed picks | informative "
+          "(batch, mean) | runs >= 80% | worst run | steps training nothing | rescue groups | rollouts per step |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for variant in ("old", "new"):
+        runs = [sim_run(seed, variant, a) for seed in range(a.runs)]
+        preds = [p for r in runs for p in r["preds"]]
+        share = sum(m for _, _, m in preds) / len(preds)
+        b_old = brier((o, m) for o, _, m in preds)
+        b_new = brier((x, m) for _, x, m in preds)
+        b_const = brier((share, m) for _, _, m in preds)
+        per_run = [sum(r["shares"]) / len(r["shares"]) for r in runs]
+        zero = sum(s == 0 for r in runs for s in r["shares"])
+        steps = a.runs * a.steps
+        print(f"| {variant} | {b_old:.3f} | {b_new:.3f} | {b_const:.3f} | {share:.1%} | "
+              f"{sum(per_run) / len(per_run):.1%} | {sum(x >= 0.8 for x in per_run)}/{len(per_run)} | "
+              f"{min(per_run):.0%} | {zero}/{steps} | {sum(r['rescued'] for r in runs)} | "
+              f"{sum(r['rollouts'] for r in runs) / steps:.1f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="*", type=Path)
+    ap.add_argument("--prior", type=float, default=2.0, help="the tracker's family prior and the old point "
+                                                             "estimate's pseudo-rollouts (and the family-share "
+                                                             "reference's pseudo-groups)")
+    ap.add_argument("--decay", type=float, default=0.7, help="the tracker's weight per step of age")
+    ap.add_argument("--simulate", action="store_true", help="simulated runs instead of run dirs")
+    ap.add_argument("--runs-n", dest="n_runs", type=int, default=100, help="simulated runs per sampler")
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--families", type=int, default=3)
+    ap.add_argument("--tasks", type=int, default=10, help="train tasks per family (eval: half as many)")
+    ap.add_argument("--harnesses", type=int, default=2)
+    ap.add_argument("--groups", type=int, default=4, help="loop.groups_per_step")
+    ap.add_argument("--n", type=int, default=6, help="loop.n_per_group")
+    ap.add_argument("--extra", type=int, default=2, help="dynamic_sampling.max_extra_groups")
+    ap.add_argument("--rescue", type=int, default=2, help="dynamic_sampling.rescue_groups (new only)")
+    ap.add_argument("--rescue-min", type=float, default=0.25)
+    ap.add_argument("--eval-samples", type=int, default=3)
+    ap.add_argument("--concentration", type=float, default=0.6, help="c of the task pass rates' Beta")
+    ap.add_argument("--drift", type=float, default=0.15, help="logit gained per step (the policy learns)")
+    args = ap.parse_args()
+    if args.simulate:
+        args.runs = args.n_runs
+        simulate(args)
+    elif args.runs:
+        finished_runs(args)
+    else:
+        ap.error("give RUN_DIR ... or --simulate")
 
 
 if __name__ == "__main__":

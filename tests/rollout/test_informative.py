@@ -53,16 +53,18 @@ def group(rewards, n_calls: int = 4, group_id: str = "g0"):
 # -- the tracker -----------------------------------------------------------------------------------
 
 def test_tracker_shrinks_a_new_task_to_its_family_and_weights_near_one_half():
-    cfg = SamplerConfig(type="difficulty", floor=0.05, prior=2.0, decay=1.0)
+    cfg = SamplerConfig(type="difficulty", floor=0.1, prior=2.0, concentration=2.0, decay=1.0)
     t = DifficultyTracker([Observation(1, "a", "chain", "h", 0, 8), Observation(1, "b", "file", "h", 4, 8)], cfg)
     assert t.family_rate("chain", "h", at=2) == pytest.approx(1 / 10)
     assert t.pass_rate("new", "chain", "h", at=2) == pytest.approx(1 / 10)  # never sampled: its family's rate
     assert t.pass_rate("a", "chain", "h", at=2) == pytest.approx((2 * 0.1 + 0) / 10)
-    assert t.weight("b", "file", "h", at=2) == pytest.approx(0.25)  # p = 0.5: the largest weight
-    assert t.weight("a", "chain", "h", at=2) == pytest.approx(0.05)  # p(1-p) = 0.0196: the floor
+    assert t.posterior("b", "file", "h", at=2) == pytest.approx((2 * 0.5 + 4, 2 * 0.5 + 4))
+    assert t.weight("b", "file", "h", at=2, n=4) == pytest.approx(t.p_mixed("b", "file", "h", 2, 4))  # near 0.5
+    assert t.weight("b", "file", "h", at=2, n=4) > 0.7
+    assert t.weight("a", "chain", "h", at=2, n=4) == pytest.approx(0.1)  # P(mixed) = 0.07: the floor
     assert t.pass_rate("a", "chain", "other", at=2) == pytest.approx(0.5)  # per harness: nothing known
     uniform = DifficultyTracker(t.observations, SamplerConfig())
-    assert uniform.weight("a", "chain", "h", at=2) == 1.0
+    assert uniform.weight("a", "chain", "h", at=2, n=4) == 1.0
 
 
 def test_older_groups_count_less():

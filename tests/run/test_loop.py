@@ -76,9 +76,10 @@ def test_full_run_writes_metrics_report_and_refuses_to_overwrite(tiny_dir, tmp_p
                        tasks_loader=fake_task_sets)
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [0, 1, 2]
-    for key in ("loss", "kl", "entropy", "clip_frac", "is_weight", "abs_logp_gap", "tokens_trained",
+    for key in ("loss", "entropy", "clip_frac", "is_weight", "abs_logp_gap", "tokens_trained",
                 "unique_tree_tokens", "per_call_tokens"):
         assert key in lines[1], key
+    assert "kl" not in lines[1]  # no reference model: no KL to the reference recorded (a 0 nobody measured)
     assert set(lines[1]["time"]) >= {"rollout", "tree", "train", "sync"}
     assert set(lines[0]["eval"]) == set(lines[2]["eval"]) == {"builtin", "mini-swe-agent"}
     assert "| builtin |" in res.report.read_text()

@@ -1,28 +1,39 @@
-"""Which training tasks to sample: a running pass-rate estimate per task and harness, and the
-sampling weight it gives (`loop.sampler`).
+"""Which training tasks to sample: a pass-rate posterior per task and harness, shrunk to its
+family, and the chance it gives of a group with mixed outcomes (`loop.sampler`).
 
-A group whose rollouts all pass or all fail gives GRPO no signal. A task's chance of a mixed group
-is largest near a pass rate of p = 0.5, so the `difficulty` sampler draws a task for a harness with
-weight max(p (1 - p), floor): the floor keeps every task in reach (a task at p = 0 today may pass
-after a few updates; the estimate only moves if the task is sampled again).
+A group whose rollouts all pass or all fail gives GRPO no signal. The `difficulty` sampler draws a
+task for a harness with weight max(P(mixed), floor), P(mixed) the chance that a group of n fresh
+rollouts has both a pass and a fail; the floor keeps every task in reach (a task at p = 0 today may
+pass after a few updates; the estimate only moves if the task is sampled again).
 
-The estimate is shrunk toward the task's family (per harness), so a task never sampled is
-estimated by its family's rate and a family that never passes (a chain family too hard for the
-model) is avoided after a few groups:
+Pass rates are polarised per task: within one family most tasks pass nearly always or nearly
+never. So a task's rate is a distribution, not a number (empirical Bayes, Beta-binomial):
 
     family rate  f = (prior * 0.5 + sum_w passes over the family) / (prior + sum_w n over the family)
-    task rate    p = (prior * f   + sum_w passes of the task)     / (prior + sum_w n of the task)
+    task prior   p ~ Beta(m f, m (1 - f))      m: `concentration`, or fitted per harness (below)
+    posterior    p ~ Beta(m f + sum_w passes of the task, m (1 - f) + sum_w fails of the task)
+    P(mixed | n) = 1 - E[p^n] - E[(1 - p)^n],  E[p^n] = prod_{i<n} (a + i) / (a + b + i)
 
 with each group's counts weighted by decay ** (steps since it ran): the policy changes, so an old
-group says less about today's pass rate. Only fresh group samples are observed (a branch's outcome
-depends on the prefix it replayed, rollout/branching.py).
+group says less about today's pass rate. The pseudo-count m is how alike a family's tasks are:
+small m (polarised tasks) lets one group move a task's estimate most of the way, and leaves an
+unseen task's P(mixed) low even at f = 0.5. Fitted, it maximises the Beta-binomial marginal
+likelihood of the harness's tasks' counts over a grid (`fit_concentration`). P(mixed) under the
+point estimate p instead (1 - p^n - (1 - p)^n) overstates contrast: it scored a Brier of 0.305
+against a constant's 0.239 in the demo runs (benchmarks/sampler_calibration.py).
 
-The tracker is a list of observations (step, task, family, harness, passes, n, a passing rollout)
-kept in <run_dir>/difficulty.json, written after every step's groups ran. A resumed run keeps the
-observations of the steps it keeps (`until(last)`), so the estimate at a step is the same whether
-or not the run was interrupted. A step is planned from the observations of the steps before it
-that had ended when its rollouts could start (`planned_from`: with asynchronous rollouts, step s
-starts while step s - max_policy_lag trains), so planning it twice gives the same groups.
+Observed: each group's fresh samples (a branch's outcome depends on the prefix it replayed,
+rollout/branching.py), and every held-out eval group (`split="eval"`: its tasks are other tasks of
+the same families, so they inform the family rates and m). An eval of step s runs after the plans
+of the steps up to s + max_policy_lag were drawn (asynchronous rollouts), so a tracker with
+`eval_delay` 1 lets an eval group count from `until(s + 1)` on (the baseline's, step 0, at once).
+
+The tracker is a list of observations (step, task, family, harness, passes, n, a passing rollout,
+split, group) kept in <run_dir>/difficulty.json, written after every step's groups ran. A resumed
+run keeps the observations of the steps it keeps (`load(last_step=...)`), so the estimate at a
+step is the same whether or not the run was interrupted. A step is planned from the observations
+of the steps before it that had ended when its rollouts could start (`planned_from`), so planning
+it twice gives the same groups.
 
 The observations also remember, per task and harness, the latest passing fresh rollout: the
 prefix a branch of an all-fail group may replay (`BranchingConfig.borrow`).
@@ -31,27 +42,32 @@ prefix a branch of an all-fail group may replay (`BranchingConfig.borrow`).
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 FILE_NAME = "difficulty.json"
+# the pseudo-counts m a fit chooses from (geometric, 0.25 .. 64)
+CONCENTRATION_GRID = tuple(round(0.25 * 2 ** (k / 2), 4) for k in range(17))
 
 
 class SamplerConfig(BaseModel):
     """`loop.sampler` of a run config: `uniform` (every task alike) or `difficulty` (weight
-    max(p (1 - p), floor) from the tracker's estimate). `loop.sampler: difficulty` is short for
+    max(P(mixed), floor) from the tracker's posterior). `loop.sampler: difficulty` is short for
     `{type: difficulty}`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     type: Literal["uniform", "difficulty"] = "uniform"
-    floor: float = Field(0.05, ge=0.0, le=0.25)  # weight floor (0.25 = p(1-p) at p = 0.5: uniform)
-    prior: float = Field(2.0, gt=0)  # pseudo-rollouts of the family rate (and of 0.5 for a family)
+    floor: float = Field(0.05, ge=0.0, le=0.25)  # the least weight a task gets (a P(mixed))
+    prior: float = Field(2.0, gt=0)  # pseudo-rollouts at 0.5 of a family's rate
+    # pseudo-rollouts of the family rate in a task's prior; null: fitted per harness (empirical Bayes)
+    concentration: float | None = Field(None, gt=0)
     decay: float = Field(0.7, gt=0, le=1)  # weight of a group per step of age
 
     @model_validator(mode="before")
@@ -71,6 +87,8 @@ class Observation:
     passes: int
     n: int
     passing: str = ""  # the id of a passing fresh rollout of the group ("" when none passed)
+    split: str = "train"  # "eval": a held-out eval group (never borrowed from, never a pick)
+    group: str = ""  # the group's id
 
 
 @dataclass(frozen=True)
@@ -81,54 +99,153 @@ class Borrowable:
     step: int
 
 
+def beta_moment(a: float, b: float, n: int) -> float:
+    """E[p^n] for p ~ Beta(a, b)."""
+    out = 1.0
+    for i in range(n):
+        out *= (a + i) / (a + b + i)
+    return out
+
+
+def p_mixed(a: float, b: float, n: int) -> float:
+    """The chance that n rollouts with a pass rate p ~ Beta(a, b) both pass and fail."""
+    if n < 2:
+        return 0.0
+    return max(1.0 - beta_moment(a, b, n) - beta_moment(b, a, n), 0.0)
+
+
+def point_p_mixed(p: float, n: int) -> float:
+    """The same chance for a pass rate known to be exactly p."""
+    return max(1.0 - p ** n - (1.0 - p) ** n, 0.0) if n >= 2 else 0.0
+
+
+def _log_marginal(m: float, rows: Sequence[tuple[float, float, float]]) -> float:
+    """Beta-binomial log likelihood (less the binomial coefficients) of (f, passes, n) rows under
+    prior Beta(m f, m (1 - f)); counts may be fractional (decayed)."""
+    total = 0.0
+    for f, k, n in rows:
+        a, b = m * f, m * (1.0 - f)
+        total += (math.lgamma(a + k) + math.lgamma(b + n - k) - math.lgamma(a + b + n)
+                  - math.lgamma(a) - math.lgamma(b) + math.lgamma(a + b))
+    return total
+
+
+def fit_concentration(rows: Sequence[tuple[float, float, float]], default: float,
+                      grid: Sequence[float] = CONCENTRATION_GRID) -> float:
+    """The pseudo-count m on `grid` that best explains the tasks' (family rate, passes, n) rows;
+    `default` until two tasks have two rollouts each (one rollout says nothing about m)."""
+    rows = [r for r in rows if r[2] >= 2.0]
+    if len(rows) < 2:
+        return default
+    return max(grid, key=lambda m: (_log_marginal(m, rows), -m))
+
+
+@dataclass
+class _Counts:
+    """Decayed (passes, n) per (family, harness) and per (task, harness), and m per harness."""
+
+    family: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    task: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    task_family: dict[tuple[str, str], str] = field(default_factory=dict)
+    m: dict[str, float] = field(default_factory=dict)
+
+
 class DifficultyTracker:
     """The observations of a run and the estimates and weights they give (see the module docstring)."""
 
-    def __init__(self, observations: Iterable[Observation] = (), cfg: SamplerConfig | None = None):
+    def __init__(self, observations: Iterable[Observation] = (), cfg: SamplerConfig | None = None,
+                 eval_delay: int = 0):
         self.cfg = cfg or SamplerConfig()
         self.observations: list[Observation] = list(observations)
+        self.eval_delay = eval_delay
+        self._changes = 0  # observe / forget_eval calls: the cache key's version
+        self._cache: dict[tuple[int, int, int], _Counts] = {}  # (at, observations, changes) -> counts
 
     # -- recording -------------------------------------------------------------------------------
 
     def observe(self, obs: Observation) -> None:
         self.observations.append(obs)
+        self._changes += 1
+
+    def forget_eval(self, step: int) -> None:
+        """Drop the eval groups of `step` (an eval that runs again, after a crash before its record)."""
+        self.observations = [o for o in self.observations if not (o.split == "eval" and o.step == step)]
+        self._changes += 1
 
     def until(self, step: int) -> "DifficultyTracker":
-        """The tracker as it was after step `step` (observations of later steps left out)."""
-        return DifficultyTracker([o for o in self.observations if o.step <= step], self.cfg)
+        """The tracker as its plans saw it after step `step`: training groups of steps <= step, and
+        eval groups that had run by then (`eval_delay` steps later; the baseline's at once)."""
+        return DifficultyTracker([o for o in self.observations if self._seen(o, step)], self.cfg, self.eval_delay)
+
+    def _seen(self, o: Observation, step: int) -> bool:
+        if o.split != "eval" or o.step == 0:
+            return o.step <= step
+        return o.step <= step - self.eval_delay
 
     # -- estimates -------------------------------------------------------------------------------
 
-    def _weighted(self, at: int, keep: Any) -> tuple[float, float]:
-        passes = n = 0.0
-        for o in self.observations:
-            if keep(o):
-                w = self.cfg.decay ** max(at - 1 - o.step, 0)
-                passes += w * o.passes
-                n += w * o.n
-        return passes, n
+    def _counts(self, at: int) -> _Counts:
+        key = (at, len(self.observations), self._changes)
+        if key not in self._cache:
+            self._cache = {key: self._count(at)}  # one `at` at a time: plans ask for one step
+        return self._cache[key]
 
-    def family_rate(self, family: str, harness: str, at: int) -> float:
-        passes, n = self._weighted(at, lambda o: o.family == family and o.harness == harness)
+    def _count(self, at: int) -> _Counts:
+        c = _Counts()
+        for o in self.observations:
+            w = self.cfg.decay ** max(at - 1 - o.step, 0)
+            for table, k in ((c.family, (o.family, o.harness)), (c.task, (o.task, o.harness))):
+                row = table.setdefault(k, [0.0, 0.0])
+                row[0] += w * o.passes
+                row[1] += w * o.n
+            c.task_family[(o.task, o.harness)] = o.family
+        for harness in {h for _, h in c.task}:
+            if self.cfg.concentration is not None:
+                c.m[harness] = self.cfg.concentration
+                continue
+            rows = [(self._family_rate(c, o.family, harness), float(o.passes), float(o.n))
+                    for o in self.observations if o.harness == harness]
+            c.m[harness] = fit_concentration(rows, self.cfg.prior)
+        return c
+
+    def _family_rate(self, c: _Counts, family: str, harness: str) -> float:
+        passes, n = c.family.get((family, harness), (0.0, 0.0))
         return (self.cfg.prior * 0.5 + passes) / (self.cfg.prior + n)
 
-    def pass_rate(self, task: str, family: str, harness: str, at: int) -> float:
-        """The estimated pass rate of `task` through `harness` when step `at` is planned."""
-        f = self.family_rate(family, harness, at)
-        passes, n = self._weighted(at, lambda o: o.task == task and o.harness == harness)
-        return (self.cfg.prior * f + passes) / (self.cfg.prior + n)
+    def family_rate(self, family: str, harness: str, at: int) -> float:
+        return self._family_rate(self._counts(at), family, harness)
 
-    def weight(self, task: str, family: str, harness: str, at: int) -> float:
-        """The sampling weight: 1 for the uniform sampler, else max(p (1 - p), floor)."""
+    def concentration(self, harness: str, at: int) -> float:
+        """The pseudo-count m of a task's prior for `harness` (configured, or fitted)."""
+        return self._counts(at).m.get(harness, self.cfg.concentration or self.cfg.prior)
+
+    def posterior(self, task: str, family: str, harness: str, at: int) -> tuple[float, float]:
+        """(a, b) of the Beta posterior of `task`'s pass rate through `harness` when step `at` is planned."""
+        c = self._counts(at)
+        f = self._family_rate(c, family, harness)
+        m = c.m.get(harness, self.cfg.concentration or self.cfg.prior)
+        passes, n = c.task.get((task, harness), (0.0, 0.0))
+        return m * f + passes, m * (1.0 - f) + n - passes
+
+    def pass_rate(self, task: str, family: str, harness: str, at: int) -> float:
+        """The posterior mean pass rate of `task` through `harness` when step `at` is planned."""
+        a, b = self.posterior(task, family, harness, at)
+        return a / (a + b)
+
+    def p_mixed(self, task: str, family: str, harness: str, at: int, n: int) -> float:
+        """The chance that a group of n fresh rollouts of `task` has mixed outcomes (posterior)."""
+        return p_mixed(*self.posterior(task, family, harness, at), n)
+
+    def weight(self, task: str, family: str, harness: str, at: int, n: int) -> float:
+        """The sampling weight: 1 for the uniform sampler, else max(P(mixed of n), floor)."""
         if self.cfg.type == "uniform":
             return 1.0
-        p = self.pass_rate(task, family, harness, at)
-        return max(p * (1.0 - p), self.cfg.floor, 1e-6)
+        return max(self.p_mixed(task, family, harness, at, n), self.cfg.floor, 1e-6)
 
     def borrowable(self, task: str, harness: str, before: int) -> Borrowable | None:
         """The latest passing fresh rollout of `task` through `harness` from a step before `before`."""
-        found = [o for o in self.observations
-                 if o.task == task and o.harness == harness and o.passing and o.step < before]
+        found = [o for o in self.observations if o.task == task and o.harness == harness and o.passing
+                 and o.step < before and o.split != "eval"]
         if not found:
             return None
         last = max(found, key=lambda o: o.step)
@@ -137,7 +254,7 @@ class DifficultyTracker:
     # -- persistence -----------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": 1, "observations": [asdict(o) for o in self.observations]}
+        return {"version": 2, "observations": [asdict(o) for o in self.observations]}
 
     def save(self, run_dir: Path) -> Path:
         """Write <run_dir>/difficulty.json atomically (a crash leaves the old file or the new one)."""
@@ -148,20 +265,21 @@ class DifficultyTracker:
         return path
 
     @classmethod
-    def load(cls, run_dir: Path, cfg: SamplerConfig | None = None, last_step: int | None = None) -> "DifficultyTracker":
-        """The tracker of a run directory (empty for a new run), kept to the steps up to `last_step`
-        (the resume point: a step after it runs again)."""
+    def load(cls, run_dir: Path, cfg: SamplerConfig | None = None, last_step: int | None = None,
+             eval_delay: int = 0) -> "DifficultyTracker":
+        """The tracker of a run directory (empty for a new run), kept to the groups of the steps up
+        to `last_step` (the resume point: a step after it runs again), evals of those steps included."""
         path = Path(run_dir) / FILE_NAME
         if not path.is_file():
-            return cls((), cfg)
+            return cls((), cfg, eval_delay)
         try:
             rows = json.loads(path.read_text()).get("observations", [])
             obs = [Observation(**{k: row[k] for k in Observation.__dataclass_fields__ if k in row}) for row in rows]
         except (ValueError, TypeError, AttributeError) as err:
             raise ValueError(f"{path}: not a difficulty tracker file ({err}); move it away to start "
                              "the estimates afresh") from err
-        tracker = cls(obs, cfg)
-        return tracker if last_step is None else tracker.until(last_step)
+        kept = obs if last_step is None else [o for o in obs if o.step <= last_step]
+        return cls(kept, cfg, eval_delay)
 
 
 def planned_from(step: int, max_policy_lag: int) -> int:
@@ -179,3 +297,9 @@ def picks_summary(picks: Sequence[dict[str, Any]]) -> float:
     """The mean estimated pass rate of a step's picks (0.5 when there are none)."""
     ps = [float(p["p"]) for p in picks if isinstance(p.get("p"), (int, float))]
     return sum(ps) / len(ps) if ps else 0.5
+
+
+def brier(pairs: Iterable[tuple[float, bool]]) -> float | None:
+    """Mean squared error of predicted chances against what happened (None without pairs)."""
+    pairs = list(pairs)
+    return sum((p - float(y)) ** 2 for p, y in pairs) / len(pairs) if pairs else None

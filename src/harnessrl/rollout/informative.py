@@ -14,7 +14,14 @@ While the step has fewer informative groups than loop.groups_per_step, replaceme
 (at most `max_extra_groups` a step, `oversample` of them up front with the step's own groups),
 each for the harness furthest below its share, and run together with the branch wave of the
 groups already kept, so a replacement costs no extra wave of its own unless a borrowed prefix
-fails. A step that ends with no informative group trains nothing, and its record says why.
+fails. With the difficulty sampler (loop.sampler), a replacement is the unused task of the highest
+P(mixed) for its harness (rollout/difficulty.py), not a weighted draw: the step's own uniform
+groups were just observed, so the estimate knows what the first picks missed.
+
+A step that would train nothing once that budget is spent tops up (`rescue_groups` more, at most):
+one group per harness at a time, on the tasks of the highest P(mixed), while some task has
+P(mixed) >= `rescue_min`. Its record counts them (`rescue_groups`). A step that still ends with
+no informative group trains nothing, and its record says why.
 """
 
 from __future__ import annotations
@@ -39,6 +46,10 @@ class DynamicSamplingConfig(BaseModel):
     max_extra_groups: int = Field(2, ge=0)
     # of those, planned with the step's own groups (one wave, no waiting for outcomes)
     oversample: int = Field(0, ge=0)
+    # groups beyond that budget, only while the step has no informative group at all ...
+    rescue_groups: int = Field(2, ge=0)
+    # ... and only on tasks with at least this posterior chance of a mixed group
+    rescue_min: float = Field(0.25, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _oversample_within_budget(self) -> "DynamicSamplingConfig":

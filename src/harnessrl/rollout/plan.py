@@ -129,18 +129,39 @@ def weighted_picks(rng: random.Random, tasks: Sequence[Any], harnesses: Sequence
     return out
 
 
+def best_picks(tasks: Sequence[Any], harnesses: Sequence[str], task_weight: TaskWeight,
+               exclude: Sequence[str] = ()) -> list[tuple[Any, str]]:
+    """(task, harness) per harness slot: the unused task of the highest weight > 0 for that harness
+    (the first in `tasks` order on a tie); a slot with no such task is left out."""
+    used = set(exclude)
+    out = []
+    for h in harnesses:
+        scored = [(task_weight(t, h), -i, t) for i, t in enumerate(tasks) if t.id not in used]
+        best = max(scored, key=lambda x: (x[0], x[1]), default=None)
+        if best is None or best[0] <= 0:
+            continue
+        used.add(best[2].id)
+        out.append((best[2], h))
+    return out
+
+
 def plan_more(step: int, attempt: int, tasks: Sequence[Any], harnesses: Sequence[str], first_index: int,
               n_per_group: int, seed: int, task_weight: TaskWeight | None = None,
-              exclude: Sequence[str] = ()) -> list[GroupPlan]:
+              exclude: Sequence[str] = (), best: bool = False) -> list[GroupPlan]:
     """More groups of a training step, one per harness in `harnesses` (replacements of groups
     that came back uniform): ids g{first_index}, g{first_index + 1}, ...; tasks drawn as
-    `plan_step` draws them, those in `exclude` (the step's tasks so far) last."""
+    `plan_step` draws them, those in `exclude` (the step's tasks so far) last; `best`: the task of
+    the highest weight instead (`best_picks`: none twice in a step, none of weight 0)."""
     if not tasks:
         raise ValueError("no training tasks to plan from")
-    rng = random.Random((seed * 1_000_003 + step) * 31 + first_index)
-    picks = weighted_picks(rng, tasks, harnesses, task_weight or (lambda t, h: 1.0), exclude)
+    if best:
+        pairs = best_picks(tasks, harnesses, task_weight or (lambda t, h: 1.0), exclude)
+    else:
+        rng = random.Random((seed * 1_000_003 + step) * 31 + first_index)
+        pairs = list(zip(weighted_picks(rng, tasks, harnesses, task_weight or (lambda t, h: 1.0), exclude),
+                         harnesses))
     return [GroupPlan(f"s{step}-a{attempt}-g{first_index + i}", t, h, n_per_group, "train", step)
-            for i, (t, h) in enumerate(zip(picks, harnesses))]
+            for i, (t, h) in enumerate(pairs)]
 
 
 def plan_cross(tasks: Sequence[Any], harnesses: Sequence[str], n: int, *, step: int, attempt: int,

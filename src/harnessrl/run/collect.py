@@ -6,6 +6,7 @@ their branch waves and (loop.dynamic_sampling) the replacements of groups withou
     rounds: the round's groups are read back and observed by the tracker (rollout/difficulty.py);
             mixed ones (and all-fail ones with a borrowed prefix) branch, uniform ones are dropped;
             replacements for the missing informative groups run with the branch wave
+    rescue: a step left with no informative group tops up from the tasks of the highest P(mixed)
     -> Collected(groups that train, every group sampled, the step's SamplingStats)
 
 Without dynamic sampling every group branches and trains, as before; the stats still say how many
@@ -43,7 +44,16 @@ def task_weight(cfg: Any, tracker: DifficultyTracker, step: int) -> TaskWeight |
     """The sampler's weight of a (task, harness) when step `step` is planned (None: uniform)."""
     if cfg.loop.sampler.type != "difficulty":
         return None
-    return lambda t, h: tracker.weight(t.id, task_family(t), h, step)
+    n = cfg.loop.n_per_group
+    return lambda t, h: tracker.weight(t.id, task_family(t), h, step, n)
+
+
+def mixed_chance(tracker: DifficultyTracker, step: int, n: int, least: float = 0.0) -> TaskWeight:
+    """A (task, harness)'s posterior chance of a mixed group of n, 0 below `least` (best picks)."""
+    def chance(t: Any, h: str) -> float:
+        p = tracker.p_mixed(t.id, task_family(t), h, step, n)
+        return p if p >= least and p > 0 else 0.0
+    return chance
 
 
 def step_plans(cfg: Any, attempt: int, train_tasks: list, step: int, tracker: DifficultyTracker) -> list[GroupPlan]:
@@ -62,8 +72,15 @@ def pick_log(plans: Sequence[GroupPlan], tracker: DifficultyTracker, step: int) 
         fam = task_family(p.task)
         out.append({"group": p.group_id, "task": p.task.id, "harness": p.harness,
                     "p": round(tracker.pass_rate(p.task.id, fam, p.harness, step), 4),
-                    "weight": round(tracker.weight(p.task.id, fam, p.harness, step), 4)})
+                    "weight": round(tracker.weight(p.task.id, fam, p.harness, step, p.n), 4), "n": p.n,
+                    "p_mixed": round(tracker.p_mixed(p.task.id, fam, p.harness, step, p.n), 4)})
     return out
+
+
+def fresh_passes(g: PlannedGroup) -> tuple[int, int]:
+    """(passes, scored) of a group's own fresh samples (its branches left out)."""
+    fresh = counted(g.rollouts, fresh_only=True)
+    return sum(rollout_passed(r, g.plan.task) for r in fresh), len(fresh)
 
 
 def observe(tracker: DifficultyTracker, step: int, groups: Sequence[PlannedGroup]) -> None:
@@ -74,8 +91,20 @@ def observe(tracker: DifficultyTracker, step: int, groups: Sequence[PlannedGroup
         passing = sorted((r for r in fresh if rollout_passed(r, g.plan.task) and r.call_count >= 2),
                          key=lambda r: (-r.call_count, r.sample_idx))
         tracker.observe(Observation(step, g.plan.task.id, task_family(g.plan.task), g.plan.harness,
-                                    sum(rollout_passed(r, g.plan.task) for r in fresh), len(fresh),
-                                    passing[0].rollout_id if passing else ""))
+                                    *fresh_passes(g), passing[0].rollout_id if passing else "",
+                                    group=g.plan.group_id))
+
+
+def observe_eval(tracker: DifficultyTracker, step: int, groups: Sequence[PlannedGroup]) -> None:
+    """Add held-out eval groups to the tracker: other tasks of the training families, so they move
+    the family rates and the fitted concentration (rollout/difficulty.py), never a borrowed prefix;
+    an eval of the step observed before (it ran again after a crash) is replaced."""
+    tracker.forget_eval(step)
+    for g in groups:
+        passes, n = fresh_passes(g)
+        if n:
+            tracker.observe(Observation(step, g.plan.task.id, task_family(g.plan.task), g.plan.harness, passes, n,
+                                        split="eval", group=g.plan.group_id))
 
 
 def collect_groups(cfg: Any, store: Any, tracker: DifficultyTracker, attempt: int, train_tasks: list,
@@ -89,6 +118,9 @@ def collect_groups(cfg: Any, store: Any, tracker: DifficultyTracker, attempt: in
     picks = pick_log(plans, tracker.until(planned_from(step, loop.max_policy_lag)), step)
     borrow = _borrow(tracker, step) if br.enabled and br.borrow else None
     budget = ds.max_extra_groups - ds.upfront() if ds.enabled else 0
+    rescue = ds.rescue_groups if ds.enabled else 0
+    rescued = 0
+    best = loop.sampler.type == "difficulty"  # replacements: the highest P(mixed), not a draw
     sampled: list[GroupPlan] = list(plans)
     kept: list[PlannedGroup] = []
     lost: list[PlannedGroup] = []
@@ -101,9 +133,25 @@ def collect_groups(cfg: Any, store: Any, tracker: DifficultyTracker, attempt: in
         if count <= 0:
             return []
         harnesses = replacement_harnesses(weights, loop.groups_per_step, [g.plan.harness for g in kept], count)
+        weight = mixed_chance(tracker, step, loop.n_per_group) if best else task_weight(cfg, tracker, step)
         more = plan_more(step, attempt, train_tasks, harnesses, len(sampled), loop.n_per_group, loop.seed,
-                         task_weight(cfg, tracker, step), exclude=[p.task.id for p in sampled])
+                         weight, exclude=[p.task.id for p in sampled], best=best)
         budget -= len(more)
+        sampled.extend(more)
+        picks.extend(pick_log(more, tracker, step))
+        return more
+
+    def rescues() -> list[GroupPlan]:
+        """Nothing informative and the budget spent: groups on the tasks most likely mixed."""
+        nonlocal rescue, rescued
+        if kept or rescue <= 0:
+            return []
+        harnesses = replacement_harnesses(weights, loop.groups_per_step, [], min(rescue, len(weights)))
+        more = plan_more(step, attempt, train_tasks, harnesses, len(sampled), loop.n_per_group, loop.seed,
+                         mixed_chance(tracker, step, loop.n_per_group, ds.rescue_min),
+                         exclude=[p.task.id for p in sampled], best=True)
+        rescue -= len(more) if more else rescue  # no task left in reach: stop asking
+        rescued += len(more)
         sampled.extend(more)
         picks.extend(pick_log(more, tracker, step))
         return more
@@ -132,11 +180,12 @@ def collect_groups(cfg: Any, store: Any, tracker: DifficultyTracker, attempt: in
                 kept.append(g)
         pending = new
         if not pending and len(kept) < loop.groups_per_step:
-            pending = replacements(loop.groups_per_step - len(kept))
+            pending = replacements(loop.groups_per_step - len(kept)) or rescues()
             if pending:
                 wave(pending, "rollout")
     stats = sampling_stats(kept + lost, kept, dropped_log, picks, loop.groups_per_step, reward,
                            br.policy if br.enabled else None)
+    stats.rescue_groups = float(rescued) if ds.enabled else None
     return Collected(kept, kept + lost, stats, dropped_log)
 
 
@@ -152,6 +201,11 @@ def sampling_stats(sampled: Sequence[PlannedGroup], trained: Sequence[PlannedGro
                    branch_policy: str | None) -> SamplingStats:
     """The step's SamplingStats from its final groups (run/record.py)."""
     mixed = {g.plan.group_id for g in sampled if group_outcome(g.rollouts, g.plan.task, reward) == MIXED}
+    fresh = {g.plan.group_id: fresh_passes(g) for g in sampled}
+    for pick in picks:  # what the pick's own samples did, next to the chance it was given (report: Brier)
+        if pick["group"] in fresh:
+            passes, n = fresh[pick["group"]]
+            pick["mixed"] = 0 < passes < n
     informative_trained = sum(g.plan.group_id in mixed for g in trained)
     points = Counter[str]()
     for g in sampled:
@@ -186,6 +240,8 @@ def sampling_text(s: SamplingStats | None, groups_trained: float | None) -> str:
         text += f", {s.wasted_rollouts:.0f} rollouts without contrast"
     if s.branch_mixed is not None:
         text += f", branch points with mixed outcomes {s.branch_mixed:.0%}"
+    if s.rescue_groups:
+        text += f", {s.rescue_groups:.0f} rescue groups (none informative before)"
     if not groups_trained:
         text += "; nothing trained: no group had mixed outcomes"
     return text

@@ -46,6 +46,19 @@ def _pooled(pairs: list[tuple[Outcomes, Outcomes]], keys: list[tuple[str, str]])
     return before, after
 
 
+def headline_cells(changes: list[tuple[str, Cell]], config: dict[str, Any] | None) -> dict[str, Cell]:
+    """harness -> its paired change on the headline set (the first eval set): the intervals the
+    report's headline table prints next to each change."""
+    names = eval_set_names(config)
+    headline = names[0] if names else "test"
+    out = {}
+    for label, c in changes:
+        harness, _, name = label.rpartition(" · ")
+        if name == headline and harness != "all harnesses":
+            out[harness] = c
+    return out
+
+
 def change_text(c: Cell) -> str:
     return f"{100 * c.change:+.1f} pts [{100 * c.ci95[0]:+.1f}, {100 * c.ci95[1]:+.1f}]"
 

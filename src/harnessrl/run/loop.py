@@ -36,12 +36,12 @@ from harnessrl.algo.estimator import step_advantages
 from harnessrl.algo.trained import save_trained
 from harnessrl.engine import Engine, ModelNotFound, make_engine, resolve_model
 from harnessrl.engine.factory import resolve_engine_type, resolved_dtype
-from harnessrl.rollout.branching import branching_summary
+from harnessrl.rollout.branching import branching_summary, sampling_budget
 from harnessrl.rollout.difficulty import DifficultyTracker
 from harnessrl.rollout.groups import PlannedGroup, read_groups
 from harnessrl.rollout.pass_at_k import harness_summary, pass_at_1, summarize
 from harnessrl.rollout.plan import GroupPlan, next_attempt, plan_eval
-from harnessrl.run.collect import collect_groups, sampling_text, step_plans
+from harnessrl.run.collect import collect_groups, observe_eval, sampling_text, step_plans
 from harnessrl.run.runner_collector import default_collector
 from harnessrl.run.collector import Collector, RolloutsAhead
 from harnessrl.run.task_sets import default_tasks
@@ -49,14 +49,14 @@ from harnessrl.run.config import RunConfig
 from harnessrl.run.display import RunDisplay, changes_table, summary_table
 from harnessrl.run.dynamics import harness_dynamics
 from harnessrl.run.errors import TrainError
-from harnessrl.run.heldout import changes_markdown, held_out_changes
+from harnessrl.run.heldout import changes_markdown, headline_cells, held_out_changes
 from harnessrl.run.logs import library_logs
 from harnessrl.run.metrics_log import MetricsLog, read_jsonl
 from harnessrl.run.record import (REDONE, EvalResult, PolicyLag, RolloutStats, StepRecord, TreeTotals,
                                   UpdateStats)
 from harnessrl.run.profile import CpuMeter, cache_text, profile_store
 from harnessrl.run.profile_view import markdown as profile_markdown
-from harnessrl.run.report import write_plots, write_report
+from harnessrl.run.report import kl_text, write_plots, write_report
 from harnessrl.run.setup import make_sharded_trainer, make_trainer, seed_everything
 from harnessrl.run.tracking import Tracker, log_run_end, open_tracker
 from harnessrl.store.run_store import RunStore
@@ -237,7 +237,8 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
         train_tasks, eval_sets = load_tasks(cfg, tasks_loader, store, console)
         collector = collector_factory(cfg, engine, store, run_dir)
         opened.pop_all()  # from here on the run owns them (close_run)
-    tracker = DifficultyTracker.load(run_dir, cfg.loop.sampler, last_step=last)  # the resumed steps' estimates
+    tracker = DifficultyTracker.load(run_dir, cfg.loop.sampler, last_step=last,  # the resumed steps' estimates
+                                     eval_delay=min(cfg.loop.max_policy_lag, 1))
     return RunParts(cfg, run_dir, store, trainer, engine, collector, train_tasks, eval_sets, model_dir,
                     attempt, log, last + 1, closers, RolloutsAhead(max(cfg.loop.max_policy_lag, 1)), tracker)
 
@@ -358,8 +359,11 @@ def run_shown(collector: Collector, plans: Sequence[GroupPlan], display: RunDisp
 
 
 def step_rollout_stats(cfg: RunConfig, groups: Sequence[PlannedGroup]) -> RolloutStats:
-    branching = branching_summary([r for g in groups for r in g.rollouts]) if cfg.loop.branching.enabled else None
-    return RolloutStats(**harness_summary(groups), branching=branching)
+    br = cfg.loop.branching
+    branching = branching_summary([r for g in groups for r in g.rollouts]) if br.enabled else None
+    budget = sampling_budget([(g.rollouts, g.calls) for g in groups],
+                             cfg.loop.n_per_group + (br.points * br.width if br.enabled else 0))
+    return RolloutStats(**harness_summary(groups), branching=branching, **budget)
 
 
 def start_ahead(parts: RunParts, step: int) -> None:
@@ -436,6 +440,8 @@ def evaluate(parts: RunParts, step: int, display: RunDisplay) -> EvalResult | No
     all_plans = [p for ps in plans.values() for p in ps]
     run_shown(parts.collector, all_plans, display)
     by_id = {g.plan.group_id: g for g in read_groups(parts.store, all_plans)}
+    observe_eval(parts.tracker, step, list(by_id.values()))  # eval groups inform the sampler's family rates
+    parts.tracker.save(parts.run_dir)
     headline: dict[str, float] = {}
     per_set: dict[str, dict[str, dict[str, Any]]] = {}
     for i, (name, ps) in enumerate(plans.items()):
@@ -521,9 +527,10 @@ def step_line(step: int, rec: StepRecord) -> str:
     per_call = rec.trees.per_call_tokens if rec.trees else 0.0
     held = sum((rec.rollouts.memory_held if rec.rollouts else {}).values())
     cos = " ".join(f"{pair}={v:+.2f}" for pair, v in (u.grad_cosine or {}).items())
-    return (f"step {step}: reward {rw or '-'} loss {u.loss:+.4f} kl {u.kl or 0.0:.4f} "
-            f"clip {u.clip_frac or 0.0:.3f} |dlogp| {u.abs_logp_gap or 0.0:.4f} "
-            f"mismatch KL {u.mismatch_kl or 0.0:.4f} "
+    return (f"step {step}: reward {rw or '-'} loss {u.loss:+.4f} "
+            + (f"kl {kl_text(u.kl)} " if u.kl is not None else "")  # no reference model: no KL to print
+            + f"clip {u.clip_frac or 0.0:.3f} |dlogp| {u.abs_logp_gap or 0.0:.4f} "
+            f"mismatch KL {kl_text(u.mismatch_kl)} "
             f"tokens {u.tokens_computed:.0f}/{per_call:.0f} "
             f"time " + " ".join(f"{k} {v:.0f}s" for k, v in rec.time.items())
             + (f" | grad cos {cos}" if cos else "") + (f" | {cache}" if (cache := cache_text(rec.engine)) else "")
@@ -545,7 +552,8 @@ def finish_run(parts: RunParts, console: Console, log_file: Path | None = None) 
     cfg_yaml = yaml.safe_dump(cfg_json, sort_keys=False)
     changes = held_out_changes(parts.store.list_rollouts(), cfg_json)
     report = write_report(records, parts.run_dir, plots, f"harnessrl run {parts.run_dir.name}", cfg_yaml, trees,
-                          changes_markdown(changes), profile_markdown(profile_store(parts.store)))
+                          changes_markdown(changes), profile_markdown(profile_store(parts.store)),
+                          paired=headline_cells(changes, cfg_json))
     console.print(summary_table(records, parts.run_dir, report.with_suffix(".html"), plots_dir, log_file, trees))
     if changes:
         console.print(changes_table(changes))

@@ -46,6 +46,12 @@ class RolloutStats:
     calls_per_rollout: dict[str, float]
     memory_held: dict[str, float] = field(default_factory=dict)  # rollouts held back for free memory
     branching: dict[str, float] | None = None  # loop.branching: branches, diverged, exact share
+    # sampling cost (rollout/branching.py sampling_budget): tokens the engine sampled and tokens
+    # replayed from a parent (no sampling); rollouts run per group against n_per_group + points x width
+    tokens_sampled: float | None = None
+    tokens_replayed: float | None = None
+    rollouts_per_group: float | None = None
+    nominal_rollouts_per_group: float | None = None
 
 
 @dataclass
@@ -111,8 +117,10 @@ class SamplingStats:
     borrowed_points: float | None = None  # of those, on a passing rollout of an earlier step
     borrowed_mixed: float | None = None
     branch_policy: str | None = None
-    sampler_picks: list[dict[str, Any]] = field(default_factory=list)  # {group, task, harness, p, weight}
+    # {group, task, harness, p, weight, n, p_mixed (the posterior's, at the pick), mixed (the fresh samples')}
+    sampler_picks: list[dict[str, Any]] = field(default_factory=list)
     dropped_log: list[dict[str, Any]] = field(default_factory=list)  # {group, task, harness, reason, rollouts}
+    rescue_groups: float | None = None  # groups run because the step had no informative group left
 
 
 @dataclass

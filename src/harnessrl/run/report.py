@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harnessrl.run.dynamics import dynamics_lines, plot_dynamics
+from harnessrl.run.heldout import change_text
 from harnessrl.run.record import StepRecord, step_records
 from harnessrl.run.report_sampling import sampling_lines
 
@@ -81,6 +82,8 @@ def write_plots(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
             series.update(_series(records, k))
         if not series:
             continue
+        if stem == "kl_entropy" and "kl" not in series:
+            title = "policy entropy (no reference model: no KL to plot)"
         fig, ax = plt.subplots(figsize=(6, 3.5))
         for name, (xs, ys) in sorted(series.items()):
             ax.plot(xs, ys, marker="o", markersize=3, label=name)
@@ -148,10 +151,12 @@ def _agg(a: dict[str, Any] | None) -> str:
 
 def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path], title: str,
                  config_yaml: str, tree_page: Path | None = None, changes: list[str] | None = None,
-                 extra: list[str] | None = None) -> Path:
+                 extra: list[str] | None = None, paired: dict[str, Any] | None = None) -> Path:
     """report.md (before/after held-out pass@1 per harness, totals, plots, config) and the same as a
     self-contained report.html (plots inlined, tree view linked) to open in a browser; returns the .md.
-    `extra`: markdown sections after the run's totals (e.g. the cost budget, run/profile.py)."""
+    `extra`: markdown sections after the run's totals (e.g. the cost budget, run/profile.py);
+    `paired`: harness -> its paired change on the headline set (heldout.headline_cells), whose
+    95% interval the headline table prints next to the change."""
     before, after = eval_table(records)
     steps = step_records(records)
     train_steps = [rec for step, rec in steps if step > 0]
@@ -161,8 +166,11 @@ def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path]
         for h in sorted(set(before) | set(after)):
             b, a = before.get(h), after.get(h)
             delta = f"{100 * (a - b):+.1f} pts" if a is not None and b is not None else "-"
-            rows.append([h, _pct(b), _pct(a), delta])
-        lines += ["## Held-out pass@1 per harness", "", "| harness | before | after | change |", "|---|---|---|---|"]
+            cell = (paired or {}).get(h)
+            rows.append([h, _pct(b), _pct(a), change_text(cell) if cell is not None else delta])
+        lines += ["## Held-out pass@1 per harness", "",
+                  "| harness | before | after | change [95% CI, paired over tasks] |" if paired else
+                  "| harness | before | after | change |", "|---|---|---|---|"]
         lines += [f"| {' | '.join(r)} |" for r in rows] + [""]
     sets = (changes or []) + eval_sets_lines(records)  # changes: heldout.changes_markdown
     lines += sets
@@ -183,8 +191,8 @@ def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path]
             facts.append("per-harness policy gradients, mean cosine over the steps: "
                          + ", ".join(f"{pair} {v:+.3f}" for pair, v in cos.items()))
         if gaps:
-            facts.append(f"trainer/engine mismatch KL(engine||trainer): first {gaps[0]:.4f}, last {gaps[-1]:.4f}, "
-                         f"max {max(gaps):.4f}")
+            facts.append(f"trainer/engine mismatch KL(engine||trainer): first {kl_text(gaps[0])}, last "
+                         f"{kl_text(gaps[-1])}, max {kl_text(max(gaps))}")
         lines += ["## Run", ""] + [f"- {f}" for f in facts] + [""]
     sections = sampling_lines(records, plots, run_dir) + dynamics_lines(records, _plot(plots, "harness_dynamics"),
                                                                         run_dir)
@@ -221,8 +229,9 @@ def _write_html(path: Path, title: str, rows: list[list[str]], facts: list[str],
            ".plots{display:flex;flex-wrap:wrap;gap:8px}.plots img{width:600px;border:1px solid #eee}"
            "pre{background:#f6f6f6;padding:1em;font-size:12px}</style></head><body>", f"<h1>{e(title)}</h1>"]
     if rows:
+        change = "change [95% CI, paired over tasks]" if any("[" in r[3] for r in rows) else "change"
         out.append("<h2>Held-out pass@1 per harness</h2><table><tr><th>harness</th><th>before</th><th>after</th>"
-                   "<th>change</th></tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>"
+                   f"<th>{change}</th></tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>"
                                                     for r in rows) + "</table>")
     if sets:  # the markdown table of eval_sets_lines, as HTML
         table = [line for line in sets if line.startswith("|") and not line.startswith("|---")]
@@ -272,6 +281,15 @@ def _markdown_html(lines: list[str]) -> str:
         elif line.strip() and not is_row and not line.startswith("!["):
             out.append(f"<p>{html.escape(line)}</p>")
     return "".join(out) + ("</table>" if table else "")
+
+
+def kl_text(x: float | None) -> str:
+    """A k3 KL estimate to 4 decimals: every term of it is >= 0, so a sum below 0 is float rounding
+    (exp(d) - d - 1 for d ~ 1e-4 in float32) and prints as 0.0000, never "-0.0000"; "-" when not
+    computed."""
+    if x is None:
+        return "-"
+    return f"{x if x > 0 else 0.0:.4f}"
 
 
 def _pct(x: float | None) -> str:

@@ -1,6 +1,8 @@
 """The report's "Informative groups" section: per step, how many of the groups that trained could
 teach (mixed outcomes), what the step paid for groups without contrast, what dynamic sampling
-dropped and why, and which tasks the sampler picked (run/collect.py fills `SamplingStats`).
+dropped and why, which tasks the sampler picked (run/collect.py fills `SamplingStats`), and how
+well the sampler's difficulty estimate predicted which picked groups would have contrast (Brier
+score of P(mixed) at the pick against a constant, over the run's own groups).
 
 The plots are two panels of run/report.py's PANELS (`informative`, `wasted_rollouts`); this
 module writes the table and links them.
@@ -11,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from harnessrl.rollout.difficulty import brier, point_p_mixed
 from harnessrl.run.dynamics import shown_steps
 from harnessrl.run.record import SamplingStats, step_records
 
@@ -28,6 +31,35 @@ def picks_text(picks: Sequence[dict[str, Any]], most: int = MAX_PICKS) -> str:
     named = [f"{p.get('task', '?')} ({p.get('harness', '?')}) p={float(p.get('p', 0.0)):.2f}" for p in picks[:most]]
     rest = len(picks) - len(named)
     return ", ".join(named) + (f", +{rest} more" if rest > 0 else "") or "-"
+
+
+def calibration(rows: Sequence[tuple[int, SamplingStats]]) -> dict[str, float] | None:
+    """Brier scores of the run's picked groups: the posterior P(mixed) recorded at the pick, the
+    pick's p as a point estimate (1 - p^n - (1 - p)^n) and the run's mixed share as a constant
+    (known only afterwards: the best constant there is); None when no pick recorded both."""
+    picks = [p for _, s in rows for p in s.sampler_picks
+             if isinstance(p.get("p_mixed"), (int, float)) and isinstance(p.get("mixed"), bool)]
+    if not picks:
+        return None
+    share = sum(p["mixed"] for p in picks) / len(picks)
+    return {"groups": float(len(picks)), "mixed share": share,
+            "posterior": brier((float(p["p_mixed"]), p["mixed"]) for p in picks) or 0.0,
+            "point": brier((point_p_mixed(float(p["p"]), int(p.get("n", 0))), p["mixed"]) for p in picks) or 0.0,
+            "constant": brier((share, p["mixed"]) for p in picks) or 0.0}
+
+
+def calibration_lines(rows: Sequence[tuple[int, SamplingStats]]) -> list[str]:
+    """Markdown: the difficulty estimate's Brier table (empty without recorded predictions)."""
+    c = calibration(rows)
+    if c is None:
+        return []
+    verdict = "better" if c["posterior"] < c["constant"] else "no better"
+    return [f"Difficulty estimate ({c['groups']:.0f} picked groups, {c['mixed share']:.0%} mixed): P(mixed) "
+            f"predicted at the pick is {verdict} than a constant (Brier, lower is better).", "",
+            "| predictor of a mixed group | Brier |", "|---|---:|",
+            f"| posterior P(mixed) at the pick (the sampler's) | {c['posterior']:.3f} |",
+            f"| constant: the run's mixed share, {c['mixed share']:.2f} | {c['constant']:.3f} |",
+            f"| the pick's p as a point estimate, 1 - p^n - (1 - p)^n | {c['point']:.3f} |", ""]
 
 
 def _dropped(d: dict[str, float]) -> str:
@@ -56,7 +88,9 @@ def sampling_lines(records: list[dict[str, Any]], plots: Sequence[Path] = (), ru
              + ("" if len(keep) == len(rows) else f" {len(keep)} of {len(rows)} steps shown."), "",
              f"Over {len(rows)} steps: {trained:.0%} of the batch informative on average, "
              f"{wasted:.0f} of {sampled:.0f} rollouts without contrast"
-             + (f", dropped groups: {_dropped(dropped)}" if dropped else "") + ".", "",
+             + (f", dropped groups: {_dropped(dropped)}" if dropped else "")
+             + (f", {rescued:.0f} rescue groups" if (rescued := sum(s.rescue_groups or 0 for _, s in rows)) else "")
+             + ".", "", *calibration_lines(rows),
              "| step | informative (trained) | informative (sampled) | groups sampled (+extra) | wasted rollouts | "
              "dropped groups | mean picked p | branch points mixed | picks |",
              "|---:|---:|---:|---:|---:|---|---:|---:|---|"]

@@ -176,7 +176,8 @@ class Trainer:
                                      tokens_computed=float(sum(len(c) for c in chunks)),
                                      unique_tree_tokens=float(len(batch)), chunks=float(len(chunks)),
                                      value_loss=value, grad_cosine=cosine or None, harness_grad_norm=harness_norm,
-                                     seconds=seconds)
+                                     seconds=seconds,
+                                     kl_computed=self.reference is not None or self.use_lora_reference)
 
     def _chunk_backward(self, chunk: PackedChunk, tg: ChunkTargets, old_lp: torch.Tensor | None, denom: float,
                         world: int, live: bool, split: HarnessGradients | None,

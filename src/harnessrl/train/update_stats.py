@@ -79,9 +79,10 @@ class UpdateStats:
                   unique_tree_tokens: float, chunks: float, value_loss: float | None = None,
                   grad_cosine: dict[str, float] | None = None,
                   harness_grad_norm: dict[str, float] | None = None,
-                  seconds: dict[str, float] | None = None) -> UpdateStats:
+                  seconds: dict[str, float] | None = None, kl_computed: bool = True) -> UpdateStats:
         """Means of the summed epochs (`sums` holds every epoch's tokens; the loss and token count
-        are per epoch)."""
+        are per epoch). `kl_computed` False (no reference model): `kl` stays None, not a 0 nobody
+        measured."""
         w = max(sums.weight, 1e-8)
         has = sums.added > 0
         t = seconds or {}
@@ -90,7 +91,7 @@ class UpdateStats:
             return total / w if has else None
 
         return cls(clip_frac=mean(sums.clip_frac), is_weight=mean(sums.is_weight), is_kept=mean(sums.is_kept),
-                   kl=mean(sums.kl), abs_logp_gap=mean(sums.abs_logp_gap), mismatch_kl=mean(sums.mismatch_kl),
+                   kl=mean(sums.kl) if kl_computed else None, abs_logp_gap=mean(sums.abs_logp_gap), mismatch_kl=mean(sums.mismatch_kl),
                    is_capped=mean(sums.is_capped), entropy=mean(sums.entropy), loss=sums.loss / epochs,
                    tokens_trained=sums.tokens / epochs, grad_norm=grad_norm, tokens_computed=tokens_computed,
                    unique_tree_tokens=unique_tree_tokens, chunks=chunks, value_loss=value_loss,

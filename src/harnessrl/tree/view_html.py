@@ -133,14 +133,44 @@ def _stats_html(tree: PrefixTree) -> str:
             f'<div class="meta">{extra}</div>')
 
 
+ADV_TITLE = ("grpo: the rollout's advantage; other estimators: the mean advantage over the rollout's sampled "
+             "tokens (per token, the weighted mean of what trained it); - : the rollout trained no token")
+
+
+def rollout_advantages(tree: PrefixTree, adv) -> dict[str, float]:
+    """Rollout id -> its advantage as the tree view's table shows it: the estimator's own per-rollout
+    value (grpo), else the mean of the per-token advantage (`adv_mean`) over the decision tokens the
+    rollout sampled (tree_grpo: exact, one advantage per node; ppo: per-path values averaged)."""
+    if adv is None:
+        return {}
+    if adv.rollout_adv:
+        return {r: float(a) for r, a in adv.rollout_adv.items()}
+    if adv.adv_mean is None:
+        return {}
+    flat = tree.flat()
+    sums: dict[str, list[float]] = {}
+    for node in tree.nodes:
+        if not node.decision.any():
+            continue
+        values = np.asarray(adv.adv_mean)[flat.node_offsets[node.id] + np.flatnonzero(node.decision)]
+        values = values[np.isfinite(values)]
+        if not len(values):
+            continue
+        for r in node.decision_rollouts:
+            acc = sums.setdefault(r, [0.0, 0.0])
+            acc[0] += float(values.sum())
+            acc[1] += len(values)
+    return {r: total / n for r, (total, n) in sums.items() if n}
+
+
 def _rollouts_html(tree: PrefixTree, adv=None) -> str:
-    header = "".join(f"<th>{h}</th>" for h in ("rollout", "harness", "status", "reward", "trains", "calls",
-                                                 "paths", "advantage", "branch of"))
+    header = "".join(f"<th>{h}</th>" if h != "advantage" else f'<th title="{html.escape(ADV_TITLE)}">{h}</th>'
+                     for h in ("rollout", "harness", "status", "reward", "trains", "calls", "paths", "advantage",
+                               "branch of"))
     rows = [f"<table><tr>{header}</tr>"]
+    advantages = rollout_advantages(tree, adv)
     for info in tree.rollouts.values():
-        a = ""
-        if adv is not None and adv.rollout_adv and info.rollout_id in adv.rollout_adv:
-            a = f"{adv.rollout_adv[info.rollout_id]:+.3f}"
+        a = f"{advantages[info.rollout_id]:+.3f}" if info.kept and info.rollout_id in advantages else "-"
         reward = "-" if info.reward is None else f"{info.reward:.3f}"
         trains = "yes" if info.kept else f"no ({html.escape(info.filter_reason)})"
         cls = "" if info.kept else ' class="filtered"'
