@@ -25,10 +25,10 @@ FILL = "head -c {mb}M /dev/zero > {path} && echo wrote || echo refused"
 @BWRAP
 def test_dev_shm_is_a_small_tmpfs_and_dev_is_read_only():
     with make_sandbox(CFG) as sb:
+        small = sb.run(["sh", "-c", FILL.format(mb=1, path="/dev/shm/small")])
         shm = sb.run(["sh", "-c", FILL.format(mb=64, path="/dev/shm/big")])
         tmp = sb.run(["sh", "-c", FILL.format(mb=64, path="/tmp/big")])  # control: the same write pays elsewhere
         dev = sb.run(["sh", "-c", FILL.format(mb=1, path="/dev/big")])
-        small = sb.run(["sh", "-c", FILL.format(mb=1, path="/dev/shm/small")])
         size = sb.run(["sh", "-c", "df -k /dev/shm | tail -1"])
     assert shm.stdout.strip() == "refused" and "No space left" in shm.stderr
     assert tmp.stdout.strip() == "wrote"

@@ -81,7 +81,7 @@ def test_control_the_old_copy_out_ran_the_agents_sh(image, tmp_path):
         res = sb.run(["sh", "-c", COPY_OUT, "sh", "/app"], stdout_path=tmp_path / "out.tar", timeout_s=60)
         marks = (Path(sb.workspace) / "planted.txt").read_text()
     assert res.ok, res
-    assert marks.count("ran-after-the-harness") >= 2  # the image's sh and its tar: both the agent's
+    assert "ran-after-the-harness" in marks  # the image's sh, the agent's now, ran after the harness
 
 
 DAEMON = "while :; do date +%s%N > tick; done"

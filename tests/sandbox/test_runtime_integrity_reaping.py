@@ -37,11 +37,11 @@ req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions"
                              {"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]})
 urllib.request.urlopen(req, timeout=60).read()
 """
-# 1,000 background jobs, each orphaned at once; ok once all of them ran (at most 20 s of waiting)
+# 1,000 background jobs, each orphaned at once; ok once all of them ran (at most 8 s of waiting)
 HONEST = """\
 python3 {d}/call.py
 for i in $(seq 1000); do (echo x >> "$TMPDIR/jobs" &); done
-for i in $(seq 200); do [ "$(wc -l < "$TMPDIR/jobs")" -ge 1000 ] && break; sleep 0.1; done
+for i in $(seq 80); do [ "$(wc -l < "$TMPDIR/jobs")" -ge 1000 ] && break; sleep 0.1; done
 [ "$(wc -l < "$TMPDIR/jobs")" -ge 1000 ] && echo ok > out.txt || echo short > out.txt
 """
 VERIFY = ("import json, pathlib\np = pathlib.Path('out.txt')\n"

@@ -2,7 +2,7 @@
 
 Shared by the backends: stdin goes through a temporary file; stdout and stderr go through pipes,
 each drained by a thread of its own (no pipe deadlocks) that keeps the first ``head_bytes(max)``
-and the last ``max_output_bytes`` and drops the middle, noting how much in the text (a harness
+(64 KiB) and the last ``max_output_bytes`` and drops the middle, noting how much in the text (a harness
 that prints 3 GB costs the host 8 MiB per stream, not a 1 GiB file in /tmp). ``stdout_path``
 (a tar stream, say) still goes to a file. The caller decides how a process tree is killed.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import tempfile
@@ -47,7 +48,7 @@ def kill_process_group(proc: subprocess.Popen) -> None:
         pass
 
 
-DRAIN_WAIT_S = 2.0  # after the command exits, how long its output may take to arrive (a daemon may hold the pipe)
+DRAIN_WAIT_S = 2.0  # after the command exits, the most its output may take to be read (a writer that never pauses)
 DROPPED_NOTE = "\n[harnessrl sandbox: {n} bytes of output dropped here]\n"
 
 
@@ -59,25 +60,37 @@ def read_tail(f: BinaryIO, max_bytes: int) -> str:
 
 
 def head_bytes(max_output_bytes: int) -> int:
-    """How much of the start of a stream is kept beside its last ``max_output_bytes``."""
-    return min(64 << 10, max_output_bytes // 8)
+    """How much of the start of a stream is kept beside its last ``max_output_bytes``: 64 KiB, none
+    under a 1 MiB cap (then only the tail, as a small cap asks)."""
+    return min(64 << 10, max_output_bytes // 8) if max_output_bytes >= 1 << 20 else 0
 
 
 class BoundedCapture:
     """Drains a pipe's read end in a daemon thread, keeping its first ``head`` and last ``tail``
-    bytes; memory stays under head + 2 x tail whatever the writer sends."""
+    bytes; memory stays under head + 2 x tail whatever the writer sends. The thread drains until
+    every writer is gone (a kept-background daemon never meets a closed pipe)."""
 
     def __init__(self, fd: int, head: int, tail: int) -> None:
         self._fd, self._head_max, self._tail_max = fd, head, tail
         self._head, self._tail = bytearray(), bytearray()
         self.total = 0
         self._lock = threading.Lock()
+        self._wake_r, self._wake_w = os.pipe()
+        self._caught_up = threading.Event()  # set once what was written before result() is read
         self._thread = threading.Thread(target=self._drain, name="sandbox-output", daemon=True)
         self._thread.start()
 
     def _drain(self) -> None:
+        asked = False  # result() was called: tell it once the pipe is empty
         try:
             while True:
+                if not asked:
+                    if self._wake_r in select.select([self._fd, self._wake_r], [], [])[0]:
+                        asked = True
+                        continue
+                elif not select.select([self._fd], [], [], 0)[0]:
+                    self._caught_up.set()
+                    select.select([self._fd], [], [])
                 chunk = os.read(self._fd, 1 << 16)
                 if not chunk:
                     return
@@ -86,7 +99,9 @@ class BoundedCapture:
         except OSError:
             return
         finally:
-            os.close(self._fd)
+            self._caught_up.set()
+            for fd in (self._fd, self._wake_r):
+                os.close(fd)
 
     def _add(self, chunk: bytes) -> None:
         self.total += len(chunk)
@@ -99,15 +114,20 @@ class BoundedCapture:
             del self._tail[: len(self._tail) - self._tail_max]
 
     def result(self, wait_s: float) -> tuple[str, int]:
-        """(the kept text, bytes dropped), once the writer closed the pipe or ``wait_s`` passed
-        (then what arrived so far; the thread drains on until the last writer is gone)."""
-        self._thread.join(wait_s)
+        """(the kept text, bytes dropped) once the pipe is read up to now (or ``wait_s`` passed: a
+        writer that never pauses); the thread drains on until the last writer is gone."""
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:  # the thread is done already (every writer gone): it closed its end
+            pass
+        os.close(self._wake_w)
+        self._caught_up.wait(wait_s)
         with self._lock:
             tail = bytes(self._tail[-self._tail_max :]) if self._tail_max else b""
             head = bytes(self._head)
             dropped = self.total - len(head) - len(tail)
         text = head.decode("utf-8", errors="replace")
-        if dropped:
+        if dropped and head:  # a middle went missing: say where (output_dropped counts it in any case)
             text += DROPPED_NOTE.format(n=dropped)
         return text + tail.decode("utf-8", errors="replace"), dropped
 
@@ -166,6 +186,10 @@ def run_to_completion(
                 start_new_session=True,
                 pass_fds=pass_fds,
             )
+        except BaseException:
+            for cap in (*captures, err_cap):
+                cap.result(0)
+            raise
         finally:  # the child holds its copies; the captures see EOF once every writer is gone
             for w in (out_w, err_w):
                 if isinstance(w, int):

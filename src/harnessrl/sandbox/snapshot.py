@@ -11,6 +11,8 @@ agent's code after its harness ended. So this process writes the archive itself:
 - below it nothing is followed: every directory is opened ``O_NOFOLLOW`` relative to its parent's
   fd, a symlink is archived as a link, a hard link as a link member, a FIFO, socket or device is left
   out (the host copy keeps none of them);
+- a file with holes becomes a PAX 1.0 sparse member (holes stay holes on the host, as GNU tar's
+  ``--sparse`` kept them);
 - each entry is counted against the copy's TreeBudget (entries, depth, path, bytes: hard-linked data
   once, sparse files at full length) under its deadline, so an oversized tree stops early with
   WorkspaceLimitExceeded, before its bytes are read.
@@ -69,7 +71,7 @@ def write_archive(root_fd: int, inner_src: str, out: BinaryIO, budget: TreeBudge
     except OSError as e:
         raise SandboxError(f"copy_out {inner_src} failed: {e.strerror}") from None
     try:
-        with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT, copybufsize=COPY_BUFFER) as tar:
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT, copybufsize=COPY_BUFFER) as tar:
             if top >= 0:
                 info = _info(".", os.fstat(top), tarfile.DIRTYPE)
                 tar.addfile(info)
@@ -152,6 +154,57 @@ def _add_file(tar: tarfile.TarFile, dir_fd: int, name: str, arcname: str, st: os
         if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(now.st_mode):
             raise OSError(errno.ESTALE, "changed while it was archived", arcname)
         try:
-            tar.addfile(_info(arcname, now, tarfile.REGTYPE, size=now.st_size), f)
+            if now.st_blocks * 512 < now.st_size:  # holes: a sparse member, the holes stay holes
+                data = _SparseData(f.fileno(), data_segments(f.fileno(), now.st_size))
+                info = _info(f"./GNUSparseFile.0/{posixpath.basename(arcname)}", now, tarfile.REGTYPE, data.size)
+                info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": arcname,
+                                    "GNU.sparse.realsize": str(now.st_size)}
+                tar.addfile(info, data)  # type: ignore[arg-type]
+            else:
+                tar.addfile(_info(arcname, now, tarfile.REGTYPE, size=now.st_size), f)
         except OSError as e:
             raise SandboxError(f"copy_out: {arcname} could not be read whole: {e}") from None
+
+
+def data_segments(fd: int, size: int) -> list[tuple[int, int]]:
+    """(offset, length) of the parts of a file that hold data (SEEK_DATA/SEEK_HOLE), ending with
+    a (size, 0) marker so that a trailing hole keeps the file's length."""
+    segments, offset = [], 0
+    while offset < size:
+        try:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno == errno.ENXIO:  # only a hole from here
+                break
+            raise
+        end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        segments.append((start, end - start))
+        offset = end
+    return [*segments, (size, 0)]
+
+
+class _SparseData:
+    """The data of a PAX 1.0 sparse member (what GNU tar writes with --sparse --format=pax, and
+    tarfile extracts as holes): the map as text padded to a block, then the data segments."""
+
+    def __init__(self, fd: int, segments: list[tuple[int, int]]) -> None:
+        text = f"{len(segments)}\n" + "".join(f"{off}\n{n}\n" for off, n in segments)
+        self._map = text.encode() + b"\0" * (-len(text) % tarfile.BLOCKSIZE)
+        self._fd, self._segments = fd, [seg for seg in segments if seg[1]]
+        self.size = len(self._map) + sum(n for _, n in self._segments)
+
+    def read(self, n: int) -> bytes:
+        """Up to ``n`` bytes, short only at the end (tarfile's copy wants whole buffers)."""
+        out = bytearray(self._map[:n])
+        self._map = self._map[n:]
+        while len(out) < n and self._segments:
+            off, left = self._segments[0]
+            chunk = os.pread(self._fd, min(n - len(out), left), off)
+            if not chunk:
+                break  # the file shrank: tarfile reports the short member
+            out += chunk
+            if len(chunk) == left:
+                self._segments.pop(0)
+            else:
+                self._segments[0] = (off + len(chunk), left - len(chunk))
+        return bytes(out)
