@@ -6,6 +6,12 @@ disk) and calls `collective_rpc("harnessrl_load_weights", args=(path,))`; each w
 the file and hands the tensors to the worker's `reload_weights` (vLLM's layerwise in-place reload,
 which calls the model's own `load_weights`: HF names -> fused/sharded parameters). Heavy imports stay inside methods:
 this module is imported by the worker process by its dotted path.
+
+vLLM's reload warns "RotaryEmbedding: Failed to load weights" at every sync: it counts the rotary
+layer's `cos_sin_cache` (a buffer it computes from the config, in no checkpoint; the HF model's
+`inv_freq` is not persistent, so the sync sends no rotary tensor) as a weight to load, finds none,
+and puts back the cache it had, which is the right one. `RotaryReloadNote` says so in one line at
+the first sync and drops the repeats.
 """
 
 from __future__ import annotations
@@ -13,9 +19,41 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterable
+import logging
 from typing import Any
 
 WORKER_EXTENSION = "harnessrl.engine.vllm_worker.HarnessRLWorkerExtension"
+RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"  # where vLLM warns per layer
+
+
+class RotaryReloadNote(logging.Filter):
+    """vLLM's per-sync "<X>RotaryEmbedding: Failed to load weights" warning: the first one becomes
+    one line that explains it (see the module docstring), the rest are dropped; every other record
+    passes unchanged."""
+
+    NOTE = ("weight sync: vLLM reports %s as 'Failed to load weights' because it counts the rotary "
+            "cos_sin_cache buffer (computed from the config, in no checkpoint) as a weight; it keeps the "
+            "cache it has, which is correct. Said once; the repeats are dropped (harnessrl/engine/vllm_worker.py)")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.noted = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if record.msg != "%s: Failed to load weights" or not args or not str(args[0]).endswith("RotaryEmbedding"):
+            return True
+        if self.noted:
+            return False
+        self.noted = True
+        record.msg, record.levelno, record.levelname = self.NOTE, logging.INFO, "INFO"
+        return True
+
+
+def note_rotary_reload(logger: logging.Logger) -> None:
+    """Install `RotaryReloadNote` on vLLM's reload logger, once per process."""
+    if not any(isinstance(f, RotaryReloadNote) for f in logger.filters):
+        logger.addFilter(RotaryReloadNote())
 
 
 class HarnessRLWorkerExtension:
@@ -26,6 +64,7 @@ class HarnessRLWorkerExtension:
         from safetensors.torch import load_file
 
         tensors = load_file(path)
+        note_rotary_reload(logging.getLogger(RELOAD_LOGGER))
         # vLLM's in-place reload: restores checkpoint-format parameters layer by layer, runs the
         # model's load_weights (HF names -> fused qkv/gate_up, tied lm_head), then redoes the
         # post-load processing (e.g. the CPU backend's repacked linear weights).

@@ -18,7 +18,9 @@ with each group's counts weighted by decay ** (steps since it ran): the policy c
 group says less about today's pass rate. The pseudo-count m is how alike a family's tasks are:
 small m (polarised tasks) lets one group move a task's estimate most of the way, and leaves an
 unseen task's P(mixed) low even at f = 0.5. Fitted, it maximises the Beta-binomial marginal
-likelihood of the harness's tasks' counts over a grid (`fit_concentration`). P(mixed) under the
+likelihood of the harness's groups (each group a draw of a task's rate at the time it ran, so a
+policy that drifts does not make tasks look alike), with a weak log-normal prior around 1, over a
+grid (`fit_concentration`); m = 1 before two groups ran. P(mixed) under the
 point estimate p instead (1 - p^n - (1 - p)^n) overstates contrast: it scored a Brier of 0.305
 against a constant's 0.239 in the demo runs (benchmarks/sampler_calibration.py).
 
@@ -52,8 +54,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 FILE_NAME = "difficulty.json"
-# the pseudo-counts m a fit chooses from (geometric, 0.25 .. 64)
+# the pseudo-counts m a fit chooses from (geometric, 0.25 .. 64), and m before there is data to fit:
+# Beta(0.5, 0.5) at a family rate of 0.5, polarised as the demo's tasks are (docs/benchmarks.md)
 CONCENTRATION_GRID = tuple(round(0.25 * 2 ** (k / 2), 4) for k in range(17))
+DEFAULT_CONCENTRATION = 1.0
 
 
 class SamplerConfig(BaseModel):
@@ -130,14 +134,20 @@ def _log_marginal(m: float, rows: Sequence[tuple[float, float, float]]) -> float
     return total
 
 
-def fit_concentration(rows: Sequence[tuple[float, float, float]], default: float,
+def fit_concentration(rows: Sequence[tuple[float, float, float]], default: float = DEFAULT_CONCENTRATION,
                       grid: Sequence[float] = CONCENTRATION_GRID) -> float:
-    """The pseudo-count m on `grid` that best explains the tasks' (family rate, passes, n) rows;
-    `default` until two tasks have two rollouts each (one rollout says nothing about m)."""
+    """The pseudo-count m on `grid` that best explains the groups' (family rate, passes, n) rows:
+    the Beta-binomial marginal likelihood times a log-normal prior around `default` (sd ln 4, so
+    a few groups cannot pull m to the grid's ends); `default` until two groups have two rollouts
+    each (one rollout says nothing about m)."""
     rows = [r for r in rows if r[2] >= 2.0]
     if len(rows) < 2:
         return default
-    return max(grid, key=lambda m: (_log_marginal(m, rows), -m))
+
+    def score(m: float) -> float:
+        return _log_marginal(m, rows) - 0.5 * (math.log(m / default) / math.log(4.0)) ** 2
+
+    return max(grid, key=lambda m: (score(m), -m))
 
 
 @dataclass
@@ -205,7 +215,7 @@ class DifficultyTracker:
                 continue
             rows = [(self._family_rate(c, o.family, harness), float(o.passes), float(o.n))
                     for o in self.observations if o.harness == harness]
-            c.m[harness] = fit_concentration(rows, self.cfg.prior)
+            c.m[harness] = fit_concentration(rows)
         return c
 
     def _family_rate(self, c: _Counts, family: str, harness: str) -> float:
@@ -217,13 +227,13 @@ class DifficultyTracker:
 
     def concentration(self, harness: str, at: int) -> float:
         """The pseudo-count m of a task's prior for `harness` (configured, or fitted)."""
-        return self._counts(at).m.get(harness, self.cfg.concentration or self.cfg.prior)
+        return self._counts(at).m.get(harness, self.cfg.concentration or DEFAULT_CONCENTRATION)
 
     def posterior(self, task: str, family: str, harness: str, at: int) -> tuple[float, float]:
         """(a, b) of the Beta posterior of `task`'s pass rate through `harness` when step `at` is planned."""
         c = self._counts(at)
         f = self._family_rate(c, family, harness)
-        m = c.m.get(harness, self.cfg.concentration or self.cfg.prior)
+        m = c.m.get(harness, self.cfg.concentration or DEFAULT_CONCENTRATION)
         passes, n = c.task.get((task, harness), (0.0, 0.0))
         return m * f + passes, m * (1.0 - f) + n - passes
 

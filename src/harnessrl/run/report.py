@@ -65,6 +65,14 @@ def _series(records: list[dict[str, Any]], key: str) -> dict[str, tuple[list[int
     return out
 
 
+def panel_title(stem: str, title: str, series: dict[str, Any]) -> str:
+    """A panel's title naming only what it draws: a run without a reference model records no KL
+    to it (UpdateStats.kl None), so its kl_entropy panel is the entropy alone and says why."""
+    if stem == "kl_entropy" and "kl" not in series:
+        return "policy entropy (no reference model: no KL to plot)"
+    return title
+
+
 def write_plots(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     """One PNG per panel that has data, and the harness dynamics plot (run/dynamics.py); returns
     the files written."""
@@ -82,8 +90,7 @@ def write_plots(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
             series.update(_series(records, k))
         if not series:
             continue
-        if stem == "kl_entropy" and "kl" not in series:
-            title = "policy entropy (no reference model: no KL to plot)"
+        title = panel_title(stem, title, series)
         fig, ax = plt.subplots(figsize=(6, 3.5))
         for name, (xs, ys) in sorted(series.items()):
             ax.plot(xs, ys, marker="o", markersize=3, label=name)
