@@ -18,6 +18,9 @@ Life cycle
   (sandbox/seccomp.py), then the command; the process joins its own ``run-<n>`` cgroup first, so a
   timeout kills its whole tree, daemons included. The keeper runs under the same filter and
   with no capabilities (``bwrap --cap-drop ALL --seccomp``).
+- copy_out: this process reads the tree through the sandbox's root fd (snapshot.py), after
+  killing what finished runs left running; nothing inside runs for it (an image's ``sh``/``tar``
+  may be the agent's by then).
 - destroy: SIGKILL the pid namespace's init (the kernel then kills every process of the
   namespace: double forks and setsid do not escape), kill and remove the cgroups, delete the
   host scratch dir. If the host process dies instead, the keeper's pipe closes and the keeper
@@ -30,8 +33,9 @@ writable cgroups the limits fall back to rlimits (RLIMIT_AS per process, and RLI
 counts every process of the host uid) and a warning is logged. ``workspace_mb``/``scratch_mb``
 are tmpfs sizes (writes past them fail with ENOSPC; tmpfs pages count towards memory_mb).
 ``wall_time_s`` is the default timeout of each run(). Each run also gets RLIMIT_FSIZE of
-max(workspace_mb, scratch_mb, 1024) MiB (bounds the host files that capture its output) and no
-core files. The proxy relay serves at most 64 connections per sandbox at once.
+max(workspace_mb, scratch_mb, 1024) MiB (bounds a ``stdout_path`` file) and no core files; its
+captured stdout/stderr are bounded in memory (process.py: head + tail), never a host file.
+``/dev/shm`` is a tmpfs of ``shm_mb``; ``/dev`` is read-only. The proxy relay serves at most 64 connections per sandbox at once.
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ What differs from a sandbox on the host's system directories (bwrap_mounts.py):
   image with an older C library (Debian 11, Ubuntu 20.04: glibc 2.31) runs it too. The programs it
   starts load as usual, from the image.
 - commands change directory with the image's ``sh`` (``cd``), not ``env -C``, which busybox lacks.
-The image needs ``/bin/sh`` (and ``tar`` for copies in and out); ``check_root`` says so by name.
+The image needs ``/bin/sh`` (and ``tar`` for ``copy_in``); ``check_root`` says so by name. A copy
+out runs nothing of the image (sandbox/snapshot.py): the agent may have replaced any program of it
+in its writable layer, so no image program runs for the runner once the harness has ended.
 """
 
 from __future__ import annotations
