@@ -85,11 +85,12 @@ def train(
 
 def resume_plan(cfg, allowed: list[str], console: Console):
     """The resume of cfg's run (run/resume.py plan_resume); a refusal is one line with the fix, exit 2."""
-    from harnessrl.run.resume import ResumeRefused, plan_resume
+    from harnessrl.run.config import ConfigError
+    from harnessrl.run.resume import plan_resume
 
     try:
         return plan_resume(cfg, allowed)
-    except ResumeRefused as err:
+    except ConfigError as err:
         console.print(f"[red]resume refused:[/red] {err}", soft_wrap=True)
         raise typer.Exit(2) from None
 

@@ -1,5 +1,5 @@
 """What `harnessrl train --resume` decides from the run directory alone, before any engine starts
-(`plan_resume`): there is a run to resume (else ResumeRefused with the fix); the run is complete
+(`plan_resume`): there is a run to resume (else ConfigError with the fix); the run is complete
 (nothing to do: "run complete (8/8 steps): raise loop.steps to continue"); or it continues, with the
 settings that changed since the run stored its config. A changed setting that changes the training
 (`optimizer.lr`, the algorithm, the tasks, ...) is refused, naming it, unless it is allowed by name
@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from harnessrl.errors import HarnessRLError
 from harnessrl.run.config import ConfigError, RunConfig, build_config
 from harnessrl.store import RunStore
 from harnessrl.store.schema import DB_NAME
@@ -33,10 +32,6 @@ OPERATIONAL_KEYS = (
     "engine.served_model_name",
 )
 CHANGES_KEY = "config_changes"  # run store meta: the changes allowed at each resume
-
-
-class ResumeRefused(HarnessRLError, ValueError):
-    """`--resume` cannot go on; the message names why and the fix."""
 
 
 @dataclass(frozen=True)
@@ -61,23 +56,23 @@ def plan_resume(cfg: RunConfig, allowed: Sequence[str] = ()) -> ResumePlan:
     """The resume of the run in cfg.output.run_dir as cfg would run it (see the module docstring)."""
     run_dir = Path(cfg.output.run_dir)
     if "{time}" in cfg.output.run_dir:
-        raise ResumeRefused(f"output.run_dir {cfg.output.run_dir} names a new directory each start: pass the run's "
+        raise ConfigError(f"output.run_dir {cfg.output.run_dir} names a new directory each start: pass the run's "
                             "own, e.g. output.run_dir=runs/20261207-101500")
     if not (run_dir / DB_NAME).is_file():
-        raise ResumeRefused(f"{run_dir} holds no run to resume (no {DB_NAME}): start it without --resume, or pass "
+        raise ConfigError(f"{run_dir} holds no run to resume (no {DB_NAME}): start it without --resume, or pass "
                             "the output.run_dir of an earlier run")
     with RunStore(run_dir) as store:
         stored = store.get_meta("config")
         steps = {s: m for s, m in store.list_steps() if not m.get("redone")}
     if not isinstance(stored, dict):
-        raise ResumeRefused(f"{run_dir} holds no training run (no stored config: it was written by rollout, eval or "
+        raise ConfigError(f"{run_dir} holds no training run (no stored config: it was written by rollout, eval or "
                             "serve); start a run there without --resume or choose another output.run_dir")
     changed = config_changes(stored, cfg)
     training = [c for c in changed if not is_operational(c.key)]
     refused = [c for c in training if c.key not in allowed]
     if refused:
         keys = " ".join(f"--allow-change {c.key}" for c in refused)
-        raise ResumeRefused(f"{run_dir} was trained with other settings: {'; '.join(map(str, refused))}. A resume "
+        raise ConfigError(f"{run_dir} was trained with other settings: {'; '.join(map(str, refused))}. A resume "
                             f"with them changes the training: set them back, or pass {keys} (recorded in the run)")
     last = max(steps, default=0)
     return ResumePlan(last, complete_message(cfg.loop.steps, steps, (run_dir / "report.md").is_file()), training,
