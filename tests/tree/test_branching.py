@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from harnessrl.algo import grpo, tree_grpo
-from harnessrl.rollout.branching import BranchingConfig, branch_plan, branch_points, branching_summary, rarer_outcome
+from harnessrl.rollout.branching import (BranchingConfig, branch_plan, branch_points, branching_summary, rarer_outcome,
+                                         sampling_budget)
 from harnessrl.rollout.plan import Branch, GroupPlan
 from harnessrl.store import RunStore
 from harnessrl.store.records import Lineage
@@ -105,7 +106,7 @@ def test_branch_points_pick_the_least_certain_calls_deterministically():
     calls = [replace(c, logprobs=[surprise.get((c.rollout_id, c.seq), -0.5)] * len(c.sampled_ids)) for c in calls]
     rollouts = [replace(make_rollout("a", 0.0), sample_idx=0), replace(make_rollout("b", 1.0), sample_idx=1),
                 replace(make_rollout("x", None, status="sandbox_error"), sample_idx=2)]
-    cfg = BranchingConfig(points=2, width=3)
+    cfg = BranchingConfig(points=2, width=3, policy="entropy")
     points = branch_points(rollouts, calls, cfg)
     assert [(p.parent, p.branch_call) for p in points] == [("a", 2), ("b", 1)]  # one per parent first; never call 0
     assert branch_points(rollouts, calls, BranchingConfig(points=3, policy="random"), seed=1) == \
@@ -135,10 +136,48 @@ def test_outcome_policy_branches_the_rarer_outcome_first():
     assert [(p.parent, p.branch_call) for p in branch_points(group(1.0, 1.0, 0.0), calls, outcome)] == [("c", 1)]
     # one outcome only: no rarer one, so the least certain call, as `entropy` picks it
     same = branch_points(group(0.0, 0.0, 0.0), calls, outcome)
-    assert same == branch_points(group(0.0, 0.0, 0.0), calls, BranchingConfig(points=1)) and same[0].parent == "a"
+    assert same == branch_points(group(0.0, 0.0, 0.0), calls, BranchingConfig(points=1, policy="entropy"))
+    assert same[0].parent == "a"
     # more points than rarer parents: the rest by surprisal
     two = branch_points(group(0.0, 1.0, 0.0), calls, BranchingConfig(points=2, policy="outcome"))
     assert [(p.parent, p.branch_call) for p in two] == [("b", 1), ("a", 2)]
+
+
+def test_open_policy_branches_before_the_deciding_call_not_after_it():
+    """3-call rollouts sharing a confident first call ([1]: a look); the second call decides ([2]
+    passes, [3] fails): an uncertain next call whose continuations came out mixed in the group;
+    the third is a verbose closing after which the outcome is settled. `entropy` takes the most
+    surprising call, the closing (its branches copy their parent's outcome); `open` takes the first
+    uncertain call after a tool result, the deciding one, without reading any outcome."""
+    seqs = {"a": ([1], [2], [7]), "b": ([1], [3], [8]), "c": ([1], [3], [6])}
+    surprise = {0: -0.02, 1: -0.8, 2: -1.5}  # call -> logprob of each sampled token
+    calls = [replace(c, logprobs=[surprise[c.seq]] * len(c.sampled_ids))
+             for rid, seq in seqs.items() for c in conversation_calls(rid, S, [(x, [50 + k]) for k, x in enumerate(seq)])]
+    rollouts = [replace(make_rollout(rid, float(seq[1] == [2])), sample_idx=i) for i, (rid, seq) in enumerate(seqs.items())]
+    tree = build_tree(calls, rollouts)
+    after_look = next(n for n in tree.nodes if n.tokens.tolist() == [50])  # every rollout passes it
+    assert {tree.rollouts[r].reward for r in after_look.rollouts} == {0.0, 1.0}  # mixed continuations
+    by = lambda policy, n: [(p.parent, p.branch_call) for p in  # noqa: E731
+                            branch_points(rollouts, calls, BranchingConfig(points=n, policy=policy))]
+    assert by("entropy", 3) == [("a", 2), ("b", 2), ("c", 2)]  # settled: after the deciding call
+    assert by("open", 3) == [("a", 1), ("b", 1), ("c", 1)]
+    assert by("open", 4)[3][1] == 2  # a parent's later open call only once every parent has one
+    # the same groups with other outcomes: `open` picks the same points (it reads no outcome)
+    flipped = [replace(r, reward=1.0 - r.reward) for r in rollouts]
+    assert branch_points(flipped, calls, BranchingConfig(points=3)) == branch_points(rollouts, calls, BranchingConfig(points=3))
+    # a confident closing is no open point: below min_surprisal, nothing to branch after the decision
+    settled = [replace(c, logprobs=[-0.02] * len(c.sampled_ids)) if c.seq == 2 else c for c in calls]
+    assert {p.branch_call for p in branch_points(rollouts, settled, BranchingConfig(points=6))} == {1}
+    one_command = [replace(c, logprobs=[-0.02] * len(c.sampled_ids)) if c.seq else c for c in calls]
+    assert branch_points(rollouts, one_command, BranchingConfig(points=2)) == []  # decided at call 0
+
+
+def test_sampling_budget_counts_replayed_tokens_as_free():
+    calls, rollouts = branched_group()
+    budget = sampling_budget([(rollouts, calls)], nominal=4)
+    # a: [1] [2], c: [4], b1/b2: [3] and [6] sampled, their [1] replayed
+    assert budget == {"tokens_sampled": 5.0, "tokens_replayed": 2.0, "rollouts_per_group": 4.0,
+                      "nominal_rollouts_per_group": 4.0}
 
 
 def test_tree_views_show_branch_points_and_lineage():

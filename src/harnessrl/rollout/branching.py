@@ -9,8 +9,20 @@ tree holds them as siblings of the parent at that call, and `tree_grpo` credits 
 the mean reward of what followed it (docs/training.md, "Branching rollouts").
 
 Policies (`BranchingConfig.policy`):
+- ``open`` (the default): points where the outcome is still open, chosen before the deciding call
+  and without reading any outcome (TreeRL, ARPO: entropy after tool calls): a parent's calls j >=
+  min_call that follow a tool result and whose sampled tokens' mean surprisal (an estimate of the
+  policy's entropy there, from the recorded logprobs) is at least ``min_surprisal``; each parent's
+  earliest such call first, parents by its surprisal. Every scored group sample may be a parent,
+  passing or failing. A settled call (a confident closing "Done.") is no point; a group with no
+  open point gets no branch. tree_grpo's credit (algo/tree_credit.py) is unbiased for points
+  chosen from what the parent did up to them, which this policy reads (the surprisal of the call
+  it re-samples aside: benchmarks/tree_credit_sim.py measures that);
 - ``entropy``: the decisions the policy was least sure of: the served calls with the highest mean
   surprisal of their sampled tokens (-logprob, an unbiased estimate of the sampling entropy there);
+The next two pick parents by their observed outcome: their branches copy an outcome-selected
+sample, and no estimator weight corrects for that selection (kept to compare with; docs/training.md,
+"Tree credit").
 - ``outcome``: the parents with the group's rarer outcome first (the passing rollouts of a group
   that mostly fails, the failing ones of a group that mostly passes), each at its highest-surprisal
   call, then ``entropy`` over the rest. With ``entropy`` alone the branches go where the policy
@@ -65,8 +77,10 @@ class BranchingConfig(BaseModel):
 
     points: int = Field(0, ge=0)  # branch points per group (0: no branching)
     width: int = Field(2, ge=1)  # branch rollouts per point
-    policy: Literal["entropy", "outcome", "target", "random"] = "entropy"
+    policy: Literal["open", "entropy", "outcome", "target", "random"] = "open"
     min_call: int = Field(1, ge=1)  # the earliest branch call (1: replay at least one call)
+    # open: a call is an open point when its sampled tokens' mean surprisal (nats) is at least this
+    min_surprisal: float = Field(0.1, ge=0)
     # an all-fail group branches a passing rollout of its task and harness from an earlier step
     borrow: bool = False
 
@@ -131,6 +145,9 @@ def branch_points(rollouts: Sequence[RolloutRecord], calls: Sequence[CallRecord]
         by_rollout.setdefault(c.rollout_id, []).append(c)
     rng = random.Random(seed * 1_000_003 + zlib.crc32(rollouts[0].group_id.encode()) if rollouts else seed)
     parents = [r for r in rollouts if r.lineage is None and is_scored(r.status, r.reward)]
+    if cfg.policy == "open":
+        return _chosen(open_points([(r.rollout_id, served_calls(by_rollout.get(r.rollout_id, []))) for r in parents],
+                                   cfg), cfg.points)
     first = rarer_outcome(parents, task) if cfg.policy in ("outcome", "target") else set()
     rate = 0.0
     if cfg.policy == "target":
@@ -143,6 +160,27 @@ def branch_points(rollouts: Sequence[RolloutRecord], calls: Sequence[CallRecord]
         candidates += [((float(r.rollout_id not in first), *key), p) for key, p in _candidates(r, own, cfg, rng, aim)]
     candidates.sort(key=lambda kp: (*kp[0], kp[1].parent, kp[1].branch_call))
     return _chosen([p for _, p in candidates], cfg.points)
+
+
+def after_tool_result(before: CallRecord, call: CallRecord) -> bool:
+    """Whether `call`'s prompt carries harness text (a tool result, a user turn) after everything
+    `before` sent and sampled: the policy decides again on something new."""
+    return len(call.prompt_ids) > len(before.prompt_ids) + len(before.sampled_ids)
+
+
+def open_points(parents: Sequence[tuple[str, Sequence[CallRecord]]], cfg: BranchingConfig) -> list[BranchPoint]:
+    """The ``open`` policy's points, best first: per parent (its served calls in order), the calls
+    j >= min_call that follow a tool result and whose sampled tokens' mean surprisal is at least
+    min_surprisal, the earliest first (the first uncertain decision after new information: before
+    the deciding call, while the outcome is open); parents by the surprisal of their earliest
+    point. Nothing here reads an outcome."""
+    ranked: list[tuple[int, float, str, int]] = []
+    for parent, own in parents:
+        j_open = [j for j in range(cfg.min_call, len(own))
+                  if after_tool_result(own[j - 1], own[j]) and surprisal(own[j]) >= cfg.min_surprisal]
+        ranked += [(k, -surprisal(own[j]), parent, j) for k, j in enumerate(j_open)]
+    ranked.sort()
+    return [BranchPoint(parent, j, -neg) for _, neg, parent, j in ranked]
 
 
 def _chosen(ordered: Sequence[BranchPoint], points: int) -> list[BranchPoint]:
@@ -260,3 +298,26 @@ def branch_point_outcomes(rollouts: Sequence[RolloutRecord], task: Task | None, 
             out["borrowed_points"] += 1
             out["borrowed_mixed"] += mixed
     return out
+
+
+def sampling_budget(groups: Sequence[tuple[Sequence[RolloutRecord], Sequence[CallRecord]]],
+                    nominal: float) -> dict[str, float]:
+    """What a step's groups (rollouts, calls) cost in sampling: the tokens the engine sampled (served
+    calls, replayed answers left out) and the replayed ones (answered from a parent's record: no
+    sampling), and the rollouts run per group (fresh and branches) against the nominal budget per
+    group (n_per_group + points x width)."""
+    sampled = replayed = 0
+    for _, calls in groups:
+        by_rollout: dict[str, list[CallRecord]] = {}
+        for c in calls:
+            by_rollout.setdefault(c.rollout_id, []).append(c)
+        for own in by_rollout.values():
+            for c in served_calls(own):
+                if "of" in ((c.meta or {}).get("replay") or {}):
+                    replayed += len(c.sampled_ids)
+                else:
+                    sampled += len(c.sampled_ids)
+    n = [len(rollouts) for rollouts, _ in groups]
+    return {"tokens_sampled": float(sampled), "tokens_replayed": float(replayed),
+            "rollouts_per_group": round(sum(n) / len(n), 4) if n else 0.0,
+            "nominal_rollouts_per_group": float(nominal)}

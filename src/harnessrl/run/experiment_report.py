@@ -31,6 +31,9 @@ Training = dict[str, dict[int, dict[str, float]]]  # arm -> seed -> run_training
 # (step-record key, how a run's steps combine, table header, format)
 TRAINING_COLUMNS: tuple[tuple[str, Callable[[list[float]], float], str, str], ...] = (
     ("informative_groups", statistics.fmean, "informative groups", "{:.0%}"),
+    ("budget.tokens_sampled", statistics.fmean, "sampled tokens / step", "{:,.0f}"),
+    ("budget.tokens_replayed", statistics.fmean, "replayed tokens / step", "{:,.0f}"),
+    ("budget.rollouts_per_group", statistics.fmean, "rollouts / group", "{:.1f}"),
     ("tokens_trained", statistics.fmean, "trained tokens / step", "{:,.0f}"),
     ("wall_s", sum, "training wall (s)", "{:,.0f}"),
     ("mismatch_kl", max, "max mismatch KL", "{:.4f}"))
@@ -71,8 +74,9 @@ def run_training(steps: list[tuple[int, dict[str, Any]]]) -> dict[str, float]:
     step, the summed step wall time and the largest mismatch KL; a key no step recorded is left out."""
     rows = [m for s, m in steps if s > 0]
 
-    def values(key: str) -> list[float]:
-        return [float(m[key]) for m in rows if isinstance(m.get(key), (int, float))]
+    def values(key: str) -> list[float]:  # "part.key": a figure inside a part of the record
+        got = [m.get(key) if "." not in key else (m.get(key.split(".")[0]) or {}).get(key.split(".")[1]) for m in rows]
+        return [float(v) for v in got if isinstance(v, (int, float))]
 
     return {key: float(combine(v)) for key, combine, _, _ in TRAINING_COLUMNS if (v := values(key))}
 

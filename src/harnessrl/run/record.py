@@ -46,12 +46,9 @@ class RolloutStats:
     calls_per_rollout: dict[str, float]
     memory_held: dict[str, float] = field(default_factory=dict)  # rollouts held back for free memory
     branching: dict[str, float] | None = None  # loop.branching: branches, diverged, exact share
-    # sampling cost (rollout/branching.py sampling_budget): tokens the engine sampled and tokens
-    # replayed from a parent (no sampling); rollouts run per group against n_per_group + points x width
-    tokens_sampled: float | None = None
-    tokens_replayed: float | None = None
-    rollouts_per_group: float | None = None
-    nominal_rollouts_per_group: float | None = None
+    # sampling cost (rollout/branching.py sampling_budget): tokens_sampled by the engine, tokens_replayed
+    # from a parent (no sampling), rollouts_per_group run against nominal_rollouts_per_group
+    budget: dict[str, float] | None = None
 
 
 @dataclass
