@@ -71,7 +71,7 @@ def write_archive(root_fd: int, inner_src: str, out: BinaryIO, budget: TreeBudge
     except OSError as e:
         raise SandboxError(f"copy_out {inner_src} failed: {e.strerror}") from None
     try:
-        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT, copybufsize=COPY_BUFFER) as tar:
+        with tarfile.TarFile(fileobj=out, mode="w", format=tarfile.PAX_FORMAT, copybufsize=COPY_BUFFER) as tar:
             if top >= 0:
                 info = _info(".", os.fstat(top), tarfile.DIRTYPE)
                 tar.addfile(info)
