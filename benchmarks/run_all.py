@@ -46,6 +46,7 @@ QUICK: dict[str, list[str]] = {
     "proxy_stall.py": ["--mb", "1", "--repeat", "1"],
     "rollout_overhead.py": ["--harness", "claude-code:tiny"],
     "sandbox_limits.py": ["--normal", "2", "--timeout", "10"],
+    "sampler_calibration.py": ["--simulate", "--runs-n", "3"],
     "train_kill9.py": ["--trials", "1"],
     "verifier_defence.py": ["--n", "2"],
     "verifier_view.py": ["--n", "2", "--big-mb", "2"],
@@ -57,7 +58,6 @@ QUICK: dict[str, list[str]] = {
 SKIP: dict[str, str] = {
     "demo_runs.py": "summarises finished demo run dirs (RUN_DIR ...)",
     "suite_calibration.py": "summarises a finished eval's run dir",
-    "sampler_calibration.py": "reads finished runs' difficulty.json",
     "learning/first_commands.py": "reads a finished run dir",
     "learning/fork_baseline.py": "starts a run from another run's baseline",
     "learning/branching.py": "a comparison of training runs (hours)",

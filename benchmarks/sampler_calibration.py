@@ -138,7 +138,8 @@ def sim_run(seed: int, variant: str, a: argparse.Namespace) -> dict[str, Any]:
     train, evals, logit = sim_world(random.Random(seed), a.families, a.tasks, harnesses, a.concentration)
     rng = random.Random(seed * 7 + 1)
     old_cfg = SamplerConfig(type="difficulty", prior=a.prior, concentration=a.prior, decay=a.decay)
-    new_cfg = SamplerConfig(type="difficulty", prior=a.prior, decay=a.decay)
+    new_cfg = SamplerConfig(type="difficulty", prior=a.prior, decay=a.decay, sharpness=a.sharpness,
+                            floor=a.floor)
     old, new = DifficultyTracker((), old_cfg), DifficultyTracker((), new_cfg)
     mine = new if variant == "new" else old
     if variant == "new":  # the baseline eval: every eval task through every harness
@@ -197,7 +198,7 @@ def simulate(a: argparse.Namespace) -> None:
     print(f"simulation: {a.runs} runs x {a.steps} steps, {a.families} families x {a.tasks} train tasks, "
           f"{a.harnesses} harnesses, groups of {a.n}, {a.groups} groups a step (+{a.extra} replacements), task "
           f"pass rates Beta({a.concentration:g} m, {a.concentration:g} (1 - m)) per family mean m, drift {a.drift:g} "
-          f"logit per step\n")
+          f"logit per step, new sampler's sharpness {a.sharpness:g} (floor {a.floor:g})\n")
     print("| sampler | Brier old predictor | Brier new predictor | Brier constant | mixed picks | informative "
           "(batch, mean) | runs >= 80% | worst run | steps training nothing | rescue groups | rollouts per step |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -238,6 +239,8 @@ def main() -> None:
     ap.add_argument("--eval-samples", type=int, default=3)
     ap.add_argument("--concentration", type=float, default=0.6, help="c of the task pass rates' Beta")
     ap.add_argument("--drift", type=float, default=0.15, help="logit gained per step (the policy learns)")
+    ap.add_argument("--sharpness", type=float, default=1.0, help="loop.sampler.sharpness of the new sampler")
+    ap.add_argument("--floor", type=float, default=0.05, help="loop.sampler.floor of the new sampler")
     args = ap.parse_args()
     if args.simulate:
         args.runs = args.n_runs

@@ -44,6 +44,8 @@ def test_p_mixed_under_a_beta_posterior_on_hand_made_cases():
     f = (2 * 0.5 + 2) / (2 + 4)
     assert t.posterior("a", "f", "h", at=2) == pytest.approx((2 * f + 2, 2 * (1 - f) + 2))
     assert t.p_mixed("a", "f", "h", 2, 4) == pytest.approx(p_mixed(2 * f + 2, 2 * (1 - f) + 2, 4))
+    sharp = DifficultyTracker(t.observations, cfg.model_copy(update={"sharpness": 2.0, "floor": 0.0}))
+    assert sharp.weight("a", "f", "h", 2, 4) == pytest.approx(t.p_mixed("a", "f", "h", 2, 4) ** 2)
 
 
 def test_the_fitted_concentration_follows_how_polarised_the_tasks_are():

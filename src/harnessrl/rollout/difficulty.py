@@ -73,6 +73,9 @@ class SamplerConfig(BaseModel):
     # pseudo-rollouts of the family rate in a task's prior; null: fitted per harness (empirical Bayes)
     concentration: float | None = Field(None, gt=0)
     decay: float = Field(0.7, gt=0, le=1)  # weight of a group per step of age
+    # weight = max(P(mixed) ** sharpness, floor): above 1, the picks lean harder on the tasks most
+    # likely mixed (fewer distinct tasks trained; benchmarks/sampler_calibration.py --simulate)
+    sharpness: float = Field(1.0, ge=1.0, le=16.0)
 
     @model_validator(mode="before")
     @classmethod
@@ -247,10 +250,10 @@ class DifficultyTracker:
         return p_mixed(*self.posterior(task, family, harness, at), n)
 
     def weight(self, task: str, family: str, harness: str, at: int, n: int) -> float:
-        """The sampling weight: 1 for the uniform sampler, else max(P(mixed of n), floor)."""
+        """The sampling weight: 1 for the uniform sampler, else max(P(mixed of n) ** sharpness, floor)."""
         if self.cfg.type == "uniform":
             return 1.0
-        return max(self.p_mixed(task, family, harness, at, n), self.cfg.floor, 1e-6)
+        return max(self.p_mixed(task, family, harness, at, n) ** self.cfg.sharpness, self.cfg.floor, 1e-6)
 
     def borrowable(self, task: str, harness: str, before: int) -> Borrowable | None:
         """The latest passing fresh rollout of `task` through `harness` from a step before `before`."""
