@@ -80,6 +80,9 @@ def test_full_run_writes_metrics_report_and_refuses_to_overwrite(tiny_dir, tmp_p
                 "unique_tree_tokens", "per_call_tokens"):
         assert key in lines[1], key
     assert "kl" not in lines[1]  # no reference model: no KL to the reference recorded (a 0 nobody measured)
+    seen = json.loads((tmp_path / "run" / "difficulty.json").read_text())["observations"]
+    assert {o["step"] for o in seen if o["split"] == "eval"} == {0, 2}  # the evals inform the sampler too
+    assert {o["step"] for o in seen if o["split"] == "train"} == {1, 2}
     assert set(lines[1]["time"]) >= {"rollout", "tree", "train", "sync"}
     assert set(lines[0]["eval"]) == set(lines[2]["eval"]) == {"builtin", "mini-swe-agent"}
     assert "| builtin |" in res.report.read_text()
