@@ -125,3 +125,13 @@ def test_which_settings_change_the_training():
     assert is_operational("engine.max_batch") and is_operational("cluster.ray.num_cpus")
     assert not is_operational("optimizer.lr") and not is_operational("algorithm.name")
     assert not is_operational("loop.stepsize") and not is_operational("engine.dtype")
+
+
+def test_resume_without_config_continues_with_the_runs_own_config(tmp_path, fake_training):
+    _run_dir(tmp_path, 8, overrides=[*BASE, "optimizer.lr=3e-6", "loop.max_tokens=64"])
+    r = CliRunner().invoke(app, ["train", "--resume", f"output.run_dir={tmp_path}"], terminal_width=300)
+    assert r.exit_code == 0 and "run complete (8/8 steps)" in r.output, r.output  # not refused: its own settings
+    r = CliRunner().invoke(app, ["train", "--resume", f"output.run_dir={tmp_path}", "loop.steps=10"])
+    assert r.exit_code == 0, r.output
+    ((cfg, resume),) = fake_training
+    assert resume and (cfg.loop.steps, cfg.optimizer.lr, cfg.loop.max_tokens) == (10, 3e-6, 64)

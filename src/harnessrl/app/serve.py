@@ -154,7 +154,8 @@ def serve(
     except ProxyStartError as err:
         console.print(f"[red]error:[/red] {err} (pick another --port)")
         raise typer.Exit(code=2) from None
-    _print_urls(console, server, run_dir, model_dir)
+    given = plan.cfg.model.path  # a checkpoint dir as named (--from-run: RUN/checkpoints/step_N/policy)
+    _print_urls(console, server, run_dir, Path(given) if given and Path(given).is_dir() else Path(model_dir))
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         while True:

@@ -34,7 +34,8 @@ def train(
     config: Path = typer.Option(None, "--config", "-c", help="YAML run config (configs/*.yaml)"),
     overrides: list[str] = typer.Argument(None, help="dotted key=value overrides, e.g. loop.steps=3"),
     resume: bool = typer.Option(False, "--resume", help="continue the run in output.run_dir (after a crash, or with "
-                                                        "a higher loop.steps)"),
+                                                        "a higher loop.steps); without --config, with the config "
+                                                        "it stored"),
     allow_change: list[str] = typer.Option(None, "--allow-change", metavar="KEY",
                                            help="with --resume: continue although KEY (e.g. optimizer.lr) differs "
                                                 "from the run's stored config; the change is recorded in the run. "
@@ -44,11 +45,15 @@ def train(
 ) -> None:
     """Run RL training: rollouts -> trees -> advantages -> tree-packed update -> weight sync. The config is
     checked first (`harnessrl config validate`): nothing is created when it would fail."""
-    from harnessrl.run.config import ConfigError, load_config
+    from harnessrl.run.config import ConfigError, build_config, load_config
+    from harnessrl.run.resume import stored_run_config
 
     console = Console()
     try:
         cfg = load_config(config, overrides or [])
+        stored = stored_run_config(Path(cfg.output.run_dir)) if resume and config is None else None
+        if stored is not None:  # --resume without --config: the run's own config, the overrides on top
+            cfg = build_config(stored, overrides or [], source=f"the config stored in {cfg.output.run_dir}")
     except ConfigError as err:
         console.print(f"[red]config error:[/red] {err}")
         raise typer.Exit(2) from None

@@ -8,6 +8,7 @@ settings that changed since the run stored its config. A changed setting that ch
 (`loop.steps`, concurrency, output, cluster placement, engine capacity: OPERATIONAL_KEYS) may change
 freely.
 
+    cfg = build_config(stored_run_config(run_dir), overrides)   # --resume without --config: the run's own
     plan = plan_resume(cfg, allowed=["optimizer.lr"])
     if plan.complete: print(plan.complete)
     else: record_changes(run_dir, plan.changes); run_training(cfg, resume=True)
@@ -77,6 +78,16 @@ def plan_resume(cfg: RunConfig, allowed: Sequence[str] = ()) -> ResumePlan:
     last = max(steps, default=0)
     return ResumePlan(last, complete_message(cfg.loop.steps, steps, (run_dir / "report.md").is_file()), training,
                       [c for c in changed if is_operational(c.key)])
+
+
+def stored_run_config(run_dir: Path) -> dict[str, Any] | None:
+    """The config a training run stored in `run_dir` (None when there is none): what `train --resume`
+    without --config continues with."""
+    if not (run_dir / DB_NAME).is_file():
+        return None
+    with RunStore(run_dir) as store:
+        stored = store.get_meta("config")
+    return stored if isinstance(stored, dict) else None
 
 
 def complete_message(goal: int, steps: dict[int, dict[str, Any]], reported: bool) -> str | None:
