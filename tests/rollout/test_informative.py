@@ -160,7 +160,7 @@ def test_target_policy_branches_the_rarer_outcome_at_its_target_call():
     calls = [*calls_of("r0", 3, sure), *calls_of("r1", 3, lambda seq: -3.0 if seq == 2 else -0.01)]
     rollouts = [replace(make_rollout("r0", 1.0), sample_idx=0), replace(make_rollout("r1", 0.0), sample_idx=1),
                 replace(make_rollout("r2", 0.0), sample_idx=2)]
-    assert branch_points(rollouts, calls, BranchingConfig(points=1))[0].parent == "r1"
+    assert branch_points(rollouts, calls, BranchingConfig(points=1, policy="entropy"))[0].parent == "r1"
     assert branch_points(rollouts, calls, cfg)[0].parent == "r0"
 
 

@@ -160,7 +160,12 @@ def test_open_policy_branches_before_the_deciding_call_not_after_it():
     by = lambda policy, n: [(p.parent, p.branch_call) for p in  # noqa: E731
                             branch_points(rollouts, calls, BranchingConfig(points=n, policy=policy))]
     assert by("entropy", 3) == [("a", 2), ("b", 2), ("c", 2)]  # settled: after the deciding call
-    assert by("open", 3) == [("a", 1), ("b", 1), ("c", 1)]
+    assert sorted(by("open", 3)) == [("a", 1), ("b", 1), ("c", 1)]
+    # the parent's own sample at the point is not read (only the other parents' calls there)
+    a_sure = [replace(c, logprobs=[-0.001] * len(c.sampled_ids)) if (c.rollout_id, c.seq) == ("a", 1) else c
+              for c in calls]
+    where = lambda cs: [(p.parent, p.branch_call) for p in branch_points(rollouts, cs, BranchingConfig(points=2))]  # noqa: E731
+    assert where(a_sure) == where(calls)
     assert by("open", 4)[3][1] == 2  # a parent's later open call only once every parent has one
     # the same groups with other outcomes: `open` picks the same points (it reads no outcome)
     flipped = [replace(r, reward=1.0 - r.reward) for r in rollouts]
@@ -168,6 +173,7 @@ def test_open_policy_branches_before_the_deciding_call_not_after_it():
     # a confident closing is no open point: below min_surprisal, nothing to branch after the decision
     settled = [replace(c, logprobs=[-0.02] * len(c.sampled_ids)) if c.seq == 2 else c for c in calls]
     assert {p.branch_call for p in branch_points(rollouts, settled, BranchingConfig(points=6))} == {1}
+    assert len(branch_points(rollouts, settled, BranchingConfig(points=6))) == 3
     one_command = [replace(c, logprobs=[-0.02] * len(c.sampled_ids)) if c.seq else c for c in calls]
     assert branch_points(rollouts, one_command, BranchingConfig(points=2)) == []  # decided at call 0
 

@@ -11,13 +11,15 @@ the mean reward of what followed it (docs/training.md, "Branching rollouts").
 Policies (`BranchingConfig.policy`):
 - ``open`` (the default): points where the outcome is still open, chosen before the deciding call
   and without reading any outcome (TreeRL, ARPO: entropy after tool calls): a parent's calls j >=
-  min_call that follow a tool result and whose sampled tokens' mean surprisal (an estimate of the
-  policy's entropy there, from the recorded logprobs) is at least ``min_surprisal``; each parent's
-  earliest such call first, parents by its surprisal. Every scored group sample may be a parent,
-  passing or failing. A settled call (a confident closing "Done.") is no point; a group with no
-  open point gets no branch. tree_grpo's credit (algo/tree_credit.py) is unbiased for points
-  chosen from what the parent did up to them, which this policy reads (the surprisal of the call
-  it re-samples aside: benchmarks/tree_credit_sim.py measures that);
+  min_call that follow a tool result where the policy's next call is uncertain: the mean surprisal
+  of call j's sampled tokens over the group's other parents (an estimate of the policy's entropy
+  at that call, from the recorded logprobs) is at least ``min_surprisal``; each parent's earliest
+  such call, parents in a seeded random order. Every scored group sample may be a parent, passing
+  or failing. A settled call (a confident closing "Done.") is no point; a group with no open point
+  gets no branch. A parent's own sample at the point is not read: choosing parents by their own
+  surprisal there (as ``entropy`` does) selects the unusual, mostly failing samples, and lifted
+  tree_grpo's V(root) by +0.026 in benchmarks/tree_credit_sim.py; tree_grpo's credit
+  (algo/tree_credit.py) is unbiased for points chosen from what the parent did before them;
 - ``entropy``: the decisions the policy was least sure of: the served calls with the highest mean
   surprisal of their sampled tokens (-logprob, an unbiased estimate of the sampling entropy there);
 The next two pick parents by their observed outcome: their branches copy an outcome-selected
@@ -147,7 +149,7 @@ def branch_points(rollouts: Sequence[RolloutRecord], calls: Sequence[CallRecord]
     parents = [r for r in rollouts if r.lineage is None and is_scored(r.status, r.reward)]
     if cfg.policy == "open":
         return _chosen(open_points([(r.rollout_id, served_calls(by_rollout.get(r.rollout_id, []))) for r in parents],
-                                   cfg), cfg.points)
+                                   cfg, rng), cfg.points)
     first = rarer_outcome(parents, task) if cfg.policy in ("outcome", "target") else set()
     rate = 0.0
     if cfg.policy == "target":
@@ -168,19 +170,32 @@ def after_tool_result(before: CallRecord, call: CallRecord) -> bool:
     return len(call.prompt_ids) > len(before.prompt_ids) + len(before.sampled_ids)
 
 
-def open_points(parents: Sequence[tuple[str, Sequence[CallRecord]]], cfg: BranchingConfig) -> list[BranchPoint]:
-    """The ``open`` policy's points, best first: per parent (its served calls in order), the calls
-    j >= min_call that follow a tool result and whose sampled tokens' mean surprisal is at least
-    min_surprisal, the earliest first (the first uncertain decision after new information: before
-    the deciding call, while the outcome is open); parents by the surprisal of their earliest
-    point. Nothing here reads an outcome."""
+def open_points(parents: Sequence[tuple[str, Sequence[CallRecord]]], cfg: BranchingConfig,
+                rng: random.Random) -> list[BranchPoint]:
+    """The ``open`` policy's points, best first (module docstring). Per parent (its served calls in
+    order), the calls j >= min_call that follow a tool result where the group's next call is
+    uncertain: the mean surprisal of call j over the *other* parents that made a call j is at least
+    min_surprisal; the earliest first (the first uncertain decision after new information, before
+    the deciding call). Parents in a seeded random order. So whether and where a parent branches
+    depends on its own calls before the point only, never on what it sampled from there on or on
+    its outcome: its continuation stays an unbiased sibling of its branches (algo/tree_credit.py)."""
+    by_call: dict[int, list[tuple[str, float]]] = {}
+    for parent, own in parents:
+        for j, c in enumerate(own):
+            by_call.setdefault(j, []).append((parent, surprisal(c)))
+
+    def uncertainty(parent: str, j: int) -> float | None:
+        others = [u for p, u in by_call.get(j, []) if p != parent]
+        return sum(others) / len(others) if others else None
+
+    order = {parent: rng.random() for parent, _ in parents}
     ranked: list[tuple[int, float, str, int]] = []
     for parent, own in parents:
-        j_open = [j for j in range(cfg.min_call, len(own))
-                  if after_tool_result(own[j - 1], own[j]) and surprisal(own[j]) >= cfg.min_surprisal]
-        ranked += [(k, -surprisal(own[j]), parent, j) for k, j in enumerate(j_open)]
+        j_open = [j for j in range(cfg.min_call, len(own)) if after_tool_result(own[j - 1], own[j])
+                  and (u := uncertainty(parent, j)) is not None and u >= cfg.min_surprisal]
+        ranked += [(k, order[parent], parent, j) for k, j in enumerate(j_open)]
     ranked.sort()
-    return [BranchPoint(parent, j, -neg) for _, neg, parent, j in ranked]
+    return [BranchPoint(parent, j, float(uncertainty(parent, j) or 0.0)) for _, _, parent, j in ranked]
 
 
 def _chosen(ordered: Sequence[BranchPoint], points: int) -> list[BranchPoint]:
