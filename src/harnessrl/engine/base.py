@@ -10,7 +10,7 @@ sibling modules and are built by `make_engine` with lazy imports, so this module
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, AsyncIterator, Iterable, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, AsyncGenerator, AsyncIterator, Iterable, Literal, Protocol, runtime_checkable
 
 from harnessrl.errors import HarnessRLError
 
@@ -104,13 +104,19 @@ class StreamingEngine(Engine, Protocol):
     def generate_stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[StreamItem]: ...
 
 
-async def _one_shot(engine: Engine, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[StreamItem]:
-    yield await engine.generate(prompt_ids, params)
-
-
-def stream_generation(engine: Engine, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[StreamItem]:
-    """The engine's stream when it streams, else one `generate` as a stream of its final item."""
-    stream = getattr(engine, "generate_stream", None)
-    if stream is None:
-        return _one_shot(engine, prompt_ids, params)
-    return stream(prompt_ids, params)  # type: ignore[no-any-return]
+async def stream_generation(engine: Engine, prompt_ids: list[int],
+                            params: SamplingParams) -> AsyncGenerator[StreamItem, None]:
+    """The engine's stream when it streams, else one `generate` as a stream of its final item.
+    Closing this generator closes the engine's stream (which aborts the request)."""
+    generate_stream = getattr(engine, "generate_stream", None)
+    if generate_stream is None:
+        yield await engine.generate(prompt_ids, params)
+        return
+    items = generate_stream(prompt_ids, params)
+    try:
+        async for item in items:
+            yield item
+    finally:
+        aclose = getattr(items, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -246,7 +246,8 @@ class VLLMEngine:
                 pass
 
         self._count_in()
-        job = self._loop.submit(self._run_stream(list(prompt_ids), self._vllm_params(params, max_new, delta=True), push))
+        vparams = self._vllm_params(params, max_new, delta=True)
+        job = self._loop.submit(self._run_stream(list(prompt_ids), vparams, push))
         token_ids: list[int] = []
         logprobs: list[float] = []
         last = None

@@ -268,7 +268,8 @@ class MessageStream(StreamEncoder):
         kind = "thinking" if channel == "reasoning" else "text"
         events: list[bytes] = []
         if self._open != kind:
-            block = {"type": "thinking", "thinking": "", "signature": ""} if kind == "thinking" else {"type": "text", "text": ""}
+            block = ({"type": "thinking", "thinking": "", "signature": ""} if kind == "thinking"
+                     else {"type": "text", "text": ""})
             events = self._close_block() + self._start(block)
         return events + [self._delta({"type": f"{kind}_delta", kind: text})]
 
@@ -276,7 +277,8 @@ class MessageStream(StreamEncoder):
         events = [e for channel, text in rest for e in self.delta(channel, text)] + self._close_block()
         for tc in result.completion.tool_calls:
             events += self._start({"type": "tool_use", "id": tc.id, "name": tc.name, "input": {}})
-            events.append(self._delta({"type": "input_json_delta", "partial_json": dumps_str(_tool_input(tc.arguments))}))
+            partial = dumps_str(_tool_input(tc.arguments))
+            events.append(self._delta({"type": "input_json_delta", "partial_json": partial}))
             events += self._close_block()
         delta = {"type": "message_delta",
                  "delta": {"stop_reason": _STOP_REASON[result.completion.finish_reason], "stop_sequence": None},
@@ -286,7 +288,8 @@ class MessageStream(StreamEncoder):
     def _start(self, block: dict[str, Any]) -> list[bytes]:
         self._index += 1
         self._open = block["type"]
-        return [event("content_block_start", {"type": "content_block_start", "index": self._index, "content_block": block})]
+        start = {"type": "content_block_start", "index": self._index, "content_block": block}
+        return [event("content_block_start", start)]
 
     def _delta(self, delta: dict[str, Any]) -> bytes:
         return event("content_block_delta", {"type": "content_block_delta", "index": self._index, "delta": delta})

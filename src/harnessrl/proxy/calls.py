@@ -16,7 +16,7 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -238,7 +238,7 @@ class CallHandler:
         stream.done = asyncio.ensure_future(self._produce(call, body, job, steps, first, head, stream))
         return Reply(200, b"", "text/event-stream", call_id=call.call_id, stream=stream)
 
-    async def _produce(self, call: _Call, body: bytes, job: _Job, steps: AsyncIterator[StreamItem],
+    async def _produce(self, call: _Call, body: bytes, job: _Job, steps: AsyncGenerator[StreamItem, None],
                        first: StreamItem, head: CallResult, stream: StreamedBody) -> None:
         encoder = call.protocol.stream_encoder(head, job.req)
         text = ReplyStream(job.conversation.renderer, list(job.rendered.tools), job.req.stop)

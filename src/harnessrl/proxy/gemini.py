@@ -1,6 +1,7 @@
 """Gemini API (`POST /v1beta/models/{model}:generateContent`, `:streamGenerateContent?alt=sse`,
 `:countTokens`): request -> canonical messages, finished call -> `GenerateContentResponse` or its
-SSE stream (text chunks as they are sampled, function calls at the end); Google's error shape `{"error": {"code", "message", "status"}}`.
+SSE stream (text chunks as they are sampled, function calls at the end); Google's error shape
+`{"error": {"code", "message", "status"}}`.
 
 The model and the method are in the path and `alt` in the query, so the app binds one instance per
 request (`for_request`). Roles `user` and `model`; `systemInstruction` as a Content or a string.

@@ -196,8 +196,8 @@ def output_items(result: CallResult, custom_tools: list[str]) -> list[dict[str, 
 
 def _reasoning_item(cid: str, text: str) -> dict[str, Any]:
     enc = _REASONING_PREFIX + base64.b64encode(text.encode()).decode()
-    return {"type": "reasoning", "id": f"rs_{cid}", "summary": [], "content": [{"type": "reasoning_text", "text": text}],
-            "encrypted_content": enc}
+    return {"type": "reasoning", "id": f"rs_{cid}", "summary": [],
+            "content": [{"type": "reasoning_text", "text": text}], "encrypted_content": enc}
 
 
 def _message_item(cid: str, text: str) -> dict[str, Any]:
@@ -259,7 +259,8 @@ class ResponseStream(StreamEncoder):
         if self._message is None:
             item = _message_item(self.head.call_id, "")
             self._items += 1
-            events += [self._emit("response.output_item.added", {"output_index": self._items - 1, "item": _pending(item)}),
+            added = {"output_index": self._items - 1, "item": _pending(item)}
+            events += [self._emit("response.output_item.added", added),
                        self._emit("response.content_part.added", {**self._where(), "part": item["content"][0]})]
             self._message = ""
         self._message += text
