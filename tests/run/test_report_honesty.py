@@ -136,3 +136,18 @@ def test_vllm_rotary_reload_warning_becomes_one_explained_line():
     assert len(seen) == 2
     assert "cos_sin_cache" in seen[0].getMessage() and seen[0].levelno == logging.INFO
     assert seen[1].getMessage() == "QKVParallelLinear: Failed to load weights" and seen[1].levelno == logging.WARNING
+
+
+def test_the_report_scores_the_difficulty_estimate_against_a_constant():
+    from harnessrl.run.report_sampling import sampling_lines
+
+    picks = [{"group": f"g{i}", "task": f"t{i}", "harness": "h", "p": 0.5, "weight": 0.5, "n": 4, "p_mixed": pm,
+              "mixed": y} for i, (pm, y) in enumerate([(0.9, True), (0.1, False), (0.8, True), (0.2, False)])]
+    rec = {"step": 1, "policy_version": 1, "time": {}, "informative_groups": 0.5, "sampled_informative": 0.5,
+           "groups_sampled": 4.0, "extra_groups": 0.0, "wasted_rollouts": 8.0, "rollouts_sampled": 16.0,
+           "pick_pass_rate": 0.5, "sampler_picks": picks}
+    text = "\n".join(sampling_lines([rec]))
+    assert "| posterior P(mixed) at the pick (the sampler's) | 0.025 |" in text  # (0.1^2 + 0.1^2 + 0.2^2 + 0.2^2) / 4
+    assert "| constant: the run's mixed share, 0.50 | 0.250 |" in text
+    assert "| the pick's p as a point estimate, 1 - p^n - (1 - p)^n | 0.391 |" in text  # (7/8 - y)^2, half mixed
+    assert "is better than a constant" in text
