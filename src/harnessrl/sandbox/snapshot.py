@@ -138,7 +138,10 @@ def _add_entry(tar: tarfile.TarFile, dir_fd: int, name: str, arcname: str, budge
             tar.addfile(_info(arcname, st, tarfile.LNKTYPE, link=seen[inode]))
             return True
         budget.entry(rel, st.st_size, inode)
-        _add_file(tar, dir_fd, name, arcname, st)
+        if st.st_size:
+            _add_file(tar, dir_fd, name, arcname, st)
+        else:  # nothing to read (every process of the rollout is dead: it stays empty)
+            tar.addfile(_info(arcname, st, tarfile.REGTYPE))
         seen[inode] = arcname
         budget.check_time()
     else:
