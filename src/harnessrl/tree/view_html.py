@@ -10,7 +10,7 @@ from itertools import pairwise
 import numpy as np
 
 from harnessrl.tree.nodes import PrefixTree
-from harnessrl.tree.view_text import branch_of
+from harnessrl.tree.view_text import branch_of, rollout_advantages
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -135,32 +135,6 @@ def _stats_html(tree: PrefixTree) -> str:
 
 ADV_TITLE = ("grpo: the rollout's advantage; other estimators: the mean advantage over the rollout's sampled "
              "tokens (per token, the weighted mean of what trained it); - : the rollout trained no token")
-
-
-def rollout_advantages(tree: PrefixTree, adv) -> dict[str, float]:
-    """Rollout id -> its advantage as the tree view's table shows it: the estimator's own per-rollout
-    value (grpo), else the mean of the per-token advantage (`adv_mean`) over the decision tokens the
-    rollout sampled (tree_grpo: exact, one advantage per node; ppo: per-path values averaged)."""
-    if adv is None:
-        return {}
-    if adv.rollout_adv:
-        return {r: float(a) for r, a in adv.rollout_adv.items()}
-    if adv.adv_mean is None:
-        return {}
-    flat = tree.flat()
-    sums: dict[str, list[float]] = {}
-    for node in tree.nodes:
-        if not node.decision.any():
-            continue
-        values = np.asarray(adv.adv_mean)[flat.node_offsets[node.id] + np.flatnonzero(node.decision)]
-        values = values[np.isfinite(values)]
-        if not len(values):
-            continue
-        for r in node.decision_rollouts:
-            acc = sums.setdefault(r, [0.0, 0.0])
-            acc[0] += float(values.sum())
-            acc[1] += len(values)
-    return {r: total / n for r, (total, n) in sums.items() if n}
 
 
 def _rollouts_html(tree: PrefixTree, adv=None) -> str:

@@ -107,17 +107,42 @@ def call_classes(info) -> str:
     return ", ".join(f"{k} {n}" for k, n in info.call_classes.items())
 
 
+def rollout_advantages(tree: PrefixTree, adv) -> dict[str, float]:
+    """Rollout id -> its advantage as the tree view's table shows it: the estimator's own per-rollout
+    value (grpo), else the mean of the per-token advantage (`adv_mean`) over the decision tokens the
+    rollout sampled (tree_grpo: exact, one advantage per node; ppo: per-path values averaged)."""
+    if adv is None:
+        return {}
+    if adv.rollout_adv:
+        return {r: float(a) for r, a in adv.rollout_adv.items()}
+    if adv.adv_mean is None:
+        return {}
+    flat = tree.flat()
+    sums: dict[str, list[float]] = {}
+    for node in tree.nodes:
+        if not node.decision.any():
+            continue
+        values = np.asarray(adv.adv_mean)[flat.node_offsets[node.id] + np.flatnonzero(node.decision)]
+        values = values[np.isfinite(values)]
+        if not len(values):
+            continue
+        for r in node.decision_rollouts:
+            acc = sums.setdefault(r, [0.0, 0.0])
+            acc[0] += float(values.sum())
+            acc[1] += len(values)
+    return {r: total / n for r, (total, n) in sums.items() if n}
+
+
 def rollout_table(tree: PrefixTree, adv=None) -> Table:
     table = Table(title="rollouts", show_lines=False)
     for col in ("rollout", "harness", "status", "reward", "trains", "calls", "call classes", "paths", "advantage",
                 "branch of"):
         table.add_column(col)
+    advantages = rollout_advantages(tree, adv)
     for info in tree.rollouts.values():
         reward = "-" if info.reward is None else f"{info.reward:.3f}"
         trains = "yes" if info.kept else f"no ({info.filter_reason})"
-        a = ""
-        if adv is not None and adv.rollout_adv and info.rollout_id in adv.rollout_adv:
-            a = f"{adv.rollout_adv[info.rollout_id]:+.3f}"
+        a = f"{advantages[info.rollout_id]:+.3f}" if info.kept and info.rollout_id in advantages else "-"
         table.add_row(info.rollout_id, info.harness, info.status, reward, trains, str(info.n_calls),
                       call_classes(info), str(len(info.paths)), a, branch_of(info),
                       style=None if info.kept else "dim")
