@@ -82,3 +82,14 @@ def test_train_refuses_before_creating_the_run_dir(tmp_path, monkeypatch):
                            terminal_width=400)
     assert r.exit_code == 2 and "does not exist" in r.output, r.output
     assert not run_dir.exists()
+
+
+def test_a_missing_task_directory_is_named_as_missing(tmp_path):
+    from harnessrl.tasks.loader import load_tasks
+    from harnessrl.tasks.model import TaskError
+
+    with pytest.raises(TaskError, match="does not exist"):
+        load_tasks(tmp_path / "no-tasks")
+    r = CliRunner().invoke(app, ["rollout", "--tasks", str(tmp_path / "no-tasks"), "--engine", "scripted",
+                                 "--run-dir", str(tmp_path / "out")])
+    assert r.exit_code == 2 and "does not exist" in r.output

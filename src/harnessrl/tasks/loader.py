@@ -36,6 +36,9 @@ def load_tasks(spec: str | Path, limits: TaskLimits | None = None) -> list[Task]
     if benchmark is not None:
         return benchmark
     path = Path(text)
+    if not path.exists():
+        raise TaskError(f"{text!r} does not exist; pass a task directory (or a directory of them), a "
+                        "builtin:<selector> or an officeqa:/jobbench: selector")
     if not path.is_dir():
         raise TaskError(f"{text!r} is neither a builtin:<selector>, an officeqa:/jobbench: selector nor a directory")
     if is_clawgym_dir(path) or is_native_dir(path):
