@@ -49,11 +49,11 @@ def test_on_policy_advantages_sum_to_zero_with_or_without_branches(seed, borrowe
                for node in tree.nodes for q in range(len(node))
                for r in adv.rollout[adv.ptr[tree.flat().node_offsets[node.id] + q]:
                                     adv.ptr[tree.flat().node_offsets[node.id] + q + 1]])
-    # a branch adds no unit of its own: a branch point's draws share the mass that reached it
+    # a branch adds no unit to the loss denominator: one per fresh rollout (and per borrowed prefix)
     fresh = sum(1 for r in tree.kept_rollouts() if not tree.rollouts[r].parent)
-    points = {(tree.rollouts[r].parent, tree.rollouts[r].branch_call) for r in tree.kept_rollouts()
-              if tree.rollouts[r].parent}
-    assert adv.norm <= fresh * (1 + len(points)) + len(points) + 1e-6
+    elsewhere = {(tree.rollouts[r].parent, tree.rollouts[r].branch_call) for r in tree.kept_rollouts()
+                 if tree.rollouts[r].parent and tree.rollouts[r].parent not in tree.rollouts}
+    assert adv.norm <= fresh + len(elsewhere)
 
 
 def decided_at_call_two(copies: bool):
@@ -119,8 +119,8 @@ def test_outcome_selected_copies_leave_the_baseline_on_policy():
     tree = tree_of(calls, rollouts)
     adv = tree_grpo(tree)
     assert adv.node_value[0] == pytest.approx(0.25)
-    # one unit per fresh rollout and one for the branch point, whatever its width (GRPO counted 6)
-    assert adv.norm == pytest.approx(5.0)
+    # one unit per fresh rollout, as on the 4 alone (GRPO on the group counted 6)
+    assert adv.norm == pytest.approx(4.0)
     assert weighted_sum(adv) == pytest.approx(0.0, abs=1e-6)
     assert adv.rollout_adv == pytest.approx(flat.rollout_adv, rel=1e-5)
     rows = {adv.rollout_ids[r]: a for r, a in zip(adv.rollout, adv.adv)}
@@ -144,6 +144,6 @@ def test_a_borrowed_prefix_is_a_start_of_its_own():
     rows = {adv.rollout_ids[r]: (float(a), float(w)) for r, a, w in zip(adv.rollout, adv.adv, adv.weight)}
     assert {r for r, (a, _) in rows.items() if a != 0} == {"b0", "b1"}  # the fresh samples all failed alike
     assert rows["b0"][0] == pytest.approx(1.0, rel=1e-5) and rows["b1"][0] == pytest.approx(-1.0, rel=1e-5)
-    assert adv.norm == pytest.approx(3.0)  # two fresh units and the borrowed point's one, shared
+    assert adv.norm == pytest.approx(3.0)  # two fresh units and the borrowed prefix's one, shared
     replayed = next(n for n in tree.nodes if n.tokens.tolist() == [1])
     assert replayed.decision_rollouts == ()

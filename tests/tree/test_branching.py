@@ -73,7 +73,7 @@ def test_tree_grpo_on_a_branched_tree_matches_a_hand_computed_example():
     assert t[3] == pytest.approx(((1 - 2 / 3) / sigma / 3, 0.0, 1 / 3), rel=1e-5)
     assert t[6] == t[3]
     assert t[4] == pytest.approx((0.0, (0 - 1 / 3) / sigma, 1.0), rel=1e-5)
-    assert adv.norm == pytest.approx(3.0)  # a's prefix, c, and one unit shared at x
+    assert adv.norm == pytest.approx(2.0)  # one unit per fresh rollout: the branches add none
     assert sum(p + n for p, n, _ in t.values()) == pytest.approx(0.0, abs=1e-6)  # zero-sum
     flat_adv = by_token(tree, grpo(tree))  # outcome GRPO: a's first decision gets a's (negative) reward
     assert flat_adv[1][0] == 0.0 and flat_adv[1][1] < 0

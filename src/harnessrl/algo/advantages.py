@@ -23,7 +23,9 @@ tree_grpo (on-policy tree credit, algo/tree_credit.py; docs/training.md "Tree cr
     advantages telescope to (R_r - V(root)) / sigma; without branches every row is grpo's. A row's
     weight is the draw's mass at y (1 for a fresh rollout above any branch point; the draws at a
     point share the mass that reached it) times the loss_agg weight of its segment (1 / the
-    segment's decision tokens for seq_mean_token_mean); D = the summed mass of the segments.
+    segment's decision tokens for seq_mean_token_mean); D = one unit per fresh rollout that trains
+    (and per borrowed prefix), as grpo's: a branch or a branch point adds none (token_mean: the
+    mass-weighted decision tokens).
     Departures from TreeRL (arXiv 2506.11902): no global term on a branch's own tokens (credit
     only against the siblings at its branch point), values weighted by where each rollout was
     drawn instead of the plain leaf mean, one scale per group, no 1/sqrt(|L(s)|).
@@ -170,9 +172,13 @@ def tree_grpo(tree: PrefixTree, *, std: bool = True, per_harness: bool = False, 
             wts.append(np.full(len(q), w) if lw is None else w * lw.astype(np.float64))
     cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
     rows = (cat(toks, np.int64), cat(rols, np.int32), cat(advs, np.float64), cat(wts, np.float64))
-    units = [credit.mass[k] * (n if loss_agg == "token_mean" else 1) for k, n in seg.items()]
+    if loss_agg == "token_mean":
+        norm = sum(credit.mass[k] * n for k, n in seg.items())
+    else:  # one unit per fresh rollout that trains, one per start of its own (a borrowed prefix)
+        norm = len({r for (y, r) in seg if credit.origin[r] == 0}) + len(
+            {credit.start[y] for (y, _) in seg if credit.start.get(y, 0) != 0})
     totals = {r: (c - base(0, r)) / (scale(0, r) + eps if std else 1.0) for r, (c, _) in credit.at_root.items()}
-    return _finish("tree_grpo", tree, ids, rows, None, None, float(sum(units)), credit.value, totals)
+    return _finish("tree_grpo", tree, ids, rows, None, None, float(norm), credit.value, totals)
 
 
 def _segment_tokens(tree: PrefixTree, credit: TreeCredit) -> dict[tuple[int, str], int]:
