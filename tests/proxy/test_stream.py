@@ -174,3 +174,29 @@ def test_tool_call_after_streamed_text(server, gated, store, renderer):
     assert json.loads(args) == {"command": "ls"} and finish == "tool_calls"
     [call] = store.list_calls(["tool"], include_raw=True)
     assert call.response["choices"][0]["message"]["content"] == "".join(deltas)
+
+
+def test_reasoning_then_streamed_text_keep_their_order(server, gated, store):
+    """The thinking block / reasoning item comes whole and first, the text after it in pieces; the
+    SDKs assemble the same message the store keeps."""
+    gated.gate.set()
+    reply = "<think>plan the answer</think>The answer comes in several small pieces."
+    gated.replies.extend([reply, reply])
+    urls = server.base_urls(server.register_rollout("think"))
+    an = anthropic.Anthropic(base_url=urls["anthropic"], api_key="x", max_retries=0)
+    with an.messages.stream(model="m", max_tokens=100, messages=[{"role": "user", "content": "Hi"}]) as s:
+        kinds = [(ev.type, getattr(ev, "index", None)) for ev in s]
+        message = s.get_final_message()
+    assert [b.type for b in message.content] == ["thinking", "text"]
+    assert message.content[0].thinking == "plan the answer"
+    assert kinds.count(("content_block_delta", 1)) > 2  # the text block's pieces
+    oa = openai.OpenAI(base_url=urls["responses"], api_key="x", max_retries=0)
+    with oa.responses.stream(model="m", input="Hi") as s:
+        deltas = [ev.delta for ev in s if ev.type == "response.output_text.delta"]
+        response = s.get_final_response()
+    assert [o.type for o in response.output] == ["reasoning", "message"] and len(deltas) > 2
+    stored = [c.response for c in store.list_calls(["think"], include_raw=True)]
+    text = "The answer comes in several small pieces."
+    assert message.content[1].text == stored[0]["content"][1]["text"] == text  # type: ignore[union-attr]
+    assert "".join(deltas) == response.output_text == text
+    assert [o["type"] for o in stored[1]["output"]] == ["reasoning", "message"]
