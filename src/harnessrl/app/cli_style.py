@@ -86,6 +86,6 @@ class CliApp(typer.Typer):
         kwargs.setdefault("cls", ClickStyleGroup)
         super().__init__(**kwargs)
 
-    def command(self, name: str | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+    def command(self, name: str | None = None, **kwargs: Any) -> Any:
         kwargs.setdefault("cls", ClickStyleCommand)
         return super().command(name, **kwargs)
