@@ -18,7 +18,7 @@ from harnessrl.tasks.files import write_tree
 from harnessrl.tasks.model import Task, TaskError
 from harnessrl.tasks.suite import checker, step_checker
 from harnessrl.tasks.suite.base import checker_source
-from harnessrl.tasks.suite.broad import BROAD_SETS
+from harnessrl.tasks.suite.broad_sets import BROAD_SETS
 from harnessrl.rollout.task_sandbox import validate_task
 from harnessrl.sandbox.base import SandboxConfig
 from tests.tasks.test_chains import assert_existence_pays_nothing

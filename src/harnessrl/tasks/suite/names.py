@@ -68,7 +68,8 @@ class StyledPools(Pools):
         stems, words = rng.sample(self.stems, k), rng.sample(self.words, k)
         out = []
         for i in range(k):
-            ext = exts[i] if i < len(exts) and exts[i] else rng.choice(self.name_exts)
+            given = exts[i] if i < len(exts) else None
+            ext = given or rng.choice(self.name_exts)
             out.append(styled_name(rng, rng.choice(sorted(NAME_STYLES)), stems[i], words[i], ext))
         return out
 

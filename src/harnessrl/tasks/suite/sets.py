@@ -4,7 +4,7 @@ never change):
     builtin:chain[:<split>]            chained tasks (chains.py): train, test, long, unseen, paraphrase
     builtin:office[:<split>]           office families (office.py): train, test, paraphrase, unseen
     builtin:<office family>[:<split>]  one office family, e.g. builtin:region_report:test
-    builtin:<wide|lookup|jobs>[:<split>]  the broad-wording sets (broad.py)
+    builtin:<wide|lookup|jobs>[:<split>]  the broad-wording sets (broad.py, broad_sets.py)
 
 Office splits follow the suite: trained families in train (TRAIN pools, training templates), test
 (TEST pools, training templates) and paraphrase (paraphrase pools and wordings); the never-trained
@@ -60,13 +60,13 @@ def build_office(families: tuple[str, ...] = (), splits: tuple[str, ...] = ()) -
 
 def is_multistep(what: str) -> bool:
     """Whether `builtin:<what>...` names a multi-step set rather than a part of the one-job suite."""
-    from harnessrl.tasks.suite.broad import BROAD_SETS
+    from harnessrl.tasks.suite.broad_sets import BROAD_SETS
 
     return what in ("chain", "office", *BROAD_SETS) or what in {f.name for f in OFFICE_FAMILIES}
 
 
 def select_multistep(selector: str) -> list[Task]:
-    from harnessrl.tasks.suite.broad import BROAD_SETS, select_broad
+    from harnessrl.tasks.suite.broad_sets import BROAD_SETS, select_broad
 
     parts = selector.split(":")
     if parts[1] in BROAD_SETS:
