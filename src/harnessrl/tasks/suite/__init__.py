@@ -15,7 +15,9 @@ with new names and values, `unseen` families that training never shows.
 
 Selectors: builtin:<what>[:<split>] where what is all, a split, a category or a family.
 The multi-step sets (chained tasks, office-style families; suite/sets.py) have their own selectors,
-builtin:chain[:<split>] and builtin:office[:<split>], and are not part of builtin:all.
+builtin:chain[:<split>] and builtin:office[:<split>], and are not part of builtin:all; so are the
+broad-wording sets (broad.py: a wording generator with disjoint style groups), builtin:wide,
+builtin:lookup (read-then-act) and builtin:jobs (k file jobs), each [:<split>].
 """
 
 from __future__ import annotations
