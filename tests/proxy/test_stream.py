@@ -197,6 +197,6 @@ def test_reasoning_then_streamed_text_keep_their_order(server, gated, store):
     assert [o.type for o in response.output] == ["reasoning", "message"] and len(deltas) > 2
     stored = [c.response for c in store.list_calls(["think"], include_raw=True)]
     text = "The answer comes in several small pieces."
-    assert message.content[1].text == stored[0]["content"][1]["text"] == text  # type: ignore[union-attr]
+    assert message.content[1].text == stored[0]["content"][1]["text"] == text
     assert "".join(deltas) == response.output_text == text
     assert [o["type"] for o in stored[1]["output"]] == ["reasoning", "message"]

