@@ -22,8 +22,9 @@ tree_grpo (on-policy tree credit, algo/tree_credit.py; docs/training.md "Tree cr
     H_r(s) = V of the first branch point at or below s on r's way, or R_r. Per path the segment
     advantages telescope to (R_r - V(root)) / sigma; without branches every row is grpo's. A row's
     weight is the draw's mass at y (1 for a fresh rollout above any branch point; the draws at a
-    point share the mass that reached it) times the loss_agg weight of its segment (1 / the
-    segment's decision tokens for seq_mean_token_mean); D = one unit per fresh rollout that trains
+    point share the mass that reached it) times the loss_agg weight of its segment (for
+    seq_mean_token_mean: c(y) / the segment's decision tokens, c(y) the mean over y's draws of the
+    share of their decision tokens in their segment; 1 without branches); D = one unit per fresh rollout that trains
     (and per borrowed prefix), as grpo's: a branch or a branch point adds none (token_mean: the
     mass-weighted decision tokens).
     Departures from TreeRL (arXiv 2506.11902): no global term on a branch's own tokens (credit
@@ -150,6 +151,7 @@ def tree_grpo(tree: PrefixTree, *, std: bool = True, per_harness: bool = False, 
     credit = tree_credit(tree, rewards)
     base, scale = _baselines(credit, harness, per_harness)
     seg = _segment_tokens(tree, credit)
+    share = _segment_share(seg, decision_counts(tree))
     flat = tree.flat()
     ids = tuple(tree.kept_rollouts())
     index = {r: i for i, r in enumerate(ids)}
@@ -165,7 +167,7 @@ def tree_grpo(tree: PrefixTree, *, std: bool = True, per_harness: bool = False, 
                 continue
             b, sd = base(y, r), scale(y, r)
             a = (credit.returns[node.id][r] - b) / (sd + eps if std else 1.0)
-            w = credit.mass[(y, r)] * (1.0 / seg[(y, r)] if loss_agg == "seq_mean_token_mean" else 1.0)
+            w = credit.mass[(y, r)] * (share[y] / seg[(y, r)] if loss_agg == "seq_mean_token_mean" else 1.0)
             toks.append(q)
             rols.append(np.full(len(q), index[r]))
             advs.append(np.full(len(q), a))
@@ -191,6 +193,17 @@ def _segment_tokens(tree: PrefixTree, credit: TreeCredit) -> dict[tuple[int, str
             if (y, r) in credit.mass and r in credit.returns.get(node.id, {}):
                 seg[(y, r)] = seg.get((y, r), 0) + d
     return seg
+
+
+def _segment_share(seg: dict[tuple[int, str], int], n_decision: dict[str, int]) -> dict[int, float]:
+    """Point -> the mean over its draws of the share of a draw's decision tokens that lie in its
+    segment below the point: what seq_mean_token_mean gives those tokens per draw in grpo (1 per
+    rollout, over all its tokens), on average, so that a branched group weighs about what it would
+    unbranched; equal for every draw at a point, so the zero sum holds (1 without branches)."""
+    per: dict[int, list[float]] = {}
+    for (y, r), n in seg.items():
+        per.setdefault(y, []).append(n / max(n_decision.get(r, n), n))
+    return {y: float(np.mean(v)) for y, v in per.items()}
 
 
 def _baselines(credit: TreeCredit, harness: dict[str, str], per_harness: bool
