@@ -94,3 +94,22 @@ def test_demos_through_the_builtin_agent_pass_and_feed_sft(tmp_path):
     renderer = Renderer.from_pretrained(smollm2_tokenizer_dir())
     sampled = {renderer.decode(list(c.sampled_ids)).replace(renderer.eot_text, "").strip() for c in calls}
     assert {render_command(c) for t in tasks for c in t.reference_solution} | {DONE} == sampled
+
+
+def test_the_demos_command(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from harnessrl.app.main import app
+
+    args = ["demos", "-t", "builtin:lookup:test", "--limit", "1", "-H", "builtin", "--sandbox", "local",
+            "-d", str(tmp_path / "d")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = CliRunner().invoke(app, args + ["--tool-format", "bash_examples", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert (out["rollouts"], out["passed"], out["failed_tasks"]) == (1, 1, [])
+    res = CliRunner().invoke(app, args[:-2] + ["-d", str(tmp_path / "e"), "--tool-format", "hermes"])
+    assert res.exit_code == 2 and "tool-format bash_examples" in res.output
