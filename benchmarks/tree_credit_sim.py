@@ -148,12 +148,14 @@ def policy_gradient(tree, adv, theta) -> tuple[dict[str, np.ndarray], float]:
     return grad, adv.norm
 
 
-def run(arm: Arm, seed: int, steps: int, groups: int, lr: float, loss_agg: str) -> tuple[float, list[float], float]:
-    """(J after - J before, V(root) - J of every tree group, sampled tokens per group)."""
+def run(arm: Arm, seed: int, steps: int, groups: int, lr: float, loss_agg: str
+        ) -> tuple[float, list[float], float, float]:
+    """(J after - J before, V(root) - J of every tree group, sampled tokens per group, loss weight
+    per unit of the denominator: sum of the rows' weights / norm, over every group)."""
     rng = np.random.default_rng(seed)
     theta = init_policy()
     j0 = expected_reward(theta)
-    bias, tokens = [], []
+    bias, tokens, weight, units = [], [], 0.0, 0.0
     for step in range(steps):
         total = {c: np.zeros_like(v) for c, v in theta.items()}
         norm = 0.0
@@ -167,12 +169,14 @@ def run(arm: Arm, seed: int, steps: int, groups: int, lr: float, loss_agg: str) 
             if arm.estimator == "tree_grpo" and adv.node_value is not None:
                 bias.append(float(adv.node_value[0]) - j_now)
             grad, n = policy_gradient(tree, adv, theta)
+            weight += float(adv.weight.sum())
+            units += n
             norm += n
             for c in total:
                 total[c] += grad[c]
         if norm > 0:
             theta = {c: theta[c] + lr * total[c] / norm for c in theta}
-    return expected_reward(theta) - j0, bias, float(np.mean(tokens))
+    return expected_reward(theta) - j0, bias, float(np.mean(tokens)), weight / max(units, 1e-9)
 
 
 def summary(xs: list[float]) -> str:
@@ -204,7 +208,8 @@ def main() -> None:
         out = [run(arm, seed, args.steps, args.groups, args.lr, args.loss_agg) for seed in range(args.seeds)]
         gains[arm.name] = [o[0] for o in out]
         ref = reference.get(arm.name, "flat GRPO, 8 fresh")
-        line = f"{arm.name:44s} tokens/group {statistics.fmean(o[2] for o in out):5.1f}  change {summary(gains[arm.name])}"
+        line = (f"{arm.name:44s} tokens/group {statistics.fmean(o[2] for o in out):5.1f}  weight/unit "
+                f"{statistics.fmean(o[3] for o in out):.2f}  change {summary(gains[arm.name])}")
         if arm.estimator == "tree_grpo" and ref in gains:
             paired = [a - b for a, b in zip(gains[arm.name], gains[ref])]
             wins = sum(d > 0 for d in paired)

@@ -54,6 +54,7 @@ def test_on_policy_advantages_sum_to_zero_with_or_without_branches(seed, borrowe
     elsewhere = {(tree.rollouts[r].parent, tree.rollouts[r].branch_call) for r in tree.kept_rollouts()
                  if tree.rollouts[r].parent and tree.rollouts[r].parent not in tree.rollouts}
     assert adv.norm <= fresh + len(elsewhere)
+    assert float(adv.weight.sum()) == pytest.approx(adv.norm, rel=1e-5)  # the group weighs its units, as grpo
 
 
 def decided_at_call_two(copies: bool):

@@ -66,16 +66,18 @@ def test_tree_grpo_on_a_branched_tree_matches_a_hand_computed_example():
     # sigma^2 = q-weighted variance (q: c 1/2, a b1 b2 1/6 each) = 1/3 - 1/9 = 2/9
     sigma = math.sqrt(2 / 9)
     assert adv.node_value[0] == pytest.approx(1 / 3)
-    # weights (seq_mean_token_mean): mass x c(point) / segment tokens, c = the mean share of a draw's
-    # tokens in its segment: at the root a (1 of its 2) and c (1 of 1): 3/4; at x a (1/2), b1, b2 (1): 5/6
+    # weights (seq_mean_token_mean): f x mass x c(point) / segment tokens, c = the mean share of a draw's
+    # tokens in its segment: at the root a (1 of its 2) and c (1 of 1): 3/4; at x a (1/2), b1, b2 (1): 5/6;
+    # f = 6/7 makes the weights sum to the group's 2 units, as grpo's do
+    w_root, w_x = 3 / 4 * 6 / 7, 1 / 3 * 5 / 6 * 6 / 7
     # the branched decision [1] (a's prefix, mass 1): the mean of the continuations through it
-    assert t[1] == pytest.approx(((2 / 3 - 1 / 3) / sigma * 3 / 4, 0.0, 3 / 4), rel=1e-5)
+    assert t[1] == pytest.approx(((2 / 3 - 1 / 3) / sigma * w_root, 0.0, w_root), rel=1e-5)
     # below x the three continuations share a's unit (1/3 each), each against V(x) only
-    w_x = 1 / 3 * 5 / 6
     assert t[2] == pytest.approx((0.0, (0 - 2 / 3) / sigma * w_x, w_x), rel=1e-5)
     assert t[3] == pytest.approx(((1 - 2 / 3) / sigma * w_x, 0.0, w_x), rel=1e-5)
     assert t[6] == t[3]
-    assert t[4] == pytest.approx((0.0, (0 - 1 / 3) / sigma * 3 / 4, 3 / 4), rel=1e-5)
+    assert t[4] == pytest.approx((0.0, (0 - 1 / 3) / sigma * w_root, w_root), rel=1e-5)
+    assert sum(w for *_, w in t.values()) == pytest.approx(2.0, rel=1e-5)
     assert adv.norm == pytest.approx(2.0)  # one unit per fresh rollout: the branches add none
     assert sum(p + n for p, n, _ in t.values()) == pytest.approx(0.0, abs=1e-6)  # zero-sum
     flat_adv = by_token(tree, grpo(tree))  # outcome GRPO: a's first decision gets a's (negative) reward

@@ -23,8 +23,9 @@ tree_grpo (on-policy tree credit, algo/tree_credit.py; docs/training.md "Tree cr
     advantages telescope to (R_r - V(root)) / sigma; without branches every row is grpo's. A row's
     weight is the draw's mass at y (1 for a fresh rollout above any branch point; the draws at a
     point share the mass that reached it) times the loss_agg weight of its segment (for
-    seq_mean_token_mean: c(y) / the segment's decision tokens, c(y) the mean over y's draws of the
-    share of their decision tokens in their segment; 1 without branches); D = one unit per fresh rollout that trains
+    seq_mean_token_mean: f c(y) / the segment's decision tokens, c(y) the mean over y's draws of the
+    share of their decision tokens in their segment, f the factor that makes the group's weights sum
+    to D, as grpo's do; both 1 without branches); D = one unit per fresh rollout that trains
     (and per borrowed prefix), as grpo's: a branch or a branch point adds none (token_mean: the
     mass-weighted decision tokens).
     Departures from TreeRL (arXiv 2506.11902): no global term on a branch's own tokens (credit
@@ -152,6 +153,13 @@ def tree_grpo(tree: PrefixTree, *, std: bool = True, per_harness: bool = False, 
     base, scale = _baselines(credit, harness, per_harness)
     seg = _segment_tokens(tree, credit)
     share = _segment_share(seg, decision_counts(tree))
+    if loss_agg == "token_mean":
+        norm = sum(credit.mass[k] * n for k, n in seg.items())
+    else:  # one unit per fresh rollout that trains, one per start of its own (a borrowed prefix)
+        norm = len({r for (y, r) in seg if credit.origin[r] == 0}) + len(
+            {credit.start[y] for (y, _) in seg if credit.start.get(y, 0) != 0})
+    total = sum(credit.mass[k] * share[k[0]] for k in seg)
+    fit = norm / total if loss_agg == "seq_mean_token_mean" and total > 0 else 1.0  # 1 without branches
     flat = tree.flat()
     ids = tuple(tree.kept_rollouts())
     index = {r: i for i, r in enumerate(ids)}
@@ -167,18 +175,13 @@ def tree_grpo(tree: PrefixTree, *, std: bool = True, per_harness: bool = False, 
                 continue
             b, sd = base(y, r), scale(y, r)
             a = (credit.returns[node.id][r] - b) / (sd + eps if std else 1.0)
-            w = credit.mass[(y, r)] * (share[y] / seg[(y, r)] if loss_agg == "seq_mean_token_mean" else 1.0)
+            w = credit.mass[(y, r)] * (fit * share[y] / seg[(y, r)] if loss_agg == "seq_mean_token_mean" else 1.0)
             toks.append(q)
             rols.append(np.full(len(q), index[r]))
             advs.append(np.full(len(q), a))
             wts.append(np.full(len(q), w) if lw is None else w * lw.astype(np.float64))
     cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
     rows = (cat(toks, np.int64), cat(rols, np.int32), cat(advs, np.float64), cat(wts, np.float64))
-    if loss_agg == "token_mean":
-        norm = sum(credit.mass[k] * n for k, n in seg.items())
-    else:  # one unit per fresh rollout that trains, one per start of its own (a borrowed prefix)
-        norm = len({r for (y, r) in seg if credit.origin[r] == 0}) + len(
-            {credit.start[y] for (y, _) in seg if credit.start.get(y, 0) != 0})
     totals = {r: (c - base(0, r)) / (scale(0, r) + eps if std else 1.0) for r, (c, _) in credit.at_root.items()}
     return _finish("tree_grpo", tree, ids, rows, None, None, float(norm), credit.value, totals)
 
