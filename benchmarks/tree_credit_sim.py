@@ -1,7 +1,7 @@
 """Tree credit against flat GRPO at an equal sampled-token budget, on synthetic groups whose outcome
 is decided at the second call, with the project's own functions (docs/training.md, "Tree credit").
 
-    .venv/bin/python benchmarks/tree_credit_sim.py [--seeds 40] [--steps 20] [--groups 4] [--lr 2]
+    .venv/bin/python benchmarks/tree_credit_sim.py [--seeds 30] [--steps 20] [--groups 4] [--lr 2]
                                                    [--loss-agg seq_mean_token_mean|seq_sum]
 
 The task: three calls per rollout. Call 0 looks (option g shows a hint, b does not); call 1 decides
@@ -185,7 +185,7 @@ def summary(xs: list[float]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, default=40)
+    ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--groups", type=int, default=4)
     ap.add_argument("--lr", type=float, default=2.0)
