@@ -32,7 +32,10 @@ if TYPE_CHECKING:
 class WeightSource(Protocol):
     """One rank's trainer, as a sync sees it."""
 
-    compute_dtype: torch.dtype | None
+    @property
+    def compute_dtype(self) -> torch.dtype | None:
+        """The dtype the policy computes with; None: as stored."""
+        ...
 
     def named_weights(self) -> Iterable[tuple[str, torch.Tensor]]:
         """The policy under HF names; a sharded rank other than 0 gets none after its part of the gather."""
