@@ -33,7 +33,7 @@ from harnessrl.sandbox.base import SandboxConfig, WorkspaceLost
 from harnessrl.sandbox.factory import make_sandbox
 from harnessrl.sandbox.health import preflight
 from harnessrl.sandbox.treeops import SYMLINK_COST, TreeLimits, WorkspaceLimitExceeded, remove_tree
-from harnessrl.sandbox.views import fresh_view
+from harnessrl.sandbox.views import WorkspaceLinkRefused, fresh_view
 from harnessrl.store import RunStore
 from harnessrl.tasks.model import Task, Verifier
 
@@ -281,7 +281,7 @@ def trees(draw):
 
 
 def passed_limits(root: Path, limits: TreeLimits) -> set[str]:
-    """The limits the tree at `root` passes, counted independently of treeops (empty: none).
+    """The limits the tree at `root` passes, counted independently of the copy (empty: none).
     Which one a copy names first depends on the order it meets the entries."""
     passed, entries, total, inodes = set(), 0, 0, set()
     for dirpath, dirnames, filenames in os.walk(root):
@@ -289,6 +289,8 @@ def passed_limits(root: Path, limits: TreeLimits) -> set[str]:
             path = os.path.join(dirpath, name)
             rel = os.path.relpath(path, root)
             s = os.lstat(path)
+            if not (stat.S_ISREG(s.st_mode) or stat.S_ISDIR(s.st_mode) or stat.S_ISLNK(s.st_mode)):
+                continue  # fifos, sockets, devices: left out of the copy, never counted (sandbox/snapshot.py)
             entries += 1
             if stat.S_ISREG(s.st_mode) and (s.st_dev, s.st_ino) not in inodes:
                 inodes.add((s.st_dev, s.st_ino))
@@ -317,6 +319,8 @@ def test_property_any_tree_is_copied_or_refused_as_the_workspaces_and_leaves_not
             fault = sb.workspace_fault
             if isinstance(e, WorkspaceLimitExceeded) or fault is not None:
                 assert fault is not None and fault.limit in ("entries", "depth", "path", "bytes")
+            elif isinstance(e, WorkspaceLinkRefused):  # a link out of the workspace (issue 39)
+                assert any(op[0] == "symlink" and op[2] in ("../../..", "/etc/passwd") for op in ops), str(e)
             else:  # tar inside could not read a dir its owner made unreadable
                 assert any(op[0] == "chmod" for op in ops), str(e)
         else:

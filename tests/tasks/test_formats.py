@@ -118,7 +118,7 @@ def test_malformed_native(tmp_path):
 
 
 def test_bad_sources(tmp_path):
-    with pytest.raises(TaskError, match="neither"):
+    with pytest.raises(TaskError, match="does not exist"):
         load_tasks(tmp_path / "missing")
     with pytest.raises(TaskError, match="no task directories"):
         load_tasks(tmp_path)

@@ -141,6 +141,9 @@ HOSTILE = {  # workspaces an agent may leave, hoping for reward
 def test_a_hostile_workspace_earns_nothing(attack):
     t = tasks_by_id()["jobbench-clinical_analysts__task1"]
     res = score(t, HOSTILE[attack], sandbox=SandboxConfig(type="bwrap"))
+    if attack.startswith("link_"):  # refused before the grader runs (issue 39): scored 0 by the runner
+        assert res.status == "workspace_link" and res.meta["workspace_link"]["reaches"] == "verifier_files", res
+        return
     assert res.status == "ok" and res.reward == 0.0, (attack, res)
 
 

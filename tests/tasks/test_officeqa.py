@@ -139,6 +139,9 @@ def test_a_hostile_workspace_cannot_forge_the_reward(attack):
     with open_task_sandbox(task, SandboxConfig(type="bwrap")) as sb:
         assert sb.run(["bash", "-c", HOSTILE[attack]], timeout_s=30).ok
         res = run_verifier(task, sb, payload={"final_message": "<FINAL_ANSWER>no idea</FINAL_ANSWER>"})
+    if attack.startswith("link_"):  # refused before the scorer runs (issue 39): scored 0 by the runner
+        assert res.status == "workspace_link" and res.meta["workspace_link"]["reaches"] == "verifier_files", res
+        return
     assert res.status == "ok" and res.reward == 0.0, (attack, res)
 
 

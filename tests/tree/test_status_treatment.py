@@ -18,7 +18,8 @@ from tests.support.synthetic import make_call
 
 SYSTEM = list(range(100, 110))
 TASK = Task(id="task0", instruction="-", files={}, verifier=Verifier("checks", "true"))
-POLICY_STATUSES = ("ok", "harness_error", "timeout", "verifier_error", "context_exceeded", "workspace_limit")
+POLICY_STATUSES = ("ok", "harness_error", "timeout", "verifier_error", "context_exceeded", "workspace_limit",
+                   "workspace_link", "reward_forged")
 
 
 def record(rid: str, status: str, reward: float | None) -> RolloutRecord:

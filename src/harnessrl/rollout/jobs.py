@@ -17,7 +17,10 @@ attempt is refused), and the calls are counted again after that close. The rollo
 final attempt; the earlier ones are kept apart in `meta["earlier_attempts"]` (status and error).
 A workspace that passes a host-side limit when it is copied out to be scored (sandbox/treeops.py:
 entries, depth, path length, bytes, time) is the policy's doing: `workspace_limit`, reward 0,
-never retried (`meta["workspace_limit"]` names the limit).
+never retried (`meta["workspace_limit"]` names the limit). So is a forged reward, whatever way
+the harness ended: `workspace_link` (a link into the verifier's files or out of the workspace,
+`meta["workspace_link"]`) and `reward_forged` (a Harbor reward file written by another process,
+locked or not a regular file, `meta["reward_forged"]`), both 0 (tasks/verifier.py).
 Once the policy has sampled a call, every end is scored by the verifier (a crash, a timeout, a
 context overflow, its own sandbox killed: 0 when nothing is left to score); the status still says
 how the harness ended. A rollout with any model call refused as too long for the model's context
@@ -49,7 +52,7 @@ from harnessrl.store.records import Lineage, RolloutRecord
 from harnessrl.tasks.model import Task
 from harnessrl.rollout.task_sandbox import open_task_sandbox
 from harnessrl.sandbox.treeops import WorkspaceLimitExceeded
-from harnessrl.tasks.verifier import run_verifier
+from harnessrl.tasks.verifier import FORGERY_STATUSES, run_verifier
 
 if TYPE_CHECKING:
     from harnessrl.harness.base import HarnessAdapter, HarnessResult
@@ -367,6 +370,9 @@ def _run_in(sandbox: Sandbox, job: RolloutJob, adapter: HarnessAdapter, key: str
     meta["verifier_status"] = verdict.status
     reward = verdict.reward if verdict.status == "ok" else 0.0  # a verifier failing on its workspace: 0
     final = status if status != "ok" else verdict.status
+    if verdict.status in FORGERY_STATUSES:  # a forged reward is named whatever way the harness ended
+        meta.update(verdict.meta, harness_status=status)
+        final = verdict.status
     error = "; ".join(e for e in (error, verdict.error) if e)
     return replace(base, status=final, reward=reward, checks=verdict.checks, error=error,
                    durations=durations, meta=meta)

@@ -4,7 +4,8 @@ Inside, ``tar`` runs as the sandbox user (so a link planted by the harness resol
 sandbox), GNU tar with ``--sparse`` (holes stay holes; hard links are link members already). On
 the host the stream is first counted against TreeLimits (treeops.py: entries, depth, path length,
 apparent bytes; WorkspaceLimitExceeded past one), then only members that stay inside the
-destination are extracted, one by one under the same deadline.
+destination are extracted, one by one under the same deadline: every link checked against the
+final tree the archive makes, whatever the order of its members (``safe_members``, sandbox/links.py).
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ import os
 import posixpath
 import shutil
 import tarfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from harnessrl.sandbox.base import SandboxError
+from harnessrl.sandbox.links import Kind, Parts, resolve, split
 from harnessrl.sandbox.treeops import SYMLINK_COST, HostCopyFailed, TreeBudget, WorkspaceLimitExceeded, place_tree
 
 log = logging.getLogger(__name__)
@@ -35,46 +40,92 @@ def _inside(path: str) -> bool:
     return not posixpath.isabs(path) and norm != ".." and not norm.startswith("../")
 
 
-def _through_link(path: str, links: set[str]) -> bool:
-    """Whether `path`, walked component by component as the file system would (before any
-    normalisation: ``sub/..`` goes INTO sub), enters one of the symlinks kept so far."""
-    cur: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if cur:
-                cur.pop()
-            continue
-        cur.append(part)
-        if "/".join(cur) in links:
-            return True
-    return False
+# The members safe_members skipped, for whoever asked (``collect_skipped``): the verifier's copy
+# (sandbox/views.py) scores a link that pointed out of the workspace instead of dropping it unseen.
+_SKIPPED: ContextVar[list[dict[str, str]] | None] = ContextVar("harnessrl_tar_skipped", default=None)
+
+
+@contextmanager
+def collect_skipped() -> Iterator[list[dict[str, str]]]:
+    """Within this block (this thread / context), every member ``safe_members`` skips is appended
+    to the yielded list as {"name", "type", "linkname", "why"}."""
+    found: list[dict[str, str]] = []
+    token = _SKIPPED.set(found)
+    try:
+        yield found
+    finally:
+        _SKIPPED.reset(token)
+
+
+class _ArchiveTree:
+    """The tree an archive's members make once all are extracted (a links.TreeView): a name is
+    its member's kind, or a directory when it is only the parent of other members."""
+
+    def __init__(self, members: list[tuple[Parts, tarfile.TarInfo]]) -> None:
+        self.entries = {parts: m for parts, m in members}
+        self.parents = {parts[:i] for parts, _ in members for i in range(1, len(parts))}
+
+    def kind(self, parts: Parts) -> Kind | None:
+        m = self.entries.get(parts)
+        if m is not None:
+            return "link" if m.issym() else "dir" if m.isdir() else "file"
+        return "dir" if parts in self.parents or not parts else None
+
+    def target(self, parts: Parts) -> str:
+        return self.entries[parts].linkname
 
 
 def safe_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
     """Members safe to extract on the host: regular files, dirs and links that stay inside the
-    tree; anything else (absolute paths, '..', links out, devices) is skipped with a warning.
-    A member whose path, or whose link target, goes through a symlink kept earlier is skipped
-    too: checking each link's target as text alone let chains escape (``a/sub -> ..`` then
-    ``a/q -> sub/..`` then ``a/q/x`` wrote outside the destination). Setuid/setgid/sticky bits
-    are dropped. Same on every Python (no reliance on tar filters)."""
-    keep: list[tarfile.TarInfo] = []
-    links: set[str] = set()
+    tree; anything else (absolute paths, '..', links out, devices, a second member of one name)
+    is skipped with a warning. Links are checked against the FINAL tree, whatever the order of
+    the archive (sandbox/links.py): a member whose path goes through a symlink of that tree is
+    skipped; a symlink is kept only if it resolves, following every link of the tree, to an entry
+    inside it (or names nothing, and could not leave it once the missing part existed; a loop is
+    skipped); a hard
+    link only if it names a regular file of the tree through no symlink. Checking each link against
+    the links before it let ``p -> q/..`` (before ``q -> .``) reach the parent of the host copy.
+    Setuid/setgid/sticky bits are dropped. Same on every Python (no reliance on tar filters)."""
+    skipped = _SKIPPED.get()
+
+    def skip(m: tarfile.TarInfo, why: str) -> None:
+        log.warning("copy_out skipped %s (%s)", m.name, why)
+        if skipped is not None:
+            kind = "symlink" if m.issym() else "hardlink" if m.islnk() else "dir" if m.isdir() else \
+                "file" if m.isfile() else "special"
+            skipped.append({"name": m.name, "type": kind, "linkname": m.linkname, "why": why})
+
+    candidates: list[tuple[Parts, tarfile.TarInfo]] = []
+    seen: set[Parts] = set()
     for m in tar.getmembers():
-        name = posixpath.normpath(m.name)
-        ok = _inside(m.name) and (m.isfile() or m.isdir() or m.issym() or m.islnk())
-        ok = ok and not _through_link(posixpath.dirname(m.name), links)
-        if ok and m.issym():
-            target = posixpath.join(posixpath.dirname(m.name), m.linkname)
-            ok = _inside(target) and not _through_link(target + "/x", links)
-        elif ok and m.islnk():
-            ok = _inside(m.linkname) and not _through_link(m.linkname + "/x", links)
-        if not ok:
-            log.warning("copy_out skipped %s (unsafe path, link or file type)", m.name)
+        parts = split(m.name)
+        if not _inside(m.name) or ".." in parts:
+            skip(m, "a path out of the tree")
+        elif not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
+            skip(m, "not a file, directory or link")
+        elif parts in seen:
+            skip(m, "a second member of the same name")
+        else:
+            seen.add(parts)
+            candidates.append((parts, m))
+    tree = _ArchiveTree(candidates)
+    keep: list[tarfile.TarInfo] = []
+    for parts, m in candidates:
+        why = ""
+        if any(tree.kind(parts[:i]) == "link" for i in range(1, len(parts))):
+            why = "its path goes through a symlink"
+        elif m.issym():
+            r = resolve(tree, parts[:-1], m.linkname)
+            if not (r.kind == "inside" or (r.kind == "dangling" and not r.could_escape)):
+                why = f"a symlink that leads out of the tree ({r.kind})"
+        elif m.islnk():
+            target = split(m.linkname)
+            through = any(tree.kind(target[:i]) == "link" for i in range(1, len(target)))
+            if not _inside(m.linkname) or ".." in target or through or tree.kind(target) != "file":
+                why = "a hard link to no regular file of the tree"
+        if why:
+            skip(m, why)
             continue
-        if m.issym():
-            links.add(name)
         m.mode &= 0o777
         keep.append(m)
     return keep

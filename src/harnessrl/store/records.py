@@ -17,8 +17,10 @@ PROMPT = -1
 # runner_error: a bug in harnessrl's own runner (reported with its traceback type); never the policy's
 # workspace_limit: the workspace the policy left passed a host-side limit on its way to the verifier
 # (entries, depth, path length, bytes, time; sandbox/treeops.py): scored 0, never retried
+# workspace_link: the workspace held a link into the verifier's own files or out of it (sandbox/views.py)
+# reward_forged: the verifier's reward channel was tampered with (tasks/harbor.py); both scored 0
 ROLLOUT_STATUSES = ("ok", "harness_error", "timeout", "verifier_error", "sandbox_error", "context_exceeded",
-                    "workspace_limit", "cancelled", "runner_error")
+                    "workspace_limit", "workspace_link", "reward_forged", "cancelled", "runner_error")
 
 # How a status is treated (docs/training.md, "Rollout statuses"). The policy is an optimiser: an
 # outcome it can reach must never be cheaper than failing, so every end the policy caused is SCORED

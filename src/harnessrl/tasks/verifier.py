@@ -13,6 +13,13 @@ Outcomes (VerifierResult.status):
   (the agent's sandbox died). Parsing is total: any output is one of these two. The rollout
   runner scores it 0: on a workspace the policy left, a verifier failure is the policy's outcome
   (a verifier bug shows up in `harnessrl tasks validate`, which runs the reference solution);
+- "workspace_link": the workspace holds a link into the verifier's own files or out of the
+  workspace (sandbox/views.py, ``vet_links``); the verifier did not run. ``meta["workspace_link"]``
+  names the link, its target and what it reaches. The policy's doing: scored 0;
+- "reward_forged": the verifier found its reward channel tampered with (a Harbor test.sh's
+  reward file written by another process, locked or not a regular file: tasks/harbor.py) and
+  said so by exiting FORGERY_EXIT with a last stdout line {"harnessrl_forgery": KIND, ...};
+  ``meta["reward_forged"]`` is KIND. The policy's doing: scored 0;
 - "sandbox_error": the verifier's own sandbox could not start (the host's problem, not the agent's).
 A verifier that runs the agent's code (say `python3 test_calc.py`) must not let that code's
 output become its own last line: stdout is the reward channel.
@@ -33,6 +40,10 @@ from harnessrl.tasks.files import write_tree
 from harnessrl.tasks.model import Task
 
 PAYLOAD_NAME = ".reward_payload.json"
+FORGERY_EXIT = 86  # a verifier's exit status for "my reward channel was forged" (last line: the kind)
+FORGERY_KEY = "harnessrl_forgery"
+# outcomes the policy caused that are scored 0 whatever the harness did (rollout/jobs.py)
+FORGERY_STATUSES = ("workspace_link", "reward_forged")
 
 
 class VerifierOutputError(HarnessRLError, ValueError):
@@ -41,7 +52,7 @@ class VerifierOutputError(HarnessRLError, ValueError):
 
 @dataclass(frozen=True)
 class VerifierResult:
-    status: Literal["ok", "verifier_error", "sandbox_error"]
+    status: Literal["ok", "verifier_error", "sandbox_error", "workspace_link", "reward_forged"]
     reward: float | None
     checks: dict[str, float] = field(default_factory=dict)
     error: str = ""
@@ -49,17 +60,20 @@ class VerifierResult:
     stdout_tail: str = ""
     # seconds of its stages (run/profile.py): copy_out_s, sandbox_s (its fresh sandbox), check_s, teardown_s
     stages: dict[str, float] = field(default_factory=dict)
+    # workspace_link: {"workspace_link": {path, target, reaches, more}}; reward_forged: {"reward_forged": kind}
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def run_verifier(task: Task, sandbox: Any, payload: dict[str, Any] | None = None,
-                 timeout_s: float | None = None) -> VerifierResult:
+                 timeout_s: float | None = None, check_links: bool = True) -> VerifierResult:
     """Score the workspace of `sandbox` (a harnessrl.sandbox.Sandbox) in a fresh sandbox; never raises.
 
     `payload` ({final_message, metadata, transcript}) is written to a JSON file whose inner path is
     in env OPENCLAW_REWARD_PAYLOAD (and HARNESSRL_REWARD_PAYLOAD) for the verifier to read.
+    `check_links` False: the workspace's links are not vetted (only to show what that stops).
     """
     from harnessrl.sandbox.base import WorkspaceLost
-    from harnessrl.sandbox.views import fresh_view
+    from harnessrl.sandbox.views import WorkspaceLinkRefused, fresh_view
 
     v = task.verifier
     t0 = time.monotonic()
@@ -72,7 +86,11 @@ def run_verifier(task: Task, sandbox: Any, payload: dict[str, Any] | None = None
         _readable(Path(tmp))
         stages: dict[str, float] = {}
         try:
-            view = fresh_view(sandbox, exclude=[v.dest], ro_dirs={dest: vdir}, timings=stages)
+            view = fresh_view(sandbox, exclude=[v.dest], ro_dirs={dest: vdir}, timings=stages,
+                              check_links=check_links)
+        except WorkspaceLinkRefused as e:  # the policy's link into the verifier's files or out: 0
+            return VerifierResult("workspace_link", None, error=str(e), duration_s=time.monotonic() - t0,
+                                  meta={"workspace_link": e.detail()})
         except WorkspaceLost as e:
             return VerifierResult("verifier_error", None, error=str(e), duration_s=time.monotonic() - t0)
         except Exception as e:  # noqa: BLE001 - the verifier's sandbox did not start: the host's problem
@@ -98,6 +116,12 @@ def _run_in_view(v: Any, view: Any, dest: str, timeout_s: float | None, t0: floa
     if res.timed_out:
         return VerifierResult("verifier_error", None, error=f"verifier timed out after {limit:g}s",
                               duration_s=elapsed, stdout_tail=tail)
+    if res.returncode == FORGERY_EXIT:
+        kind = _forgery(res.stdout)
+        if kind:
+            return VerifierResult("reward_forged", None, duration_s=elapsed, stdout_tail=tail,
+                                  error=f"reward forged ({kind}): {res.stderr.strip()[-500:]}",
+                                  meta={"reward_forged": kind})
     if res.returncode != 0:
         return VerifierResult("verifier_error", None, duration_s=elapsed, stdout_tail=tail,
                               error=f"verifier exited {res.returncode}: {res.stderr.strip()[-500:]}")
@@ -107,6 +131,14 @@ def _run_in_view(v: Any, view: Any, dest: str, timeout_s: float | None, t0: floa
         return VerifierResult("verifier_error", None, error=f"verifier output: {str(e)[:500]}",
                               duration_s=elapsed, stdout_tail=tail)
     return VerifierResult("ok", reward, checks, duration_s=elapsed, stdout_tail=tail)
+
+
+def _forgery(stdout: str) -> str:
+    """The kind a verifier's last stdout line names as {FORGERY_KEY: KIND}, or ""."""
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    obj = _json_object(lines[-1]) if lines else None
+    kind = obj.get(FORGERY_KEY) if obj else None
+    return kind[:100] if isinstance(kind, str) and kind else ""
 
 
 def _readable(root: Path) -> None:
