@@ -19,7 +19,8 @@ Errors are defined next to the code that raises them; this module only holds the
     │   │   └── HostUnfit      sandbox/health.py     a damaged host (device node, sandbox start)
     │   ├── SandboxClosed                            the sandbox was already destroyed
     │   ├── WorkspaceLost                            the workspace could not be copied out to score it
-    │   │   └── WorkspaceLimitExceeded sandbox/treeops.py a workspace tree passed a host-side limit (scored 0)
+    │   │   ├── WorkspaceLimitExceeded sandbox/treeops.py a workspace tree passed a host-side limit (scored 0)
+    │   │   └── WorkspaceLinkRefused sandbox/views.py  a link into the verifier's files or out of the workspace (scored 0)
     │   ├── ImageError         tasks/images.py       a task's image cannot be read or unpacked
     │   ├── ImageRootError     sandbox/rootfs.py     a task's root file system cannot host a sandbox
     │   └── RelayClosed        sandbox/relay.py      (internal) the relay is done with a connection
