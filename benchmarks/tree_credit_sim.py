@@ -37,9 +37,8 @@ from harnessrl.rollout.branching import BranchingConfig, branch_points
 from harnessrl.store.records import PROMPT, CallRecord, Lineage, RolloutRecord
 from harnessrl.tree import build_tree
 
-CTX = ("look", "after_g", "after_b", "close")
-OPTIONS = {"look": 2, "after_g": 4, "after_b": 4, "close": 2}
-TOKEN_BASE = {"look": 10, "after_g": 20, "after_b": 30, "close": 40}  # option token = base + option
+OPTIONS = {"pre": 2, "look": 2, "after_g": 4, "after_b": 4, "close": 2}
+TOKEN_BASE = {"pre": 50, "look": 10, "after_g": 20, "after_b": 30, "close": 40}  # option token = base + option
 FILL = 3  # fixed tokens after the option token: each call samples 1 + FILL tokens
 PROMPT_IDS = [1, 2, 3]
 
@@ -52,11 +51,12 @@ class Arm:
     points: int = 0
     width: int = 0
     policy: str = "open"
+    at: int = 1  # the branch call the arm's budget expects (the first open call)
 
 
 def init_policy() -> dict[str, np.ndarray]:
-    return {"look": np.zeros(2), "after_g": np.array([0.7, 0, 0, 0]), "after_b": np.array([0.7, 0, 0, 0]),
-            "close": np.zeros(2)}
+    return {"pre": np.array([4.0, 0.0]), "look": np.zeros(2), "after_g": np.array([0.7, 0, 0, 0]),
+            "after_b": np.array([0.7, 0, 0, 0]), "close": np.zeros(2)}
 
 
 def probs(theta: dict[str, np.ndarray], ctx: str) -> np.ndarray:
@@ -69,24 +69,29 @@ def expected_reward(theta: dict[str, np.ndarray]) -> float:
     return float(look[0] * probs(theta, "after_g")[0] + look[1] * 0.5 * probs(theta, "after_b")[0])
 
 
-def sample_path(theta, rng, prefix: list[int]) -> tuple[list[int], float]:
-    """Options of the three calls (those in `prefix` replayed) and the reward."""
+def sample_path(theta, rng, prefix: list[int], settled: int) -> tuple[list[int], float]:
+    """Options of the settled + 3 calls (those in `prefix` replayed) and the reward."""
     opts = list(prefix)
-    for k in range(len(prefix), 3):
-        ctx = context(k, opts)
+    for k in range(len(prefix), settled + 3):
+        ctx = context(k, opts, settled)
         opts.append(int(rng.choice(OPTIONS[ctx], p=probs(theta, ctx))))
-    passed = opts[1] == 0 and (opts[0] == 0 or rng.random() < 0.5)
+    passed = opts[settled + 1] == 0 and (opts[settled] == 0 or rng.random() < 0.5)
     return opts, float(passed)
 
 
-def context(k: int, opts: list[int]) -> str:
-    return "look" if k == 0 else "close" if k == 2 else ("after_g" if opts[0] == 0 else "after_b")
+def context(k: int, opts: list[int], settled: int) -> str:
+    if k < settled:
+        return "pre"  # a confident call that changes nothing (reading a file the task names)
+    if k == settled:
+        return "look"
+    return "close" if k == settled + 2 else ("after_g" if opts[settled] == 0 else "after_b")
 
 
-def rollout_calls(rid: str, opts: list[int], theta, replayed_from: str = "", replay: int = 0) -> list[CallRecord]:
+def rollout_calls(rid: str, opts: list[int], theta, settled: int, replayed_from: str = "",
+                  replay: int = 0) -> list[CallRecord]:
     calls, prompt = [], list(PROMPT_IDS)
     for k, o in enumerate(opts):
-        ctx = context(k, opts)
+        ctx = context(k, opts, settled)
         sampled = [TOKEN_BASE[ctx] + o] + [90 + k] * FILL
         lp = [float(np.log(probs(theta, ctx)[o]))] + [0.0] * FILL
         meta = {"replay": {"of": f"{replayed_from}:{k}", "match": "exact"}} if k < replay else {}
@@ -98,7 +103,7 @@ def rollout_calls(rid: str, opts: list[int], theta, replayed_from: str = "", rep
     return calls
 
 
-def sample_group(theta, arm: Arm, rng, gid: str) -> tuple[list[CallRecord], list[RolloutRecord], int]:
+def sample_group(theta, arm: Arm, rng, gid: str, settled: int) -> tuple[list[CallRecord], list[RolloutRecord], int]:
     """(calls, rollouts, sampled tokens) of one group of the arm."""
     per_call = 1 + FILL
     calls: list[CallRecord] = []
@@ -108,29 +113,32 @@ def sample_group(theta, arm: Arm, rng, gid: str) -> tuple[list[CallRecord], list
     def fresh(n: int) -> None:
         for _ in range(n):
             rid = f"{gid}:{len(rollouts)}"
-            opts, reward = sample_path(theta, rng, [])
+            opts, reward = sample_path(theta, rng, [], settled)
             paths[rid] = opts
-            calls.extend(rollout_calls(rid, opts, theta))
+            calls.extend(rollout_calls(rid, opts, theta, settled))
             rollouts.append(RolloutRecord(rid, "task", "sim", gid, "ok", reward, sample_idx=len(rollouts)))
 
     fresh(arm.fresh)
-    tokens = arm.fresh * 3 * per_call
-    budget = arm.points * arm.width * 2 * per_call  # what the branches may sample (a branch at call 1: 2 calls)
+    n_calls = settled + 3
+    tokens = arm.fresh * n_calls * per_call
+    budget = arm.points * arm.width * (n_calls - arm.at) * per_call  # what the branches may sample
     if arm.points:
         cfg = BranchingConfig(points=arm.points, width=arm.width, policy=arm.policy, min_surprisal=0.05)  # type: ignore[arg-type]
         for p in branch_points(rollouts, calls, cfg, seed=int(rng.integers(1 << 30))):
+            if (n_calls - p.branch_call) * per_call * arm.width > budget:
+                continue  # a point earlier than the budget allows: never over the budget
             for _ in range(arm.width):
                 rid = f"{gid}:{len(rollouts)}"
-                opts, reward = sample_path(theta, rng, paths[p.parent][:p.branch_call])
-                calls.extend(rollout_calls(rid, opts, theta, p.parent, p.branch_call))
+                opts, reward = sample_path(theta, rng, paths[p.parent][:p.branch_call], settled)
+                calls.extend(rollout_calls(rid, opts, theta, settled, p.parent, p.branch_call))
                 rollouts.append(RolloutRecord(rid, "task", "sim", gid, "ok", reward, sample_idx=len(rollouts),
                                               lineage=Lineage(p.parent, p.branch_call, p.branch_call, p.branch_call)))
-                spent = (3 - p.branch_call) * per_call
+                spent = (n_calls - p.branch_call) * per_call
                 tokens += spent
                 budget -= spent
-        extra = budget // (3 * per_call)  # no open point: the rest of the budget samples fresh rollouts
+        extra = max(budget, 0) // (n_calls * per_call)  # no open point: the rest samples fresh rollouts
         fresh(extra)
-        tokens += extra * 3 * per_call
+        tokens += extra * n_calls * per_call
     return calls, rollouts, tokens
 
 
@@ -148,7 +156,7 @@ def policy_gradient(tree, adv, theta) -> tuple[dict[str, np.ndarray], float]:
     return grad, adv.norm
 
 
-def run(arm: Arm, seed: int, steps: int, groups: int, lr: float, loss_agg: str
+def run(arm: Arm, seed: int, steps: int, groups: int, lr: float, loss_agg: str, settled: int
         ) -> tuple[float, list[float], float, float]:
     """(J after - J before, V(root) - J of every tree group, sampled tokens per group, loss weight
     per unit of the denominator: sum of the rows' weights / norm, over every group)."""
@@ -161,7 +169,7 @@ def run(arm: Arm, seed: int, steps: int, groups: int, lr: float, loss_agg: str
         norm = 0.0
         j_now = expected_reward(theta)
         for g in range(groups):
-            calls, rollouts, spent = sample_group(theta, arm, rng, f"s{step}g{g}")
+            calls, rollouts, spent = sample_group(theta, arm, rng, f"s{step}g{g}", settled)
             tokens.append(spent)
             tree = build_tree(calls, rollouts)
             est = grpo if arm.estimator == "grpo" else tree_grpo
@@ -183,29 +191,48 @@ def summary(xs: list[float]) -> str:
     return f"{statistics.median(xs):+.3f} [{min(xs):+.3f}, {max(xs):+.3f}]"
 
 
+def arms_for(settled: int) -> list[Arm]:
+    """The arms at equal sampled tokens per group: with no settled call a fresh rollout samples 12
+    tokens and a branch at call 1 samples 8; with settled calls first a branch at the look samples
+    12 of a fresh rollout's 4 (settled + 3)."""
+    if settled == 0:
+        return [Arm("flat GRPO, 8 fresh", "grpo", 8),
+                Arm("tree, 4 fresh + 2 points x 3 (replace)", "tree_grpo", 4, 2, 3),
+                Arm("tree, 6 fresh + 1 point x 3 (replace)", "tree_grpo", 6, 1, 3),
+                Arm("tree, 4 fresh + 2 x 3, entropy policy", "tree_grpo", 4, 2, 3, "entropy"),
+                Arm("tree, 4 fresh + 2 x 3, target policy", "tree_grpo", 4, 2, 3, "target"),
+                Arm("flat GRPO, 12 fresh", "grpo", 12),
+                Arm("tree, 8 fresh + 2 points x 3 (add)", "tree_grpo", 8, 2, 3),
+                Arm("flat GRPO, 4 fresh", "grpo", 4)]
+    width = (settled + 3) // 3 * 2  # branches as dear as 4 fresh rollouts
+    return [Arm("flat GRPO, 8 fresh", "grpo", 8),
+            Arm(f"tree, 4 fresh + 2 points x {width} (replace)", "tree_grpo", 4, 2, width, at=settled),
+            Arm(f"tree, 6 fresh + 1 point x {width} (replace)", "tree_grpo", 6, 1, width, at=settled),
+            Arm("flat GRPO, 12 fresh", "grpo", 12),
+            Arm(f"tree, 8 fresh + 2 points x {width} (add)", "tree_grpo", 8, 2, width, at=settled),
+            Arm("flat GRPO, 4 fresh", "grpo", 4)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--groups", type=int, default=4)
     ap.add_argument("--lr", type=float, default=2.0)
+    ap.add_argument("--settled", type=int, default=0,
+                    help="confident calls before the look: a branch at the look then costs 3 of settled + 3 calls")
     ap.add_argument("--loss-agg", default="seq_mean_token_mean", choices=["seq_mean_token_mean", "seq_sum"])
     args = ap.parse_args()
     # equal sampled tokens per group: a fresh rollout samples 12 tokens, a branch at call 1 samples 8
-    arms = [Arm("flat GRPO, 8 fresh", "grpo", 8),
-            Arm("tree, 4 fresh + 2 points x 3 (replace)", "tree_grpo", 4, 2, 3),
-            Arm("tree, 6 fresh + 1 point x 3 (replace)", "tree_grpo", 6, 1, 3),
-            Arm("tree, 4 fresh + 2 x 3, entropy policy", "tree_grpo", 4, 2, 3, "entropy"),
-            Arm("tree, 4 fresh + 2 x 3, target policy", "tree_grpo", 4, 2, 3, "target"),
-            Arm("flat GRPO, 12 fresh", "grpo", 12),
-            Arm("tree, 8 fresh + 2 points x 3 (add)", "tree_grpo", 8, 2, 3),
-            Arm("flat GRPO, 4 fresh", "grpo", 4)]
-    reference = {"tree, 8 fresh + 2 points x 3 (add)": "flat GRPO, 12 fresh"}
+    arms = arms_for(args.settled)
+    reference = {a.name: "flat GRPO, 12 fresh" for a in arms if "(add)" in a.name}
     gains: dict[str, list[float]] = {}
-    print(f"{args.seeds} seeds x {args.steps} steps x {args.groups} groups, loss_agg {args.loss_agg}; J before = "
+    print(f"{args.seeds} seeds x {args.steps} steps x {args.groups} groups, loss_agg {args.loss_agg}, "
+          f"{args.settled} settled calls first; J before = "
           f"{expected_reward(init_policy()):.3f}; change of J (median [min, max] over seeds)")
     for arm in arms:
-        out = [run(arm, seed, args.steps, args.groups, args.lr, args.loss_agg) for seed in range(args.seeds)]
+        out = [run(arm, seed, args.steps, args.groups, args.lr, args.loss_agg, args.settled)
+               for seed in range(args.seeds)]
         gains[arm.name] = [o[0] for o in out]
         ref = reference.get(arm.name, "flat GRPO, 8 fresh")
         line = (f"{arm.name:44s} tokens/group {statistics.fmean(o[2] for o in out):5.1f}  weight/unit "
