@@ -36,7 +36,7 @@ SPLITS = tuple(SPLIT_SIZES)
 TRAINED_SPLITS = ("train", "test", "paraphrase")
 
 
-def wording(family: Family, split: str) -> tuple[tuple[str, ...], Pools]:
+def split_wording(family: Family, split: str) -> tuple[tuple[str, ...], Pools]:
     """The templates and pools a family uses in a split."""
     if not family.trained:
         return UNSEEN[family.name], TEST
@@ -56,7 +56,7 @@ def build_suite(split_sizes: dict[str, int] | None = None) -> list[Task]:
     tasks = []
     for family in FAMILIES:
         for split in family_splits(family):
-            templates, pools = wording(family, split)
+            templates, pools = split_wording(family, split)
             for variant in range(sizes.get(split, 0)):
                 rng = random.Random(f"{family.name}:{split}:{variant}")
                 job = family.make(rng, pools)
