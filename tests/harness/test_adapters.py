@@ -78,7 +78,7 @@ def test_claude_code_build():
     launch = ClaudeCodeAdapter().build(_req())
     argv, env = launch.argv, launch.env
     assert argv[0].endswith("node_modules/.bin/claude")
-    assert argv[argv.index("-p") + 1] == "Write 'hi' into a.txt"
+    assert "-p" in argv and argv[-2:] == ["--", "Write 'hi' into a.txt"]  # the prompt, never an option
     assert argv[argv.index("--output-format") + 1] == "stream-json"
     assert "--verbose" in argv and "--dangerously-skip-permissions" in argv
     assert argv[argv.index("--max-turns") + 1] == "7"
@@ -347,7 +347,15 @@ def test_claude_code_profiles_flags():
     assert small[small.index("--tools") + 1] == "Bash" and "--bare" not in small
     assert tiny[tiny.index("--tools") + 1] == "Bash" and "--bare" in tiny
     assert "Bash tool" in tiny[tiny.index("--system-prompt") + 1]
-    assert small[small.index("-p") + 1] == "Write 'hi' into a.txt"  # the task is still the prompt
+    assert small[-2:] == ["--", "Write 'hi' into a.txt"]  # the task is still the prompt, after --tools' values
+
+
+def test_claude_code_instruction_that_starts_with_a_dash_is_the_prompt():
+    """Claude Code's option parser took "- delete x.txt" after -p for an unknown option (exit 1, no
+    model call); after "--" it is the prompt, also behind a variadic option such as --tools."""
+    req = _req(instruction="- delete x.txt")
+    argv = make_harness("claude-code:tiny").build(req).argv
+    assert argv[-2:] == ["--", req.instruction] and argv.count("--") == 1
 
 
 def test_codex_small_profile_config():

@@ -78,9 +78,10 @@ class ClaudeCodeAdapter(ProfiledInstallAdapter):
             # bound one model call (the proxy may queue behind a busy engine)
             "API_TIMEOUT_MS": str(int(max(req.timeout_s, 1.0) * 1000)),
         }
-        argv = [str(exe), "-p", req.instruction, "--output-format", "stream-json", "--verbose",
+        # the task text goes last, after "--": an instruction that starts with "-" is the prompt, not an option
+        argv = [str(exe), "-p", "--output-format", "stream-json", "--verbose",
                 "--dangerously-skip-permissions", "--model", req.model, "--max-turns", str(req.max_turns),
-                *self.profile.settings["args"], *self.extra_args]
+                *self.profile.settings["args"], *self.extra_args, "--", req.instruction]
         return LaunchSpec(argv=argv, env=env, cwd=req.workdir, run_id=req.dirs.run_id,
                           dirs=[*req.dirs.all(), f"{req.dirs.home}/.claude"])
 
