@@ -131,13 +131,13 @@ def serve(
     from harnessrl.app.serve_config import served_model_dir
     from harnessrl.engine.model import ModelNotFound
     from harnessrl.proxy.server import ProxyServer, ProxyStartError
-    from harnessrl.render.renderer import Renderer
+    from harnessrl.run.runner_collector import run_renderer
     from harnessrl.store import RunStore
 
     try:
         with console.status(f"loading {plan.cfg.model.path or 'the default model'} ({plan.engine} engine)"):
             model_dir = served_model_dir(plan.cfg.model.path, plan.engine == SCRIPTED)
-            renderer = Renderer.from_pretrained(model_dir, tool_format=plan.cfg.render.tool_format)
+            renderer = run_renderer(plan.cfg, model_dir)  # as the run trained: its command: shell tools too
             eng = build_engine(plan.engine, model_dir, plan.cfg.engine.max_model_len, renderer, scripted_latency_s,
                                plan.engine_settings)
     except ModelNotFound as err:

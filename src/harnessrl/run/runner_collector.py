@@ -31,6 +31,15 @@ from harnessrl.sandbox.base import SandboxConfig
 from harnessrl.store import RunStore
 
 
+def run_renderer(cfg: RunConfig, model_dir: Path | str) -> Renderer:
+    """The renderer `cfg` serves with, wherever it serves (training, rollout, eval, `serve
+    --from-run`): render.tool_format and the shell tools its `command:` harnesses name
+    (harness/command.py: shell_tool_overrides), so a served prompt is rendered as the run trained."""
+    entries = cfg.harness_entries()
+    shells = shell_tool_overrides([h.name for h in entries], {h.name: dict(h.options) for h in entries})
+    return Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format, shell_overrides=shells)
+
+
 def start_proxy(cfg: RunConfig, engine: Engine, store: RunStore, renderer: Renderer) -> ProxyServer:
     """The started proxy that serves `cfg`'s way: its serving policy
     (`RunConfig.serving_policy()`: loop.max_tokens as every call's default and cap, serve.*), the
@@ -43,10 +52,7 @@ class RunnerCollector:
 
     def __init__(self, cfg, engine: Any, store: Any, model_dir: Path):
         self.cfg, self.store = cfg, store
-        entries = cfg.harness_entries()
-        shells = shell_tool_overrides([h.name for h in entries], {h.name: dict(h.options) for h in entries})
-        renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format, shell_overrides=shells)
-        self.proxy = start_proxy(cfg, engine, store, renderer)  # the way `harnessrl eval --from-run` serves
+        self.proxy = start_proxy(cfg, engine, store, run_renderer(cfg, model_dir))  # the way `harnessrl eval --from-run` serves
         self.sandbox_cfg = SandboxConfig(type=cfg.sandbox.type, host_uid=cfg.sandbox.host_uid)
         self.samples = SampleCheck(_warn)  # token-identical GRPO groups: warned once per run
         self._adapters: dict[str, HarnessAdapter] = {}
