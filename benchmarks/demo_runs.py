@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from harnessrl.run.heldout import held_out_changes  # noqa: E402
+from harnessrl.run.report import kl_text  # noqa: E402
 from harnessrl.run.seed_bootstrap import ZERO_TOLERANCE, interval_excludes_zero  # noqa: E402
 from harnessrl.run.transfer import Cell  # noqa: E402
 from harnessrl.store import RunStore  # noqa: E402
@@ -83,7 +84,7 @@ def main() -> None:
         f = run_facts(Path(d))
         wall = "-" if f["wall_s"] is None else f"{f['wall_s'] / 60:.1f} min"
         inf = "-" if f["informative"] is None else f"{100 * f['informative']:.0f}%"
-        kl = "-" if f["max_kl"] is None else f"{f['max_kl']:.4f}"
+        kl = kl_text(f["max_kl"])  # a rounding residue below 0 is 0.0000, never "-0.0000"
         print(f"| {Path(d).name} | {wall} | {inf} | {kl} |")
 
 
