@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 from types import SimpleNamespace
 
+from harnessrl.rollout.difficulty import DifficultyTracker
+
 from rich.console import Console
 
 from harnessrl.app import proxy_session as session
@@ -55,7 +57,8 @@ def _loop_eval_plans(tmp_path, tasks: list, n: int) -> list:
                              "harnesses=[{name: builtin}, {name: mini-swe-agent}]"])
     with RunStore(tmp_path / "train") as store:
         parts = SimpleNamespace(cfg=cfg, attempt=next_attempt(store), eval_sets={"test": tasks},
-                                collector=Recorder(), store=store)
+                                collector=Recorder(), store=store, tracker=DifficultyTracker(),
+                                run_dir=tmp_path / "train")
         with RunDisplay(Console(quiet=True), 1, 1) as display:
             ev = loop.evaluate(parts, 0, display)
             assert ev.pass_at_1 == {} and ev.sets == {"test": {}}  # nothing was recorded

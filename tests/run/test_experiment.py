@@ -107,7 +107,7 @@ def test_run_training_reads_the_training_steps_only():
                                    "mismatch_kl": 0.002}
     assert run_training([(1, {"wall_s": 3.0})]) == {"wall_s": 3.0}  # a key no step recorded is left out
     md = "\n".join(training_markdown({"a": {0: {"wall_s": 10.0}, 1: {"wall_s": 20.0}}, "b": {}}))
-    assert "| a | 2 | - | - | 15 | - |" in md and "| b |" not in md
+    assert "| a | 2 | - | - | - | - | - | 15 | - |" in md and "| b |" not in md  # only the wall was recorded
 
 
 def test_cli_report_only_and_refusals(tiny, tmp_path):

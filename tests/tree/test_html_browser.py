@@ -78,7 +78,7 @@ def _cells_after(html: str, header: str) -> list[str]:
 
     out, col = [], None
     for row in re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S):
-        heads = re.findall(r"<th>(.*?)</th>", row)
+        heads = re.findall(r"<th[^>]*>(.*?)</th>", row)  # a header may carry a title
         if heads:
             col = heads.index(header) if header in heads else None
             continue
