@@ -43,3 +43,17 @@ def _calls(path: Path, name: str) -> bool:
 def test_training_and_serve_build_the_run_renderer_one_way():
     users = {p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py") if _calls(p, "run_renderer")}
     assert {"app/serve.py", "run/runner_collector.py"} <= users
+
+
+def test_one_way_to_stand_up_serving_in_process():
+    """A ProxyServer is built by runner_collector.start_proxy (training, rollout, eval, harness check,
+    demos: all through `local_proxy` or the RunnerCollector) and by `serve` alone (its host, port and
+    transport flags); a run config's renderer by run_renderer alone."""
+    modules = {p.relative_to(SRC).as_posix(): p for p in SRC.rglob("*.py")}
+    builders = {rel for rel, p in modules.items() if _calls(p, "ProxyServer")}
+    assert builders == {"run/runner_collector.py", "app/serve.py"}
+    in_process = {rel for rel, p in modules.items() if _calls(p, "local_proxy")}
+    assert {"app/harness_check.py", "run/sft_demos.py"} <= in_process
+    assert "app/rollout.py" in {rel for rel, p in modules.items() if "local_proxy" in p.read_text()}
+    renderers = {rel for rel, p in modules.items() if _calls(p, "from_pretrained") and "Renderer" in p.read_text()}
+    assert renderers <= {"run/runner_collector.py", "proxy/server.py", "render/renderer.py"}, renderers

@@ -78,7 +78,7 @@ def check_harness(spec: str, run_dir: Path, *, sandbox: str = "bwrap", options: 
     from harnessrl.harness.command import shell_tool_overrides
     from harnessrl.rollout.jobs import RolloutsFailed, run_groups
     from harnessrl.run.config import RunConfig
-    from harnessrl.app.serve_config import local_proxy
+    from harnessrl.run.runner_collector import local_proxy
     from harnessrl.sandbox.base import SandboxConfig
     from harnessrl.store import RunStore
     from harnessrl.tasks.loader import load_tasks

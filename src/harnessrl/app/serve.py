@@ -128,7 +128,7 @@ def serve(
              "temperature_mode": temperature_mode, "top_p_mode": top_p_mode, "max_tokens_mode": max_tokens_mode,
              "tool_format": tool_format}
     plan = serve_plan(config, from_run, flags, max_tokens_cap)
-    from harnessrl.app.serve_config import served_model_dir
+    from harnessrl.run.runner_collector import served_model_dir
     from harnessrl.engine.model import ModelNotFound
     from harnessrl.proxy.server import ProxyServer, ProxyStartError
     from harnessrl.run.runner_collector import run_renderer

@@ -1,6 +1,6 @@
 """How `harnessrl rollout` / `eval` / `harness check` serve: an in-process proxy over the engine a
-RunConfig builds (`local_proxy`, started by run/runner_collector.py `start_proxy` as a training run's
-is), and the RunConfig they serve with:
+RunConfig builds (`local_proxy`, run/runner_collector.py: the one way to stand up serving in this
+process, as a training run's proxy is started), and the RunConfig they serve with:
 a config file (`--config`) or a training run's stored config (`--from-run`, serving the run's last
 checkpoint unless --model names other weights), else the defaults, then every flag that was given
 (`config_of_flags`: the same, with a bad value a usage error, exit 2).
@@ -12,22 +12,14 @@ checkpoint unless --model names other weights), else the defaults, then every fl
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
-from typing import Any, Collection, Iterator, Mapping
+from typing import Any, Collection, Mapping
 
 import typer
 
 from harnessrl.app.flags import FLAG_KEYS, SCRIPTED, flag_name
-from harnessrl.engine import make_engine, resolve_model
-from harnessrl.engine.base import Engine
-from harnessrl.engine.factory import EngineConfig
-from harnessrl.render.bash_format import ShellOverride
-from harnessrl.render.renderer import Renderer
-from harnessrl.rollout.proxy_link import LocalProxy
 from harnessrl.run.config import ConfigError, RunConfig, build_config, load_config
-from harnessrl.run.runner_collector import start_proxy
 from harnessrl.store import RunStore
 from harnessrl.store.schema import DB_NAME
 
@@ -109,41 +101,3 @@ def harness_specs(cfg: RunConfig, given: list[str] | None, evaluated: bool = Fal
     default = cfg.eval_harness_entries() if evaluated else cfg.harnesses
     specs = list(given) if given else [h.name for h in default]
     return specs, {s: options[s] for s in specs if options.get(s)}
-
-
-def engine_config(cfg: RunConfig, model_dir: Path, renderer: Renderer, scripted: bool) -> EngineConfig:
-    """The run's engine settings over `model_dir`; scripted: one fixed reply (no weights)."""
-    if not scripted:
-        return cfg.engine.for_model(str(model_dir))
-    reply = list(renderer.encode("Hello from the scripted engine.")) + [renderer.eot_id]
-    return EngineConfig(type=SCRIPTED, model=str(model_dir), max_model_len=cfg.engine.max_model_len,
-                        script=lambda prompt_ids: reply, eos_ids=(renderer.eot_id,))
-
-
-def served_model_dir(model: str | None, scripted: bool) -> Path:
-    """The model directory to serve: `model` (an HF dir or id; None: the default model) resolved,
-    downloaded if need be; for the scripted engine without one, only the default model's tokenizer
-    (no weights are loaded). ModelNotFound when it cannot be had."""
-    from harnessrl.engine.model import smollm2_tokenizer_dir
-
-    return Path(smollm2_tokenizer_dir() if scripted and model is None else resolve_model(model))
-
-
-@contextlib.contextmanager
-def local_proxy(cfg: RunConfig, store: RunStore, scripted: bool = False,
-                shell_overrides: tuple[ShellOverride, ...] = ()) -> Iterator[LocalProxy]:
-    """An engine and a started proxy in this process, serving as `cfg` trains; the store records how
-    (meta "render" and "serve", as `harnessrl serve` writes them). `shell_overrides`: the shell tools
-    the served `command:` harnesses name (harness/command.py: shell_tool_overrides)."""
-    model_dir = served_model_dir(cfg.model.path, scripted)
-    renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format,
-                                        shell_overrides=shell_overrides)
-    engine = make_engine(engine_config(cfg, model_dir, renderer, scripted))
-    server = None
-    try:
-        server = start_proxy(cfg, engine, store, renderer)
-        yield LocalProxy(server)
-    finally:
-        if server is not None:
-            server.stop()
-        engine.close()

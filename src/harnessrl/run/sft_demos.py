@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -31,30 +32,15 @@ class DemoResult:
 
 @contextlib.contextmanager
 def reference_proxy(cfg: Any, store: Any, tasks: list[Any], shell_overrides: tuple[Any, ...] = ()) -> Iterator[Any]:
-    """A started proxy serving as `cfg` does (renderer of render.tool_format, serving policy), over
-    the scripted engine of the reference policy for `tasks`. Only the tokenizer of `cfg`'s model is
-    read, never its weights."""
-    from harnessrl.engine import make_engine
-    from harnessrl.engine.factory import EngineConfig
-    from harnessrl.engine.model import resolve_model, smollm2_tokenizer_dir
-    from harnessrl.render.renderer import Renderer
-    from harnessrl.rollout.proxy_link import LocalProxy
-    from harnessrl.run.runner_collector import start_proxy
+    """A started proxy serving as `cfg` does (run/runner_collector.py `local_proxy`: its renderer and
+    serving policy), over the scripted engine of the reference policy for `tasks`. Only the
+    tokenizer of `cfg`'s model is read, never its weights."""
+    from harnessrl.run.runner_collector import local_proxy
 
     reference_plan(tasks, cfg.render.tool_format)  # refuses before anything starts
-    model_dir = Path(smollm2_tokenizer_dir() if cfg.model.path is None else resolve_model(cfg.model.path))
-    renderer = Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format, shell_overrides=shell_overrides)
-    engine = make_engine(EngineConfig(type="scripted", model=str(model_dir), max_model_len=cfg.engine.max_model_len,
-                                      script=reference_script(renderer, tasks, cfg.render.tool_format),
-                                      eos_ids=tuple(renderer.stop_ids)))
-    server = None
-    try:
-        server = start_proxy(cfg, engine, store, renderer)
-        yield LocalProxy(server)
-    finally:
-        if server is not None:
-            server.stop()
-        engine.close()
+    script = partial(reference_script, tasks=tasks, tool_format=cfg.render.tool_format)
+    with local_proxy(cfg, store, scripted=True, shell_overrides=tuple(shell_overrides), script=script) as link:
+        yield link
 
 
 def collect_demos(cfg: Any, tasks: list[Any], specs: list[str], run_dir: Path, n: int = 1,
