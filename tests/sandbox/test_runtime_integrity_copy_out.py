@@ -18,7 +18,6 @@ import pytest
 
 from harnessrl.rollout.task_sandbox import open_task_sandbox
 from harnessrl.sandbox import SandboxConfig, make_sandbox
-from harnessrl.sandbox.tarcopy import COPY_OUT
 from harnessrl.tasks.model import Task, Verifier
 from tests.support import images as support
 
@@ -35,6 +34,12 @@ for p in /bin/sh /bin/tar; do rm -f "$p" && cp /tmp/evil "$p"; done
 echo done > /app/result.txt
 """
 CFG = SandboxConfig(type="bwrap", memory_mb=512, max_procs=128)
+# the copy-out as it was (the control): tar, through the image's own sh, inside the sandbox
+COPY_OUT = (
+    'S=; case "$(tar --version 2>/dev/null)" in *GNU*) S=--sparse;; esac; '
+    'if [ -d "$1" ]; then exec tar -c $S -f - -C "$1" .; '
+    'else exec tar -c $S -f - -C "$(dirname -- "$1")" -- "$(basename -- "$1")"; fi'
+)
 
 
 @pytest.fixture(scope="module")

@@ -572,7 +572,7 @@ class BwrapSandbox(Sandbox):
                 write_archive(root_fd, src, out, TreeBudget(budget.limits, deadline=budget.deadline))
         finally:
             os.close(root_fd)
-        check_archive(tar_path, cap_mb, False, budget.limits.deadline_s)
+        check_archive(tar_path, cap_mb)
         unpack_archive(tar_path, tmp / "x", dest, posixpath.basename(src), budget)
 
     def end_runs(self, timeout_s: float) -> None:

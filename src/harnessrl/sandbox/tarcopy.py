@@ -26,11 +26,6 @@ from harnessrl.sandbox.treeops import SYMLINK_COST, HostCopyFailed, TreeBudget, 
 
 log = logging.getLogger(__name__)
 
-COPY_OUT = (
-    'S=; case "$(tar --version 2>/dev/null)" in *GNU*) S=--sparse;; esac; '
-    'if [ -d "$1" ]; then exec tar -c $S -f - -C "$1" .; '
-    'else exec tar -c $S -f - -C "$(dirname -- "$1")" -- "$(basename -- "$1")"; fi'
-)
 COPY_IN = 'mkdir -p -- "$1" && exec tar -x --no-same-owner -f - -C "$1"'
 
 
@@ -150,13 +145,12 @@ def archive_cap_mb(budget: TreeBudget) -> int | None:
     return -(-(lim.max_bytes + lim.max_entries * (1536 + 2 * lim.max_path_bytes)) >> 20) + 1
 
 
-def check_archive(tar_path: Path, cap_mb: int | None, timed_out: bool, timeout_s: float) -> None:
-    """WorkspaceLimitExceeded when the tar inside reached its cap or ran out of time."""
+def check_archive(tar_path: Path, cap_mb: int | None) -> None:
+    """WorkspaceLimitExceeded when the archive reached its cap (its deadline is the snapshot's own:
+    snapshot.write_archive counts time against the TreeBudget)."""
     size = tar_path.stat().st_size if tar_path.exists() else 0
     if cap_mb is not None and size >= cap_mb << 20:
         raise WorkspaceLimitExceeded("bytes", f"its archive passed {cap_mb} MiB")
-    if timed_out:
-        raise WorkspaceLimitExceeded("time", f"not archived within {timeout_s:.0f} s")
 
 
 def count_members(tar: tarfile.TarFile, budget: TreeBudget) -> None:
@@ -190,22 +184,19 @@ def extract_safely(tar: tarfile.TarFile, dest: Path, budget: TreeBudget | None =
         target.chmod((mode & 0o777) | 0o700)
 
 
-def unpack_archive(tar_path: Path, unpacked: Path, dest: Path, name: str, budget: TreeBudget,
-                   failure: str = "") -> None:
+def unpack_archive(tar_path: Path, unpacked: Path, dest: Path, name: str, budget: TreeBudget) -> None:
     """The archive a copy out wrote at `tar_path` into `dest`: counted (WorkspaceLimitExceeded
     before anything is written), extracted into the fresh dir `unpacked`, then moved to `dest`
-    (a directory's archive, members under "."; else the member `name`). `failure`: the tar inside
-    failed (a SandboxError unless a limit explains it). HostCopyFailed when the host's disk fails."""
+    (a directory's archive, members under "."; else the member `name`). HostCopyFailed when the
+    host's disk fails."""
     unpacked.mkdir()
     try:
         with tarfile.open(tar_path) as tar:
             count_members(tar, budget)
-            if failure:
-                raise SandboxError(failure)
             names = tar.getnames()
             extract_safely(tar, unpacked, budget)
     except tarfile.TarError as e:
-        raise SandboxError(failure or f"copy out: unreadable archive: {e}") from None
+        raise SandboxError(f"copy out: unreadable archive: {e}") from None
     except OSError as e:  # every member is within the limits: the host's disk
         raise HostCopyFailed(e.errno, f"host-side extraction failed: {e.strerror}", e.filename) from None
     if names and names[0] in (".", "./"):

@@ -169,12 +169,15 @@ def vet_links(root: Path, mount: str, protected: Sequence[str] = (), skipped: Se
         r = judge(parts, target)
         if r.kind in ("protected", "outside") or r.could_escape or r.could_protect:
             refused.append(("/".join(parts), target, r))
-    for parts in _links(root):
-        counts["links"] += 1
-        rel, target = "/".join(parts), os.readlink(root.joinpath(*parts))
-        if given.get(rel) == target:
-            continue
-        r = judge(parts, target)
+    links = [(parts, os.readlink(root.joinpath(*parts))) for parts in _links(root)]
+    counts["links"] = len(links)
+    # every link judged against the tree as it is, before any is removed or rewritten: the verdict
+    # of one never depends on the order the others were met in (a removed dangling link would turn
+    # a later link's path through it into a missing directory)
+    judged = [(parts, target, judge(parts, target)) for parts, target in links
+              if given.get("/".join(parts)) != target]
+    for parts, target, r in judged:
+        rel = "/".join(parts)
         if r.kind in ("protected", "outside") or (r.kind == "dangling" and (r.could_escape or r.could_protect)):
             refused.append((rel, target, r))
         elif r.kind in ("dangling", "loop"):
