@@ -24,7 +24,9 @@ SAVE = {"builtin", "mini-swe-agent", "openclaw"}
 def _bwrap_sandbox(adapter, workspace_src, port, key):
     from harnessrl.sandbox import ProxyEndpoint, SandboxConfig, SandboxUnavailable, make_sandbox
 
-    cfg = SandboxConfig(type="bwrap", extra_ro_binds=[str(p) for p in adapter.ro_paths()])
+    from harnessrl.rollout.jobs import sandbox_config_for
+
+    cfg = sandbox_config_for(SandboxConfig(type="bwrap"), adapter)  # the runner's path: ro binds, memory floor
     try:
         return make_sandbox(cfg, workspace_src=workspace_src, proxy=ProxyEndpoint(port, key=key))
     except SandboxUnavailable as e:

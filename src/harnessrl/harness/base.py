@@ -80,6 +80,11 @@ class HarnessAdapter(ABC):
     enforces_max_turns: ClassVar[bool] = True
     profile: Profile | None = None  # the resolved profile (set by adapters with profiles)
 
+    def memory_floor_mb(self) -> int | None:
+        """The least sandbox memory (MiB) this harness runs in, or None; a run's smaller
+        `sandbox.memory_mb` is raised to it for this harness's rollouts (rollout/jobs.py)."""
+        return None
+
     def ro_paths(self) -> list[Path]:
         """Host paths the sandbox must bind read-only (install dirs, runtimes)."""
         return []

@@ -45,6 +45,9 @@ PROVIDER = "harnessrl"
 EXEC_TIMEOUT_EXIT = 2
 MODES = ("exec", "gateway")
 GATEWAY_DRIVER = Path(__file__).with_name("openclaw_gateway.py")
+# the least sandbox memory per mode: peaks measured in the bwrap harness test (cgroup v1
+# memory.max_usage_in_bytes, 2026-12-07): exec 1,417 MiB, gateway 2,032 MiB (OOM-killed at 1,536)
+MEMORY_FLOOR_MB = {"exec": 2048, "gateway": 3072}
 
 FULL_TOOLS = {"tools": {"profile": "coding", "deny": ["web_search", "memory_search"]}}
 # only the shell tool; no deferred tool search (tool_search/tool_describe/tool_call), no skills list,
@@ -131,6 +134,9 @@ class OpenClawAdapter(CachedInstallAdapter):
             # None once warm; a reason (kept, so it is not retried) when it cannot be warmed here
             self.compile_cache_problem = openclaw_warm.warm(self.warmup_adapter())
         return problem
+
+    def memory_floor_mb(self) -> int | None:
+        return MEMORY_FLOOR_MB[self.mode]  # gateway mode runs two Node processes
 
     def warmup_adapter(self) -> OpenClawAdapter:
         """The adapter of the compile-cache warm-up run: full profile, without a cache of its own."""

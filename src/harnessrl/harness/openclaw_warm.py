@@ -128,7 +128,9 @@ def _warm_locked(target: Path, adapter: OpenClawAdapter, sandbox_cfg: SandboxCon
     if problem:
         return problem
     cfg = sandbox_cfg or SandboxConfig()
-    cfg = cfg.model_copy(update={"extra_ro_binds": [*cfg.extra_ro_binds, *map(str, adapter.ro_paths())]})
+    memory = max(cfg.memory_mb, adapter.memory_floor_mb() or 0) if cfg.memory_mb else None  # its floor, as in rollouts
+    cfg = cfg.model_copy(update={"extra_ro_binds": [*cfg.extra_ro_binds, *map(str, adapter.ro_paths())],
+                                 "memory_mb": memory})
     with tempfile.TemporaryDirectory(prefix="openclaw-warm-") as tmp:
         src = Path(tmp) / "ws"
         src.mkdir()

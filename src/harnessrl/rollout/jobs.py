@@ -125,10 +125,11 @@ def run_plans(plans: Sequence[GroupPlan], *, proxy: ProxyServer | ProxyLink, sto
     from harnessrl.sandbox.base import SandboxConfig
     from harnessrl.sandbox.health import fit_concurrency  # memory limits that add up (one log line when lowered)
 
-    concurrency = fit_concurrency(concurrency, (opts.sandbox_cfg or SandboxConfig()).memory_mb)
     link = as_proxy_link(proxy)
     adapters = adapters if adapters is not None else make_adapters({p.harness for p in plans},
                                                                     opts.harness_options)
+    limits = [sandbox_config_for(opts.sandbox_cfg or SandboxConfig(), a).memory_mb for a in adapters.values()]
+    concurrency = fit_concurrency(concurrency, max((m for m in limits if m), default=None))
     for adapter in adapters.values():  # in-process agent loops (harness/whitebox.py) take the proxy's engine
         adapter.bind_proxy(link)
     work = [(job, replace(opts, step=p.step)) for p in plans for job in p.jobs()]
@@ -460,13 +461,19 @@ def _transcript(store: RunStore, rollout_id: str) -> list[dict[str, Any]]:
 
 
 def sandbox_config_for(cfg: SandboxConfig | None, adapter: HarnessAdapter) -> SandboxConfig:
-    """The run's sandbox config plus the harness's read-only paths (install dirs, runtimes)."""
+    """The run's sandbox config plus the harness's read-only paths (install dirs, runtimes), with
+    its memory limit raised to the harness's floor (a harness that cannot start under it would
+    only fail every rollout with an OOM kill)."""
     from harnessrl.sandbox.base import SandboxConfig
 
     cfg = cfg or SandboxConfig()
     have = set(cfg.extra_ro_binds) | ({sys.prefix, sys.base_prefix} if cfg.python else set())
     extra = [str(p) for p in adapter.ro_paths() if str(p) not in have]
-    return cfg.model_copy(update={"extra_ro_binds": [*cfg.extra_ro_binds, *extra]}) if extra else cfg
+    update: dict[str, Any] = {"extra_ro_binds": [*cfg.extra_ro_binds, *extra]} if extra else {}
+    floor = adapter.memory_floor_mb()
+    if floor is not None and cfg.memory_mb is not None and cfg.memory_mb < floor:
+        update["memory_mb"] = floor
+    return cfg.model_copy(update=update) if update else cfg
 
 
 class _progress:

@@ -116,7 +116,8 @@ class SandboxConfig(BaseModel):
 
     type: Literal["bwrap", "local"] = "bwrap"
     wall_time_s: float = Field(1800.0, gt=0, description="default timeout of each run()")
-    # 1536: the shipped configs' 8-12 sandboxes fit a 24 GiB host (an OpenClaw rollout peaks ~0.8 GiB);
+    # 1536: the shipped configs' 8-12 sandboxes fit a 24 GiB host; a harness that needs more raises it
+    # for its own rollouts (HarnessAdapter.memory_floor_mb: OpenClaw 2048, its gateway mode 3072);
     # memory_mb x loop.concurrency over the host's memory lowers the concurrency (sandbox/health.py)
     memory_mb: int | None = Field(1536, gt=0, description="memory of all processes (cgroup)")
     max_procs: int | None = Field(512, gt=0, description="processes/threads at once (cgroup pids)")
