@@ -1,6 +1,6 @@
 """`make demo` as a distribution: several finished demo runs summarised per harness and eval set.
 
-For each row of the closing change table (run/heldout.py: per harness and set, then pooled), it
+For each row of the closing change table (report/heldout.py: per harness and set, then pooled), it
 prints the median change over the runs, their range, how many runs had a change > 0 and how many
 had a paired 95% interval that excludes 0, then each run's figure. It also prints each run's wall
 time, informative-group fraction and last mismatch KL when the metrics have them. A README figure is
@@ -20,10 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from harnessrl.run.heldout import held_out_changes  # noqa: E402
-from harnessrl.run.report import kl_text  # noqa: E402
+from harnessrl.report.heldout import held_out_changes  # noqa: E402
+from harnessrl.report.run_report import kl_text  # noqa: E402
 from harnessrl.run.seed_bootstrap import ZERO_TOLERANCE, interval_excludes_zero  # noqa: E402
-from harnessrl.run.transfer import Cell  # noqa: E402
+from harnessrl.report.transfer import Cell  # noqa: E402
 from harnessrl.store import RunStore  # noqa: E402
 
 

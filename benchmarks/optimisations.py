@@ -68,7 +68,7 @@ def profile(run_dir: Path) -> dict:
 
 
 def trained_tokens(run_dir: Path) -> float:
-    from harnessrl.run.metrics_log import read_jsonl
+    from harnessrl.report.metrics_log import read_jsonl
 
     return float(sum(r["tokens_trained"] for r in read_jsonl(run_dir / "metrics.jsonl")
                      if isinstance(r.get("tokens_trained"), (int, float))))

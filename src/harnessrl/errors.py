@@ -40,7 +40,7 @@ Errors are defined next to the code that raises them; this module only holds the
     ├── RolloutsFailed         rollout/jobs.py       every rollout of a batch failed before calling the model
     ├── SFTDataError           run/sft_data.py       no usable SFT data: no passing rollout, mixed tokenizers
     ├── ReferencePolicyError   run/sft_reference.py the reference policy cannot serve these tasks (format, no solution)
-    ├── TransferError          run/transfer.py       a run holds no before/after eval to compare
+    ├── TransferError          report/transfer.py    a run holds no before/after eval to compare
     ├── ExperimentError        run/experiment.py     an experiment file, arm or seed list is invalid
     ├── BaselineError          run/shared_baseline.py a shared baseline eval cannot serve a run
     ├── StoreError             store/run_store.py    the run store is unusable (schema, corruption)

@@ -8,7 +8,7 @@ from harnessrl.rollout.groups import PlannedGroup
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.run.config import load_config
 from harnessrl.run.loop import step_rollout_stats
-from harnessrl.run.record import StepRecord
+from harnessrl.report.record import StepRecord
 from tests.tree.test_branching import branched_group
 
 

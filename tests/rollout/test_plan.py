@@ -16,7 +16,7 @@ from harnessrl.rollout import jobs
 from harnessrl.rollout.plan import next_attempt, plan_cross, plan_eval, plan_step
 from harnessrl.run import loop
 from harnessrl.run.config import load_config
-from harnessrl.run.display import RunDisplay
+from harnessrl.report.display import RunDisplay
 from harnessrl.store import RunStore
 from harnessrl.tasks import load_tasks
 

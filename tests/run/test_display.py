@@ -10,8 +10,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harnessrl.run.display import RunDisplay, summary_table
-from harnessrl.run.report import write_plots, write_report
+from harnessrl.report.display import RunDisplay, summary_table
+from harnessrl.report.run_report import write_plots, write_report
 
 RECORDS = [
     {"step": 0, "eval": {"builtin": 0.25, "mini-swe-agent": 0.0}, "time": {"eval": 30.0}},

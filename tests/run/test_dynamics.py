@@ -10,10 +10,10 @@ import pytest
 
 from harnessrl.rollout.groups import PlannedGroup
 from harnessrl.rollout.plan import GroupPlan
-from harnessrl.run.dynamics import DYNAMICS_COLUMNS, dynamics_rows, harness_dynamics, shown_steps
-from harnessrl.run.metrics_log import MetricsLog
-from harnessrl.run.record import SamplingStats, StepRecord
-from harnessrl.run.report import write_plots, write_report
+from harnessrl.report.dynamics import DYNAMICS_COLUMNS, dynamics_rows, harness_dynamics, shown_steps
+from harnessrl.report.metrics_log import MetricsLog
+from harnessrl.report.record import SamplingStats, StepRecord
+from harnessrl.report.run_report import write_plots, write_report
 from harnessrl.store.records import PROMPT, CallRecord, RolloutRecord
 from harnessrl.tree.build import build_tree
 from harnessrl.tree.filters import FilterConfig

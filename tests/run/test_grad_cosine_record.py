@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 from harnessrl.run.config import load_config
 from harnessrl.run.loop import harness_ordered, step_line
-from harnessrl.run.metrics_log import flatten_metrics
-from harnessrl.run.record import StepRecord, UpdateStats
-from harnessrl.run.report import write_plots, write_report
+from harnessrl.report.metrics_log import flatten_metrics
+from harnessrl.report.record import StepRecord, UpdateStats
+from harnessrl.report.run_report import write_plots, write_report
 
 PAIR = "claude-code:tiny|codex:small"
 

@@ -1,11 +1,11 @@
-"""The run's closing 'what training changed' table (run/heldout.py): paired cells per harness and
+"""The run's closing 'what training changed' table (report/heldout.py): paired cells per harness and
 set, pooled cells over harnesses and sets, and the rules for when a pooled row is shown."""
 
 from __future__ import annotations
 
 import pytest
 
-from harnessrl.run.heldout import changes_markdown, held_out_changes
+from harnessrl.report.heldout import changes_markdown, held_out_changes
 from harnessrl.store.records import RolloutRecord
 
 CONFIG = {"harnesses": [{"name": "a"}, {"name": "b"}],

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from harnessrl.engine import SamplingParams, make_tiny_model
 from harnessrl.run.config import load_config
-from harnessrl.run.display import RunDisplay
+from harnessrl.report.display import RunDisplay
 from harnessrl.run.loop import TrainError, close_run, open_run, record_step, run_training, train_step
 from harnessrl.store import RunStore
 from harnessrl.train.packing import forest_from_paths, pack_forest, token_logprobs

@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 from harnessrl.app.main import app
 from harnessrl.engine import make_tiny_model
 from harnessrl.run.config import load_config
-from harnessrl.run.display import RunDisplay
+from harnessrl.report.display import RunDisplay
 from harnessrl.run.loop import close_run, open_run, record_step, step_line, train_step
 from harnessrl.run.profile import (CpuMeter, RunProfile, add_calls, add_rollouts, cache_text,
                                    profile_run_dir)
 from harnessrl.run.profile_view import markdown, phase_rows
-from harnessrl.run.record import EngineWork, StepRecord
+from harnessrl.report.record import EngineWork, StepRecord
 from harnessrl.run.runner_collector import default_collector
 from harnessrl.run.task_sets import default_tasks
 from harnessrl.store.records import RolloutRecord

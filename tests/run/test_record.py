@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harnessrl.run.record import (EvalResult, PolicyLag, RolloutStats, StepRecord, TreeTotals, UpdateStats,
+from harnessrl.report.record import (EvalResult, PolicyLag, RolloutStats, StepRecord, TreeTotals, UpdateStats,
                                   step_records)
 
 

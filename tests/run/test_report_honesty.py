@@ -12,11 +12,11 @@ from dataclasses import replace
 
 from harnessrl.algo.estimator import EstimatorOnly, estimate
 from harnessrl.engine.vllm_worker import RotaryReloadNote, note_rotary_reload
-from harnessrl.run.heldout import headline_cells
+from harnessrl.report.heldout import headline_cells
 from harnessrl.run.loop import step_line
-from harnessrl.run.record import StepRecord, UpdateStats
-from harnessrl.run.report import _series, kl_text, panel_title, write_report
-from harnessrl.run.transfer import Cell
+from harnessrl.report.record import StepRecord, UpdateStats
+from harnessrl.report.run_report import _series, kl_text, panel_title, write_report
+from harnessrl.report.transfer import Cell
 from harnessrl.train.update_stats import TokenSums
 from harnessrl.tree.build import build_tree
 from harnessrl.tree.view_html import tree_html
@@ -139,7 +139,7 @@ def test_vllm_rotary_reload_warning_becomes_one_explained_line():
 
 
 def test_the_report_scores_the_difficulty_estimate_against_a_constant():
-    from harnessrl.run.report_sampling import sampling_lines
+    from harnessrl.report.sampling import sampling_lines
 
     picks = [{"group": f"g{i}", "task": f"t{i}", "harness": "h", "p": 0.5, "weight": 0.5, "n": 4, "p_mixed": pm,
               "mixed": y} for i, (pm, y) in enumerate([(0.9, True), (0.1, False), (0.8, True), (0.2, False)])]

@@ -13,10 +13,10 @@ import pytest
 from rich.console import Console
 
 from harnessrl.engine import make_tiny_model
-from harnessrl.run import tracking
+from harnessrl.report import tracking
 from harnessrl.run.config import load_config
 from harnessrl.run.loop import run_training
-from harnessrl.run.tracking import SafeTracker
+from harnessrl.report.tracking import SafeTracker
 from harnessrl.store import RunStore
 
 from .fakes import fake_collector_factory, fake_tasks

@@ -27,7 +27,7 @@ def _run(path, trained, outcomes):
 
 
 def test_matrix_from_fake_runs(tmp_path):
-    from harnessrl.run.transfer import write_transfer
+    from harnessrl.report.transfer import write_transfer
 
     _run(tmp_path / "cc", ["claude-code:tiny"], [
         ("claude-code:tiny", "", 0, "a", [0, 0]), ("claude-code:tiny", "", 0, "b", [1, 0]),
@@ -56,7 +56,7 @@ def test_matrix_from_fake_runs(tmp_path):
 
 
 def test_a_run_without_before_and_after_evals_is_refused(tmp_path):
-    from harnessrl.run.transfer import TransferError, write_transfer
+    from harnessrl.report.transfer import TransferError, write_transfer
 
     _run(tmp_path / "noeval", ["codex:small"], [("codex:small", "", 0, "a", [1])])
     with pytest.raises(TransferError, match="no eval before and after .*eval steps: \\[0\\].*harnessrl eval"):

@@ -15,7 +15,7 @@ from rich.console import Console
 from harnessrl.engine import make_tiny_model
 from harnessrl.run import loop
 from harnessrl.run.config import load_config
-from harnessrl.run.display import RunDisplay
+from harnessrl.report.display import RunDisplay
 from harnessrl.run.loop import close_run, open_run, train_step, write_last_trees
 from harnessrl.store import RunStore
 from harnessrl.algo.views import write_tree_page

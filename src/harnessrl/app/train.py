@@ -159,7 +159,7 @@ def transfer(
     out: Path = typer.Option(..., "--out", "-o", help="output dir: transfer.md, transfer.json, transfer.png"),
 ) -> None:
     """The transfer matrix: each run's held-out pass@1 change through every harness and eval set."""
-    from harnessrl.run.transfer import TransferError, matrix_markdown, write_transfer
+    from harnessrl.report.transfer import TransferError, matrix_markdown, write_transfer
 
     console = Console()
     try:

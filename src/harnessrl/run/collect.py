@@ -27,7 +27,7 @@ from harnessrl.rollout.informative import (DroppedGroup, dropped, informative_sh
                                            triage)
 from harnessrl.store.records import rollout_passed
 from harnessrl.rollout.plan import GroupPlan, TaskWeight, plan_more, plan_step
-from harnessrl.run.record import SamplingStats
+from harnessrl.report.record import SamplingStats
 
 Wave = Callable[[Sequence[GroupPlan], str], None]  # run plans; the phase key they are timed under
 
@@ -199,7 +199,7 @@ def _borrow(tracker: DifficultyTracker, step: int) -> Callable[[GroupPlan], str 
 def sampling_stats(sampled: Sequence[PlannedGroup], trained: Sequence[PlannedGroup], dropped_log: list[DroppedGroup],
                    picks: list[dict[str, Any]], groups_per_step: int, reward: str,
                    branch_policy: str | None) -> SamplingStats:
-    """The step's SamplingStats from its final groups (run/record.py)."""
+    """The step's SamplingStats from its final groups (report/record.py)."""
     mixed = {g.plan.group_id for g in sampled if group_outcome(g.rollouts, g.plan.task, reward) == MIXED}
     fresh = {g.plan.group_id: fresh_passes(g) for g in sampled}
     for pick in picks:  # what the pick's own samples did, next to the chance it was given (report: Brier)

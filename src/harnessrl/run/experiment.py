@@ -33,7 +33,7 @@ from rich.console import Console
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.run.config import RunConfig, load_config
-from harnessrl.run.record import REDONE
+from harnessrl.report.record import REDONE
 from harnessrl.run.shared_baseline import adopt_baseline, baseline_differences
 from harnessrl.store.schema import DB_NAME
 

@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harnessrl.run.heldout import _pooled
+from harnessrl.report.heldout import _pooled
 from harnessrl.run.seed_bootstrap import SeedInterval, hierarchical_interval
-from harnessrl.run.transfer import Outcomes, before_after
+from harnessrl.report.transfer import Outcomes, before_after
 
 POOLED = "all harnesses · all sets"
 Training = dict[str, dict[int, dict[str, float]]]  # arm -> seed -> run_training(...)

@@ -46,19 +46,19 @@ from harnessrl.run.runner_collector import default_collector
 from harnessrl.run.collector import Collector, RolloutsAhead
 from harnessrl.run.task_sets import default_tasks
 from harnessrl.run.config import RunConfig
-from harnessrl.run.display import RunDisplay, changes_table, summary_table
-from harnessrl.run.dynamics import harness_dynamics
+from harnessrl.report.display import RunDisplay, changes_table, summary_table
+from harnessrl.report.dynamics import harness_dynamics
 from harnessrl.run.errors import TrainError
-from harnessrl.run.heldout import changes_markdown, headline_cells, held_out_changes
+from harnessrl.report.heldout import changes_markdown, headline_cells, held_out_changes
 from harnessrl.run.logs import library_logs
-from harnessrl.run.metrics_log import MetricsLog, read_jsonl
-from harnessrl.run.record import (REDONE, EvalResult, PolicyLag, RolloutStats, StepRecord, TreeTotals,
+from harnessrl.report.metrics_log import MetricsLog, read_jsonl
+from harnessrl.report.record import (REDONE, EvalResult, PolicyLag, RolloutStats, StepRecord, TreeTotals,
                                   UpdateStats)
 from harnessrl.run.profile import CpuMeter, cache_text, profile_store
 from harnessrl.run.profile_view import markdown as profile_markdown
-from harnessrl.run.report import kl_text, write_plots, write_report
+from harnessrl.report.run_report import kl_text, write_plots, write_report
 from harnessrl.run.setup import make_sharded_trainer, make_trainer, seed_everything
-from harnessrl.run.tracking import Tracker, log_run_end, open_tracker
+from harnessrl.report.tracking import Tracker, log_run_end, open_tracker
 from harnessrl.store.run_store import RunStore
 from harnessrl.train.batch import TrainBatch, concat_batch
 from harnessrl.train.checkpoint import latest_checkpoint
@@ -111,7 +111,7 @@ def run_training(cfg: RunConfig, resume: bool = False, console: Console | None =
     """Run (or resume) the configured training; returns where the report and plots are.
 
     Unless ``verbose``, library output (vLLM, transformers, Triton, harness processes) goes to
-    <run_dir>/run.log and the terminal shows the run's own progress (run/logs.py, run/display.py)."""
+    <run_dir>/run.log and the terminal shows the run's own progress (run/logs.py, report/display.py)."""
     cfg = with_run_dir(cfg)
     with library_logs(Path(cfg.output.run_dir), console or Console(), verbose) as (console, log_file):
         # Open the run: store, resume point, trainer and engine (at the resumed weights), tasks, collector.

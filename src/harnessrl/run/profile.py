@@ -2,7 +2,7 @@
 
 Everything comes from what the run recorded while it ran; nothing is re-measured or estimated:
 
-- step records (run/record.py): seconds per phase (`time`), the whole step (`wall_s`), CPU seconds
+- step records (report/record.py): seconds per phase (`time`), the whole step (`wall_s`), CPU seconds
   per phase of the run process, of its finished child processes (sandboxes, harnesses, verifiers)
   and of the engine's own processes (`cpu`, measured by `CpuMeter`), and the engine's own count of
   the prompt tokens its prefix cache served (`EngineWork`);
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harnessrl.run.record import EngineWork, StepRecord
+from harnessrl.report.record import EngineWork, StepRecord
 
 __all__ = ["CpuMeter", "RunProfile", "profile_run_dir", "profile_store"]
 
@@ -349,7 +349,7 @@ def gaps(prof: RunProfile, rollouts: Sequence[Any]) -> list[str]:
 
 def profile_store(store: Any) -> RunProfile:
     """The profile of the run in `store` (a RunStore)."""
-    from harnessrl.run.record import step_records
+    from harnessrl.report.record import step_records
 
     rows = [{**row, "step": step} for step, row in store.list_steps() if not row.get("redone")]
     prof = RunProfile()

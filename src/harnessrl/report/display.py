@@ -22,10 +22,10 @@ from rich.table import Table
 from rich.text import Text
 
 from harnessrl.plain_progress import PlainProgress
-from harnessrl.run.heldout import change_text
-from harnessrl.run.record import step_records
-from harnessrl.run.report import eval_table
-from harnessrl.run.transfer import Cell
+from harnessrl.report.heldout import change_text
+from harnessrl.report.record import step_records
+from harnessrl.report.run_report import eval_table
+from harnessrl.report.transfer import Cell
 
 PHASES = ("rollout", "branch", "tree", "train", "sync", "eval", "checkpoint")
 ANNOUNCED = ("train",)  # phases (by the start of their name) whose plain lines start at once, like rollouts'
@@ -184,7 +184,7 @@ def now() -> float:
 
 
 def changes_table(changes: list[tuple[str, Cell]]) -> Table:
-    """What training changed: held-out pass@1 before/after with the paired 95% interval (run/heldout.py)."""
+    """What training changed: held-out pass@1 before/after with the paired 95% interval (report/heldout.py)."""
     table = Table(title="held-out change (paired 95% CI over tasks; outside the noise when it excludes 0)",
                   show_header=True, header_style="bold", title_justify="left")
     for name, justify in (("harness · set", "left"), ("before", "right"), ("after", "right"),

@@ -156,7 +156,7 @@ class StepRecord:
     # phase -> CPU seconds of the run's processes (run/profile.py CpuMeter: run, children, engine)
     cpu: dict[str, dict[str, float]] = field(default_factory=dict)
     wall_s: float | None = None  # the whole step, start to record
-    # harness -> calls, tokens, context, failure modes, trained share of the step's rollouts (run/dynamics.py)
+    # harness -> calls, tokens, context, failure modes, trained share of the step's rollouts (report/dynamics.py)
     dynamics: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

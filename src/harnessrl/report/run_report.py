@@ -1,8 +1,8 @@
 """End-of-run PNG plots (matplotlib, Agg) and a short markdown report from the step records.
 
 report.md holds: held-out pass@1 before/after (and per eval set, with the held-out change table),
-the run's totals, "Informative groups" (run/report_sampling.py), "Harness dynamics"
-(run/dynamics.py), the cost budget, the tree page link, the plots and the config; report.html is
+the run's totals, "Informative groups" (report/sampling.py), "Harness dynamics"
+(report/dynamics.py), the cost budget, the tree page link, the plots and the config; report.html is
 the same, self-contained.
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harnessrl.run.dynamics import dynamics_lines, plot_dynamics
-from harnessrl.run.heldout import change_text
-from harnessrl.run.record import StepRecord, step_records
-from harnessrl.run.report_sampling import sampling_lines
+from harnessrl.report.dynamics import dynamics_lines, plot_dynamics
+from harnessrl.report.heldout import change_text
+from harnessrl.report.record import StepRecord, step_records
+from harnessrl.report.sampling import sampling_lines
 
 PANELS = (  # (file stem, title, metric keys; "x/*" = every sub-key of x)
     ("reward", "mean reward per harness (train rollouts)", ["reward/*"]),
@@ -74,7 +74,7 @@ def panel_title(stem: str, title: str, series: dict[str, Any]) -> str:
 
 
 def write_plots(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """One PNG per panel that has data, and the harness dynamics plot (run/dynamics.py); returns
+    """One PNG per panel that has data, and the harness dynamics plot (report/dynamics.py); returns
     the files written."""
     import matplotlib
 

@@ -1,6 +1,6 @@
 """Experiment trackers: the run's metrics, tables, plots and pages mirrored to an outside tracker.
 
-The run store stays the record (run/metrics_log.py); a tracker only mirrors it. `Tracker` is the
+The run store stays the record (report/metrics_log.py); a tracker only mirrors it. `Tracker` is the
 seam: W&B (`output.wandb`) is the one implementation here, and an MLflow or trackio tracker is one
 more class with the same five methods and a branch in `open_tracker`.
 
@@ -8,8 +8,8 @@ more class with the same five methods and a branch in `open_tracker`.
 
 Every step's record goes out as flat scalars (`reward/builtin`, `eval_sets/test/builtin/pass@1`,
 `dynamics/codex/calls_per_rollout`, ...) at its step; at the end of the run, the tables
-`tables/eval` (per eval step, set and harness), `tables/held_out_change` (run/heldout.py) and
-`tables/harness_dynamics` (run/dynamics.py), the plots (`plots/<stem>`), and the report and tree
+`tables/eval` (per eval step, set and harness), `tables/held_out_change` (report/heldout.py) and
+`tables/harness_dynamics` (report/dynamics.py), the plots (`plots/<stem>`), and the report and tree
 pages as the artifact `run-pages`. A tracker never fails a run: `SafeTracker` turns any error of
 the tracker into one warning and stops tracking.
 
@@ -22,9 +22,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from harnessrl.run.dynamics import dynamics_rows, DYNAMICS_COLUMNS
-from harnessrl.run.record import step_records
-from harnessrl.run.transfer import Cell
+from harnessrl.report.dynamics import dynamics_rows, DYNAMICS_COLUMNS
+from harnessrl.report.record import step_records
+from harnessrl.report.transfer import Cell
 
 Warn = Callable[[str], None]
 TableCell = str | int | float | bool | None
@@ -202,7 +202,7 @@ def eval_rows(records: list[dict[str, Any]]) -> list[list[TableCell]]:
 
 
 def change_rows(changes: Sequence[tuple[str, Cell]]) -> list[list[TableCell]]:
-    """The held-out change table (run/heldout.py), one row per label (CHANGE_COLUMNS)."""
+    """The held-out change table (report/heldout.py), one row per label (CHANGE_COLUMNS)."""
     return [[label, c.before, c.after, c.change, c.ci95[0], c.ci95[1], c.tasks, c.rollouts_before,
              c.rollouts_after] for label, c in changes]
 

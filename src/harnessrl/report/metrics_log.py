@@ -1,5 +1,5 @@
 """Per-step metrics: the run store's steps table is the record; JSONL, TensorBoard and an
-experiment tracker (run/tracking.py, output.wandb) mirror it.
+experiment tracker (report/tracking.py, output.wandb) mirror it.
 
 Every number of a step's record becomes a scalar (`flatten_metrics`: `reward/builtin`,
 `informative_groups`, `dropped_groups/all_fail`, `dynamics/codex/calls_per_rollout`, ...). In
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harnessrl.run.tracking import Tracker
+    from harnessrl.report.tracking import Tracker
 
 
 def flatten_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:

@@ -4,7 +4,7 @@ dropped and why, which tasks the sampler picked (run/collect.py fills `SamplingS
 well the sampler's difficulty estimate predicted which picked groups would have contrast (Brier
 score of P(mixed) at the pick against a constant, over the run's own groups).
 
-The plots are two panels of run/report.py's PANELS (`informative`, `wasted_rollouts`); this
+The plots are two panels of report/run_report.py's PANELS (`informative`, `wasted_rollouts`); this
 module writes the table and links them.
 """
 
@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harnessrl.rollout.difficulty import brier, point_p_mixed
-from harnessrl.run.dynamics import shown_steps
-from harnessrl.run.record import SamplingStats, step_records
+from harnessrl.report.dynamics import shown_steps
+from harnessrl.report.record import SamplingStats, step_records
 
-PLOT_STEMS = ("informative", "wasted_rollouts")  # run/report.py PANELS shown in this section
+PLOT_STEMS = ("informative", "wasted_rollouts")  # report/run_report.py PANELS shown in this section
 MAX_PICKS = 6  # picks named per step; the rest are counted
 
 

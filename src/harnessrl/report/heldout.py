@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harnessrl.run.transfer import Cell, Outcomes, before_after, cell, eval_set_names
+from harnessrl.report.transfer import Cell, Outcomes, before_after, cell, eval_set_names
 from harnessrl.store.records import RolloutRecord
 
 
