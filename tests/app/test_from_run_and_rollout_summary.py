@@ -20,7 +20,7 @@ from harnessrl.store.records import RolloutRecord
 
 def _run(path: Path, checkpoints: tuple[int, ...] = ()) -> Path:
     with RunStore(path) as store:
-        store.set_meta("config", load_config(None, ["loop.max_tokens=48", "sandbox.type=local"]).model_dump(mode="json"))
+        store.set_meta("config", load_config(None, ["serve.max_tokens=48", "sandbox.type=local"]).model_dump(mode="json"))
     for step in checkpoints:
         policy = path / "checkpoints" / f"step_{step:06d}" / "policy"
         policy.mkdir(parents=True)
@@ -34,7 +34,7 @@ def test_the_last_complete_checkpoint_is_served(tmp_path):
     (run / "checkpoints" / "step_000020" / "policy").mkdir(parents=True)  # no config.json: not an HF dir
     assert last_checkpoint_policy(run) == run / "checkpoints" / "step_000012" / "policy"
     cfg = serving_config(None, run, {"model": None})
-    assert cfg.model.path == str(run / "checkpoints" / "step_000012" / "policy") and cfg.loop.max_tokens == 48
+    assert cfg.model.path == str(run / "checkpoints" / "step_000012" / "policy") and cfg.serve.max_tokens == 48
     assert serving_config(None, run, {"model": "org/other"}).model.path == "org/other"  # --model overrides
 
 

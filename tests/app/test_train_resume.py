@@ -128,10 +128,10 @@ def test_which_settings_change_the_training():
 
 
 def test_resume_without_config_continues_with_the_runs_own_config(tmp_path, fake_training):
-    _run_dir(tmp_path, 8, overrides=[*BASE, "optimizer.lr=3e-6", "loop.max_tokens=64"])
+    _run_dir(tmp_path, 8, overrides=[*BASE, "optimizer.lr=3e-6", "serve.max_tokens=64"])
     r = CliRunner().invoke(app, ["train", "--resume", f"output.run_dir={tmp_path}"], terminal_width=300)
     assert r.exit_code == 0 and "run complete (8/8 steps)" in r.output, r.output  # not refused: its own settings
     r = CliRunner().invoke(app, ["train", "--resume", f"output.run_dir={tmp_path}", "loop.steps=10"])
     assert r.exit_code == 0, r.output
     ((cfg, resume),) = fake_training
-    assert resume and (cfg.loop.steps, cfg.optimizer.lr, cfg.loop.max_tokens) == (10, 3e-6, 64)
+    assert resume and (cfg.loop.steps, cfg.optimizer.lr, cfg.serve.max_tokens) == (10, 3e-6, 64)

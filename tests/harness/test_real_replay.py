@@ -35,7 +35,7 @@ def test_a_replayed_branch_reproduces_the_recorded_prompts_then_samples_fresh(ha
         assert parent.status == "ok" and task.passed(parent.reward), (parent.status, parent.error)
         parent_calls = rig.calls(parent.rollout_id)
         assert len(parent_calls) >= 2
-        waves = branch_plans(rig.store, plans, BranchingConfig(points=1, width=1, policy="random"))
+        waves = branch_plans(rig.store, plans, BranchingConfig(points=1, width=1, placement="random"))
         [branch] = run_plans(waves, proxy=rig.server, store=rig.store, opts=opts)
         lineage = branch.lineage
         j = lineage.branch_call

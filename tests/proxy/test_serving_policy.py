@@ -153,13 +153,13 @@ def test_scripted_serve_engine_has_the_window_serve_help_names(renderer):
 # -- one value: defaults and bounds in one place ---------------------------------------------------
 
 def test_run_config_builds_the_policy_from_its_serve_settings():
-    cfg = load_config(None, ["serve.default_temperature=0.45", "serve.default_top_p=0.9", "loop.max_tokens=64",
+    cfg = load_config(None, ["serve.default_temperature=0.45", "serve.default_top_p=0.9", "serve.max_tokens=64",
                              "serve.temperature_mode=force", "serve.max_tokens_mode=force"])
     assert cfg.serving_policy() == ServingPolicy(default_temperature=0.45, default_top_p=0.9, default_max_tokens=64,
                                                  max_tokens_cap=64, force=("temperature", "max_tokens"))
     run = RunConfig().serving_policy()  # the run's defaults are the policy's, plus the run's per-call cap
     assert run.model_copy(update={"max_tokens_cap": None}) == DEFAULT_POLICY == ServingPolicy()
-    assert run.max_tokens_cap == run.default_max_tokens == RunConfig().loop.max_tokens
+    assert run.max_tokens_cap == run.default_max_tokens == RunConfig().serve.max_tokens
     with pytest.raises(ValidationError, match="frozen"):
         run.default_temperature = 0.1  # type: ignore[misc]
 
@@ -171,7 +171,7 @@ def test_a_training_runs_proxy_records_how_it_serves(store, renderer):
     from harnessrl.render.renderer import Renderer
     from harnessrl.run.runner_collector import start_proxy
 
-    cfg = load_config(None, ["serve.default_temperature=0.45", "loop.max_tokens=64", "render.tool_format=bash"])
+    cfg = load_config(None, ["serve.default_temperature=0.45", "serve.max_tokens=64", "render.tool_format=bash"])
     bash = Renderer.from_pretrained(renderer.tokenizer.name_or_path, tool_format="bash")
     server = start_proxy(cfg, TextScriptEngine(bash.encode, bash.eot_id), store, bash)
     server.stop()
@@ -183,7 +183,7 @@ def test_a_training_runs_proxy_records_how_it_serves(store, renderer):
     ("serve.default_temperature=2.5", "serve.default_temperature"),
     ("serve.default_temperature=-0.1", "serve.default_temperature"),
     ("serve.default_top_p=0", "serve.default_top_p"),
-    ("loop.max_tokens=0", "loop.max_tokens"),
+    ("serve.max_tokens=0", "serve.max_tokens"),
 ])
 def test_run_config_refuses_a_value_out_of_its_bound(override, bound):
     with pytest.raises(ConfigError, match=bound.replace(".", r"\.")):
@@ -201,7 +201,7 @@ def test_the_policy_and_serve_refuse_values_with_the_same_bounds():
     # serve's bounds are the run config's (tests/test_cli_flags.py); its own --max-tokens-cap, the policy's
     with pytest.raises(typer.BadParameter, match="--max-tokens-cap 0"):
         serving_policy(RunConfig(), 0)
-    cfg = load_config(None, ["loop.max_tokens=64", "serve.default_temperature=0.5", "serve.top_p_mode=force"])
+    cfg = load_config(None, ["serve.max_tokens=64", "serve.default_temperature=0.5", "serve.top_p_mode=force"])
     served = serving_policy(cfg, None)
     assert served == ServingPolicy(default_temperature=0.5, default_max_tokens=64, max_tokens_cap=64, force=("top_p",))
     # serve caps the way a run does: the max-tokens default is the cap unless --max-tokens-cap is given

@@ -17,7 +17,7 @@ def test_a_branch_replays_its_parent_and_is_scored_on_the_rebuilt_workspace(prox
     plans = plan_cross([task], ["builtin"], 1, step=1, attempt=1, split="train")
     [parent] = run_plans(plans, proxy=proxy, store=store, opts=opts)
     assert parent.reward == 1.0 and parent.call_count == 2
-    waves = branch_plans(store, plans, BranchingConfig(points=1, width=2, policy="entropy"))
+    waves = branch_plans(store, plans, BranchingConfig(points=1, width=2, placement="entropy"))
     assert [(b.parent, b.branch_call) for b in waves[0].branches] == [(parent.rollout_id, 1)] * 2
     branches = run_plans(waves, proxy=proxy, store=store, opts=opts)
     for b in branches:

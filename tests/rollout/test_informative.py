@@ -144,13 +144,13 @@ def test_target_call_lands_branches_near_one_half():
 
 
 def test_target_policy_branches_the_rarer_outcome_at_its_target_call():
-    cfg = BranchingConfig(points=1, width=2, policy="target")
+    cfg = BranchingConfig(points=1, width=2, placement="target")
     low, calls = group([0, 0, 0, 1], n_calls=5)  # p = 1/4: j* = 5 (1/4) / (3/4) = 1.67 -> call 2
     assert [(p.parent, p.branch_call) for p in branch_points(low, calls, cfg)] == [("r3", 2)]
     high, calls = group([1, 1, 1, 0], n_calls=5)  # p = 3/4, failing parent: j* = 5 (1/4) / (3/4) -> 2
     assert [(p.parent, p.branch_call) for p in branch_points(high, calls, cfg)] == [("r3", 2)]
     two, calls = group([1, 0, 0, 1, 0, 0], n_calls=4)  # p = 1/3: j* = 4 (1/6) / (2/3) = 1
-    assert [(p.parent, p.branch_call) for p in branch_points(two, calls, BranchingConfig(points=3, policy="target"))] == \
+    assert [(p.parent, p.branch_call) for p in branch_points(two, calls, BranchingConfig(points=3, placement="target"))] == \
         [("r0", 1), ("r3", 1), ("r0", 2)]  # the passing parents only, then their next-nearest call
     for uniform in ([0, 0, 0], [1, 1, 1]):
         rollouts, calls = group(uniform)
@@ -160,12 +160,12 @@ def test_target_policy_branches_the_rarer_outcome_at_its_target_call():
     calls = [*calls_of("r0", 3, sure), *calls_of("r1", 3, lambda seq: -3.0 if seq == 2 else -0.01)]
     rollouts = [replace(make_rollout("r0", 1.0), sample_idx=0), replace(make_rollout("r1", 0.0), sample_idx=1),
                 replace(make_rollout("r2", 0.0), sample_idx=2)]
-    assert branch_points(rollouts, calls, BranchingConfig(points=1, policy="entropy"))[0].parent == "r1"
+    assert branch_points(rollouts, calls, BranchingConfig(points=1, placement="entropy"))[0].parent == "r1"
     assert branch_points(rollouts, calls, cfg)[0].parent == "r0"
 
 
 def test_an_all_fail_group_borrows_a_passing_prefix_from_an_earlier_step(tmp_path):
-    cfg = BranchingConfig(points=1, width=2, policy="target", borrow=True)
+    cfg = BranchingConfig(points=1, width=2, placement="target", borrow=True)
     store = RunStore(tmp_path)
     try:
         earlier = replace(make_rollout("s1-a1-g0:2", 1.0, group_id="s1-a1-g0"), sample_idx=2)
@@ -180,7 +180,7 @@ def test_an_all_fail_group_borrows_a_passing_prefix_from_an_earlier_step(tmp_pat
         assert [(b.parent, b.branch_call) for b in wave.branches] == [(earlier.rollout_id, 2)] * 2  # half its 4 calls
         assert wave.group_id == plan.group_id and wave.first == 3
         assert branch_plans(store, [plan], cfg, borrow=lambda p: None) == []  # nothing to borrow, no branch
-        off = BranchingConfig(points=1, width=2, policy="target")
+        off = BranchingConfig(points=1, width=2, placement="target")
         assert branch_plan(plan, rollouts, calls, off, borrowed=(earlier.rollout_id, [])) is None
     finally:
         store.close()

@@ -14,7 +14,7 @@ from harnessrl.run.config import LoopConfig, RunConfig, ServeSection, load_confi
 from harnessrl.app.serve_config import FLAG_KEYS, harness_specs, serving_config
 from harnessrl.store import RunStore
 
-TRAINED = ["render.tool_format=bash", "loop.max_tokens=64", "loop.max_turns=2", "serve.default_temperature=0.45",
+TRAINED = ["render.tool_format=bash", "serve.max_tokens=64", "loop.max_turns=2", "serve.default_temperature=0.45",
            "loop.rollout_timeout_s=77", "loop.concurrency=3", "sandbox.type=local",
            "harnesses=[{name: builtin, options: {extra_args: [--call-timeout, '50']}}]"]
 
@@ -62,8 +62,8 @@ def _options_run(monkeypatch, args: list[str]) -> dict:
 def test_unset_flags_take_the_run_config_defaults():
     cfg = serving_config(None, None, {name: None for name in FLAG_KEYS})
     loop = LoopConfig()
-    assert (cfg.loop.max_turns, cfg.loop.max_tokens, cfg.loop.rollout_timeout_s, cfg.loop.concurrency) == \
-        (loop.max_turns, loop.max_tokens, loop.rollout_timeout_s, loop.concurrency)
+    assert (cfg.loop.max_turns, cfg.serve.max_tokens, cfg.loop.rollout_timeout_s, cfg.loop.concurrency) == \
+        (loop.max_turns, ServeSection().max_tokens, loop.rollout_timeout_s, loop.concurrency)
     assert cfg.serve.default_temperature == ServeSection().default_temperature
     assert cfg.engine.type == RunConfig().engine.type == "auto" and cfg.render.tool_format is None
 
@@ -233,7 +233,7 @@ def test_eval_config_file_is_the_same_as_its_values(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump({"loop": {"max_tokens": 32}, "render": {"tool_format": "bash_examples"}}))
     cfg = serving_config(path, None, {"max_tokens": None, "tool_format": None})
-    assert (cfg.loop.max_tokens, cfg.render.tool_format) == (32, "bash_examples")
+    assert (cfg.serve.max_tokens, cfg.render.tool_format) == (32, "bash_examples")
 
 
 @pytest.mark.parametrize("case", ["missing_dir", "no_store", "no_config", "missing_file", "both"])

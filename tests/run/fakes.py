@@ -77,5 +77,5 @@ class EngineCollector:
 
 def fake_collector_factory(delay_s: float = 0.0, reward=reward_of):
     def make(cfg, engine, store, run_dir):
-        return EngineCollector(engine, store, 1.0, cfg.loop.max_tokens, delay_s, reward)
+        return EngineCollector(engine, store, 1.0, cfg.serve.max_tokens, delay_s, reward)
     return make

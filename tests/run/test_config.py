@@ -102,3 +102,21 @@ def test_old_keys_migrate_with_a_warning(tmp_path):
     assert "temperature" not in cfg.loop.model_dump() and "save_final" not in cfg.output.model_dump()
     with pytest.raises(ConfigError, match="both set"):
         load_config(None, ["engine.max_concurrency=2", "engine.max_batch=3"])
+
+
+def test_moved_keys_migrate_with_a_warning_at_any_depth():
+    """loop.max_tokens is serve.max_tokens (beside its mode), loop.branching.policy is
+    loop.branching.placement ("policy" names the trained model only): old configs load, with a
+    FutureWarning that names both keys; setting both names is refused."""
+    import pytest
+
+    from harnessrl.config import ConfigError, load_config
+
+    with pytest.warns(FutureWarning, match="loop.max_tokens is now serve.max_tokens"):
+        cfg = load_config(None, ["loop.max_tokens=48"])
+    assert cfg.serve.max_tokens == 48 and cfg.serving_policy().max_tokens_cap == 48
+    with pytest.warns(FutureWarning, match="loop.branching.policy is now loop.branching.placement"):
+        cfg = load_config(None, ["loop.branching={points: 1, policy: entropy}"])
+    assert cfg.loop.branching.placement == "entropy"
+    with pytest.raises(ConfigError, match="keep only serve.max_tokens"):
+        load_config(None, ["loop.max_tokens=48", "serve.max_tokens=64"])

@@ -111,11 +111,11 @@ def test_branch_points_pick_the_least_certain_calls_deterministically():
     calls = [replace(c, logprobs=[surprise.get((c.rollout_id, c.seq), -0.5)] * len(c.sampled_ids)) for c in calls]
     rollouts = [replace(make_rollout("a", 0.0), sample_idx=0), replace(make_rollout("b", 1.0), sample_idx=1),
                 replace(make_rollout("x", None, status="sandbox_error"), sample_idx=2)]
-    cfg = BranchingConfig(points=2, width=3, policy="entropy")
+    cfg = BranchingConfig(points=2, width=3, placement="entropy")
     points = branch_points(rollouts, calls, cfg)
     assert [(p.parent, p.branch_call) for p in points] == [("a", 2), ("b", 1)]  # one per parent first; never call 0
-    assert branch_points(rollouts, calls, BranchingConfig(points=3, policy="random"), seed=1) == \
-        branch_points(rollouts, calls, BranchingConfig(points=3, policy="random"), seed=1)
+    assert branch_points(rollouts, calls, BranchingConfig(points=3, placement="random"), seed=1) == \
+        branch_points(rollouts, calls, BranchingConfig(points=3, placement="random"), seed=1)
     plan = GroupPlan("g0", object(), "builtin", 2, "train", 3)
     wave = branch_plan(plan, rollouts, calls, cfg)
     assert wave.n == 6 and wave.first == 3 and wave.step == 3
@@ -134,17 +134,17 @@ def test_outcome_policy_branches_the_rarer_outcome_first():
     def group(*rewards):
         return [replace(make_rollout(rid, r), sample_idx=i) for i, (rid, r) in enumerate(zip("abc", rewards))]
 
-    outcome = BranchingConfig(points=1, policy="outcome")
+    outcome = BranchingConfig(points=1, placement="outcome")
     assert rarer_outcome(group(0.0, 1.0, 0.0), None) == {"b"}  # mostly failing: the pass is rarer
     assert [(p.parent, p.branch_call) for p in branch_points(group(0.0, 1.0, 0.0), calls, outcome)] == [("b", 1)]
     assert [(p.parent, p.branch_call) for p in branch_points(group(1.0, 0.0, 1.0), calls, outcome)] == [("b", 1)]
     assert [(p.parent, p.branch_call) for p in branch_points(group(1.0, 1.0, 0.0), calls, outcome)] == [("c", 1)]
     # one outcome only: no rarer one, so the least certain call, as `entropy` picks it
     same = branch_points(group(0.0, 0.0, 0.0), calls, outcome)
-    assert same == branch_points(group(0.0, 0.0, 0.0), calls, BranchingConfig(points=1, policy="entropy"))
+    assert same == branch_points(group(0.0, 0.0, 0.0), calls, BranchingConfig(points=1, placement="entropy"))
     assert same[0].parent == "a"
     # more points than rarer parents: the rest by surprisal
-    two = branch_points(group(0.0, 1.0, 0.0), calls, BranchingConfig(points=2, policy="outcome"))
+    two = branch_points(group(0.0, 1.0, 0.0), calls, BranchingConfig(points=2, placement="outcome"))
     assert [(p.parent, p.branch_call) for p in two] == [("b", 1), ("a", 2)]
 
 
@@ -163,7 +163,7 @@ def test_open_policy_branches_before_the_deciding_call_not_after_it():
     after_look = next(n for n in tree.nodes if n.tokens.tolist() == [50])  # every rollout passes it
     assert {tree.rollouts[r].reward for r in after_look.rollouts} == {0.0, 1.0}  # mixed continuations
     by = lambda policy, n: [(p.parent, p.branch_call) for p in  # noqa: E731
-                            branch_points(rollouts, calls, BranchingConfig(points=n, policy=policy))]
+                            branch_points(rollouts, calls, BranchingConfig(points=n, placement=policy))]
     assert by("entropy", 3) == [("a", 2), ("b", 2), ("c", 2)]  # settled: after the deciding call
     assert sorted(by("open", 3)) == [("a", 1), ("b", 1), ("c", 1)]
     # the parent's own sample at the point is not read (only the other parents' calls there)

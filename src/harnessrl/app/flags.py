@@ -32,7 +32,7 @@ FLAG_KEYS = {
     "max_turns": "loop.max_turns",
     "timeout": "loop.rollout_timeout_s",
     "tool_format": "render.tool_format",
-    "max_tokens": "loop.max_tokens",
+    "max_tokens": "serve.max_tokens",
     "default_temperature": "serve.default_temperature",
     "default_top_p": "serve.default_top_p",
     "temperature_mode": "serve.temperature_mode",

@@ -8,7 +8,7 @@ answered again and sample fresh from call j on. They join the parent's group, so
 tree holds them as siblings of the parent at that call, and `tree_grpo` credits each decision by
 the mean reward of what followed it (docs/training.md, "Branching rollouts").
 
-Policies (`BranchingConfig.policy`):
+Placements (`BranchingConfig.placement`; `policy` before: that word names the trained model):
 - ``open`` (the default): points where the outcome is still open, chosen before the deciding call
   and without reading any outcome (TreeRL, ARPO: entropy after tool calls): a parent's calls j >=
   min_call that follow a tool result where the policy's next call is uncertain: the mean surprisal
@@ -73,13 +73,14 @@ from harnessrl.tasks.model import Task
 
 
 class BranchingConfig(BaseModel):
-    """`loop.branching` of a run config: branch points per group, branches per point, policy."""
+    """`loop.branching` of a run config: branch points per group, branches per point, where they go
+    (`placement`; config key loop.branching.policy before, migrated by harnessrl.config.migrate)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     points: int = Field(0, ge=0)  # branch points per group (0: no branching)
     width: int = Field(2, ge=1)  # branch rollouts per point
-    policy: Literal["open", "entropy", "outcome", "target", "random"] = "open"
+    placement: Literal["open", "entropy", "outcome", "target", "random"] = "open"
     min_call: int = Field(1, ge=1)  # the earliest branch call (1: replay at least one call)
     # open: a call is an open point when its sampled tokens' mean surprisal (nats) is at least this
     min_surprisal: float = Field(0.1, ge=0)
@@ -130,7 +131,7 @@ def _candidates(r: RolloutRecord, own: Sequence[CallRecord], cfg: BranchingConfi
     the target call `aim` (target policy), then by surprisal (highest first); random: by a draw."""
     out = []
     for j in range(cfg.min_call, len(own)):
-        score = rng.random() if cfg.policy == "random" else surprisal(own[j])
+        score = rng.random() if cfg.placement == "random" else surprisal(own[j])
         near = -abs(j - aim) if aim is not None else 0.0
         out.append(((-near, -score), BranchPoint(r.rollout_id, j, score)))
     return out
@@ -147,18 +148,18 @@ def branch_points(rollouts: Sequence[RolloutRecord], calls: Sequence[CallRecord]
         by_rollout.setdefault(c.rollout_id, []).append(c)
     rng = random.Random(seed * 1_000_003 + zlib.crc32(rollouts[0].group_id.encode()) if rollouts else seed)
     parents = [r for r in rollouts if r.lineage is None and is_scored(r.status, r.reward)]
-    if cfg.policy == "open":
+    if cfg.placement == "open":
         return _chosen(open_points([(r.rollout_id, served_calls(by_rollout.get(r.rollout_id, []))) for r in parents],
                                    cfg, rng), cfg.points)
-    first = rarer_outcome(parents, task) if cfg.policy in ("outcome", "target") else set()
+    first = rarer_outcome(parents, task) if cfg.placement in ("outcome", "target") else set()
     rate = 0.0
-    if cfg.policy == "target":
+    if cfg.placement == "target":
         rate = sum(rollout_passed(r, task) for r in parents) / max(len(parents), 1)
         parents = [r for r in parents if r.rollout_id in first]
     candidates: list[tuple[tuple[float, ...], BranchPoint]] = []
     for r in parents:
         own = served_calls(by_rollout.get(r.rollout_id, []))
-        aim = target_call(len(own), rate, rollout_passed(r, task)) if cfg.policy == "target" else None
+        aim = target_call(len(own), rate, rollout_passed(r, task)) if cfg.placement == "target" else None
         candidates += [((float(r.rollout_id not in first), *key), p) for key, p in _candidates(r, own, cfg, rng, aim)]
     candidates.sort(key=lambda kp: (*kp[0], kp[1].parent, kp[1].branch_call))
     return _chosen([p for _, p in candidates], cfg.points)
