@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from harnessrl.report.heldout import held_out_changes  # noqa: E402
 from harnessrl.report.run_report import kl_text  # noqa: E402
-from harnessrl.run.seed_bootstrap import ZERO_TOLERANCE, interval_excludes_zero  # noqa: E402
+from harnessrl.experiment.seed_bootstrap import ZERO_TOLERANCE, interval_excludes_zero  # noqa: E402
 from harnessrl.report.transfer import Cell  # noqa: E402
 from harnessrl.store import RunStore  # noqa: E402
 

@@ -61,8 +61,8 @@ def run_arm(name: str, config: Path, steps: int, out: Path, extra: list[str], fr
 
 def profile(run_dir: Path) -> dict:
     """What `harnessrl profile RUN_DIR --json` prints."""
-    from harnessrl.run.profile import profile_run_dir
-    from harnessrl.run.profile_view import profile_json
+    from harnessrl.profile.run_profile import profile_run_dir
+    from harnessrl.profile.tables import profile_json
 
     return profile_json(profile_run_dir(run_dir), str(run_dir))
 

@@ -114,10 +114,10 @@ def test_a_serving_flag_out_of_its_bound_is_refused_naming_the_flag(command, tmp
 
 
 def test_sft_flags_default_to_the_sft_options():
-    """`harnessrl sft`'s defaults are SFTOptions' own (written once, in run/sft.py)."""
+    """`harnessrl sft`'s defaults are SFTOptions' own (written once, in sft/fine_tune.py)."""
     import dataclasses
 
-    from harnessrl.run.sft import SFTOptions
+    from harnessrl.sft.fine_tune import SFTOptions
 
     params = {p.name: p for p in typer.main.get_command(app).commands["sft"].params}
     fields = {f.name: f.default for f in dataclasses.fields(SFTOptions)}

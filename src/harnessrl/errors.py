@@ -38,11 +38,11 @@ Errors are defined next to the code that raises them; this module only holds the
     ├── ClientGone             proxy/httputil.py     the client hung up mid-request (not reported)
     ├── ProxyLinkError         rollout/proxy_link.py a running proxy cannot be reached or refused
     ├── RolloutsFailed         rollout/jobs.py       every rollout of a batch failed before calling the model
-    ├── SFTDataError           run/sft_data.py       no usable SFT data: no passing rollout, mixed tokenizers
-    ├── ReferencePolicyError   run/sft_reference.py the reference policy cannot serve these tasks (format, no solution)
+    ├── SFTDataError           sft/data.py           no usable SFT data: no passing rollout, mixed tokenizers
+    ├── ReferencePolicyError   sft/reference.py      the reference policy cannot serve these tasks (format, no solution)
     ├── TransferError          report/transfer.py    a run holds no before/after eval to compare
-    ├── ExperimentError        run/experiment.py     an experiment file, arm or seed list is invalid
-    ├── BaselineError          run/shared_baseline.py a shared baseline eval cannot serve a run
+    ├── ExperimentError        experiment/arms.py    an experiment file, arm or seed list is invalid
+    ├── BaselineError          experiment/shared_baseline.py a shared baseline eval cannot serve a run
     ├── StoreError             store/run_store.py    the run store is unusable (schema, corruption)
     ├── ExportError            store/export.py       an export format or path is invalid
     ├── RunNotFound            tree/run_trees.py     the directory holds no run store

@@ -53,7 +53,7 @@ def test_one_way_to_stand_up_serving_in_process():
     builders = {rel for rel, p in modules.items() if _calls(p, "ProxyServer")}
     assert builders == {"run/runner_collector.py", "app/serve.py"}
     in_process = {rel for rel, p in modules.items() if _calls(p, "local_proxy")}
-    assert {"app/harness_check.py", "run/sft_demos.py"} <= in_process
+    assert {"app/harness_check.py", "sft/demos.py"} <= in_process
     assert "app/rollout.py" in {rel for rel, p in modules.items() if "local_proxy" in p.read_text()}
     renderers = {rel for rel, p in modules.items() if _calls(p, "from_pretrained") and "Renderer" in p.read_text()}
     assert renderers <= {"run/runner_collector.py", "proxy/server.py", "render/renderer.py"}, renderers

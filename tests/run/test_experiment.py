@@ -1,4 +1,4 @@
-"""harnessrl experiment (run/experiment.py, run/shared_baseline.py, run/experiment_report.py).
+"""harnessrl experiment (experiment/arms.py, experiment/shared_baseline.py, experiment/results.py).
 
 The end-to-end case runs the real loop on a tiny model with rollouts sampled straight from its
 engine (tests/run/fakes.py: reward 1 when the first sampled token is even): an arm with a real
@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 
 from harnessrl.app.main import app
 from harnessrl.engine import make_tiny_model
-from harnessrl.run.experiment import (BASELINE, ExperimentError, load_spec, plan_runs, run_experiment,
+from harnessrl.experiment.arms import (BASELINE, ExperimentError, load_spec, plan_runs, run_experiment,
                                       write_experiment_results)
-from harnessrl.run.experiment_report import run_training, training_markdown
-from harnessrl.run.shared_baseline import BaselineError, adopt_baseline
+from harnessrl.experiment.results import run_training, training_markdown
+from harnessrl.experiment.shared_baseline import BaselineError, adopt_baseline
 from harnessrl.store import RunStore
 from harnessrl.store.records import RolloutRecord
 
@@ -185,7 +185,7 @@ def test_a_setting_added_since_a_run_was_recorded_is_no_difference():
     """A run recorded before a setting existed (here engine.prefix_caching) still resumes at its
     default; a changed value, or a setting the schema no longer knows, is a difference."""
     from harnessrl.run.config import load_config
-    from harnessrl.run.experiment import config_differences
+    from harnessrl.experiment.arms import config_differences
 
     planned = load_config(None)
     stored = planned.model_dump(mode="json")

@@ -1,4 +1,4 @@
-"""run/seed_bootstrap.py against cases whose answer is known: one seed is the task-level bootstrap;
+"""experiment/seed_bootstrap.py against cases whose answer is known: one seed is the task-level bootstrap;
 seeds with equal task values (no variance between seeds) are the task bootstrap with S x n draws;
 seeds with constant tasks (no variance within a seed) are the bootstrap of the seed means; in
 general the replicates' variance is the two-stage formula."""
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from harnessrl.rollout.pass_at_k import bootstrap_interval
-from harnessrl.run.seed_bootstrap import (SeedInterval, hierarchical_interval, hierarchical_replicates,
+from harnessrl.experiment.seed_bootstrap import (SeedInterval, hierarchical_interval, hierarchical_replicates,
                                           point_estimate, replicate_variance)
 
 

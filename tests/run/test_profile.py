@@ -1,4 +1,4 @@
-"""The cost budget (run/profile.py): a scripted run's profile adds up to the wall and CPU it took."""
+"""The cost budget (profile/run_profile.py): a scripted run's profile adds up to the wall and CPU it took."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from harnessrl.engine import make_tiny_model
 from harnessrl.run.config import load_config
 from harnessrl.report.display import RunDisplay
 from harnessrl.run.loop import close_run, open_run, record_step, step_line, train_step
-from harnessrl.run.profile import (CpuMeter, RunProfile, add_calls, add_rollouts, cache_text,
+from harnessrl.profile.run_profile import (CpuMeter, RunProfile, add_calls, add_rollouts, cache_text,
                                    profile_run_dir)
-from harnessrl.run.profile_view import markdown, phase_rows
+from harnessrl.profile.tables import markdown, phase_rows
 from harnessrl.report.record import EngineWork, StepRecord
 from harnessrl.run.runner_collector import default_collector
 from harnessrl.run.task_sets import default_tasks
@@ -173,8 +173,8 @@ def test_phase_rows_end_with_the_total():
 
 
 def test_a_run_of_older_code_shows_what_it_recorded_and_lists_the_rest():
-    from harnessrl.run.profile import add_steps, derive, gaps
-    from harnessrl.run.profile_view import component_rows, plain_text, profile_json
+    from harnessrl.profile.run_profile import add_steps, derive, gaps
+    from harnessrl.profile.tables import component_rows, plain_text, profile_json
 
     prof = RunProfile()
     add_steps(prof, [(0, StepRecord(policy_version=0, time={"eval": 4.0})),

@@ -14,8 +14,8 @@ pytestmark = [pytest.mark.harness, pytest.mark.bwrap]
 
 def test_reference_demos_through_claude_code(tmp_path):
     from harnessrl.harness import check_harnesses
-    from harnessrl.run.sft_data import rejection_trees
-    from harnessrl.run.sft_demos import collect_demos
+    from harnessrl.sft.data import rejection_trees
+    from harnessrl.sft.demos import collect_demos
     from harnessrl.store import RunStore
 
     try:

@@ -46,7 +46,7 @@ def small_run(tmp_path_factory):
 
 def test_sft_raises_the_likelihood_of_its_trajectories(small_run, tmp_path):
     from harnessrl.engine import resolve_model
-    from harnessrl.run.sft import SFTOptions, run_sft
+    from harnessrl.sft.fine_tune import SFTOptions, run_sft
     from harnessrl.store import RunStore
 
     from .test_learning import rollout_logps
@@ -71,7 +71,7 @@ def test_sft_raises_the_likelihood_of_its_trajectories(small_run, tmp_path):
 def test_vllm_serves_the_sft_checkpoint(small_run, tmp_path):
     from harnessrl.engine.base import SamplingParams
     from harnessrl.engine.vllm_engine import VLLMEngine
-    from harnessrl.run.sft import SFTOptions, run_sft
+    from harnessrl.sft.fine_tune import SFTOptions, run_sft
 
     out = tmp_path / "sft"
     run_sft([small_run], out, SFTOptions(mode="distill", epochs=1, lr=1e-5))

@@ -1,4 +1,4 @@
-"""The reference policy (run/sft_reference.py) and reference demonstrations (run/sft_demos.py):
+"""The reference policy (sft/reference.py) and reference demonstrations (sft/demos.py):
 the policy reads the task and the step from the prompt alone; through the builtin agent in a local
 sandbox it passes read-then-act tasks at k = 2 and 3, the proxy records its calls like a model's, and
 the rejection-sampling reader of `harnessrl sft` finds exactly those calls' tokens."""
@@ -12,7 +12,7 @@ import pytest
 
 from harnessrl.render.bash_format import render_command, render_result
 from harnessrl.run.config import load_config
-from harnessrl.run.sft_reference import DONE, UNKNOWN, ReferencePolicyError, next_reply, reference_plan, reference_script
+from harnessrl.sft.reference import DONE, UNKNOWN, ReferencePolicyError, next_reply, reference_plan, reference_script
 from harnessrl.tasks import load_tasks
 
 
@@ -70,8 +70,8 @@ def test_refusals():
 
 
 def test_demos_through_the_builtin_agent_pass_and_feed_sft(tmp_path):
-    from harnessrl.run.sft_data import rejection_trees
-    from harnessrl.run.sft_demos import collect_demos
+    from harnessrl.sft.data import rejection_trees
+    from harnessrl.sft.demos import collect_demos
     from harnessrl.store import RunStore
 
     tasks = [load_tasks("builtin:lookup:train")[0], load_tasks("builtin:lookup:long")[1],

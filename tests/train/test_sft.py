@@ -1,4 +1,4 @@
-"""SFT on prefix trees (train/sft.py, run/sft_data.py): the packed loss and gradient equal per-call
+"""SFT on prefix trees (train/sft.py, sft/data.py): the packed loss and gradient equal per-call
 cross-entropy on the sampled ids, and bad input (mixed tokenizers, no passing rollout) is refused."""
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def _store(tmp_path, name, calls, rollouts, tokenizers):
 
 def test_mixed_or_foreign_tokenizers_are_refused(tmp_path, tokenizer):
     from harnessrl.render.fingerprint import record_tokenizer, tokenizer_fingerprint
-    from harnessrl.run.sft_data import SFTDataError, check_tokenizers
+    from harnessrl.sft.data import SFTDataError, check_tokenizers
 
     own = {"fingerprint": tokenizer_fingerprint(tokenizer), "name": "smollm2"}
     other = {"fingerprint": "0123456789abcdef", "name": "Qwen/Qwen3-0.6B"}
@@ -131,7 +131,7 @@ def test_mixed_or_foreign_tokenizers_are_refused(tmp_path, tokenizer):
 
 
 def test_rejection_takes_passing_rollouts_and_distill_every_call(tmp_path, tokenizer):
-    from harnessrl.run.sft_data import SFTDataError, distill_trees, rejection_trees
+    from harnessrl.sft.data import SFTDataError, distill_trees, rejection_trees
 
     calls, rollouts = _group()  # r1 and r3 have reward 1; r0, r2, r9 reward 0
     store = _store(tmp_path, "run", calls, rollouts, [])
@@ -152,7 +152,7 @@ def test_rejection_takes_passing_rollouts_and_distill_every_call(tmp_path, token
 
 def test_distill_trains_calls_without_rollout_records(tmp_path):
     """A serving run: calls under keys (and the /v1 route) with no rollout records."""
-    from harnessrl.run.sft_data import distill_trees
+    from harnessrl.sft.data import distill_trees
 
     calls, _ = _group()
     store = _store(tmp_path, "serve", [replace(c, rollout_id="adhoc" if c.rollout_id == "r2" else c.rollout_id)

@@ -5,7 +5,7 @@
     harnessrl train --config configs/multistep.yaml model.path=runs/demos-sft/policy
 
 Each task's reference solution, served by the scripted engine as the model's replies
-(run/sft_reference.py), drives the unmodified harnesses of the config (or --harness) in their
+(sft/reference.py), drives the unmodified harnesses of the config (or --harness) in their
 sandboxes; the proxy records the calls as it records a model's, and the verifier scores each
 rollout. No weights are loaded: only the model's tokenizer.
 """
@@ -51,7 +51,7 @@ def demos(
     from harnessrl.app.serve_config import config_of_flags, harness_specs
     from harnessrl.errors import HarnessRLError
     from harnessrl.harness import check_harnesses
-    from harnessrl.run.sft_demos import collect_demos
+    from harnessrl.sft.demos import collect_demos
     from harnessrl.sandbox.health import preflight
     from harnessrl.sandbox.base import SandboxConfig
 

@@ -1,4 +1,4 @@
-"""`harnessrl profile RUN_DIR`: the cost budget of a run (run/profile.py), as rich tables on a
+"""`harnessrl profile RUN_DIR`: the cost budget of a run (profile/run_profile.py), as rich tables on a
 terminal, aligned plain text otherwise (a pipe, a log), or one JSON object with `--json`."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ def profile(run_dir: Path = typer.Argument(..., help="a run dir (harnessrl train
     """Cost budget of a run: wall and CPU seconds per step phase, per step and per rollout component
     (harness, sandboxes, proxy, verifier, copy-out; engine prefill/decode), and the share of the
     prompt tokens the engine's prefix cache served. What the run did not record is listed."""
-    from harnessrl.run.profile import profile_run_dir
-    from harnessrl.run.profile_view import plain_text, profile_json, rich_tables
+    from harnessrl.profile.run_profile import profile_run_dir
+    from harnessrl.profile.tables import plain_text, profile_json, rich_tables
     from harnessrl.store.schema import DB_NAME
 
     console = Console()

@@ -10,9 +10,9 @@ import typer
 from harnessrl.app.cli_style import CliApp
 from rich.console import Console
 
-from harnessrl.run.sft import SFTOptions
+from harnessrl.sft.fine_tune import SFTOptions
 
-SFT = SFTOptions()  # the sft defaults, written once (run/sft.py); the flags show and take them
+SFT = SFTOptions()  # the sft defaults, written once (sft/fine_tune.py); the flags show and take them
 
 
 def register(app: typer.Typer) -> None:
@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
     app.command("sft")(sft)
     app.command("transfer")(transfer)
     app.command("experiment")(experiment)
-    from harnessrl.app.profile import profile  # the cost budget (run/profile.py)
+    from harnessrl.app.profile import profile  # the cost budget (profile/run_profile.py)
 
     app.command("profile")(profile)
     config_app = CliApp(help="Run configs: validate YAML files against the RunConfig schema.")
@@ -136,8 +136,8 @@ def sft(
 ) -> None:
     """Supervised fine-tuning on recorded ids (cold start): tree-packed, writes a plain HF checkpoint."""
     from harnessrl.engine import ModelNotFound
-    from harnessrl.run.sft import run_sft
-    from harnessrl.run.sft_data import SFTDataError
+    from harnessrl.sft.fine_tune import run_sft
+    from harnessrl.sft.data import SFTDataError
 
     console = Console()
     opts = SFTOptions(mode=mode, model=model, epochs=epochs, lr=lr, batch_trees=batch_trees,
@@ -185,8 +185,8 @@ def experiment(
     change over seeds (hierarchical bootstrap) as experiment.md + experiment.png. Finished runs are skipped."""
     import signal
 
-    from harnessrl.run.experiment import ExperimentError, load_spec, plan_runs, run_experiment, write_experiment_results
-    from harnessrl.run.shared_baseline import BaselineError
+    from harnessrl.experiment.arms import ExperimentError, load_spec, plan_runs, run_experiment, write_experiment_results
+    from harnessrl.experiment.shared_baseline import BaselineError
 
     console = Console()
     files = [a for a in args or [] if "=" not in a]

@@ -291,7 +291,7 @@ def result_from(outcome: LaunchOutcome, final_message: str, meta: dict[str, Any]
     if outcome.limits_hit:
         meta["sandbox_limits"] = list(outcome.limits_hit)
     if outcome.cpu:
-        meta["cpu_s"] = dict(outcome.cpu)  # the harness process tree and the launcher (run/profile.py)
+        meta["cpu_s"] = dict(outcome.cpu)  # the harness process tree and the launcher (profile/run_profile.py)
     return HarnessResult(
         status=status or outcome.status, exit_code=outcome.exit_code, final_message=final_message,
         duration_s=outcome.duration_s, stdout_tail=tail(outcome.stdout), stderr_tail=tail(outcome.stderr),

@@ -153,7 +153,7 @@ class StepRecord:
     eval: EvalResult | None = None
     engine: EngineWork | None = None
     sampling: SamplingStats | None = None
-    # phase -> CPU seconds of the run's processes (run/profile.py CpuMeter: run, children, engine)
+    # phase -> CPU seconds of the run's processes (profile/run_profile.py CpuMeter: run, children, engine)
     cpu: dict[str, dict[str, float]] = field(default_factory=dict)
     wall_s: float | None = None  # the whole step, start to record
     # harness -> calls, tokens, context, failure modes, trained share of the step's rollouts (report/dynamics.py)

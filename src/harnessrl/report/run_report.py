@@ -161,7 +161,7 @@ def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path]
                  extra: list[str] | None = None, paired: dict[str, Any] | None = None) -> Path:
     """report.md (before/after held-out pass@1 per harness, totals, plots, config) and the same as a
     self-contained report.html (plots inlined, tree view linked) to open in a browser; returns the .md.
-    `extra`: markdown sections after the run's totals (e.g. the cost budget, run/profile.py);
+    `extra`: markdown sections after the run's totals (e.g. the cost budget, profile/run_profile.py);
     `paired`: harness -> its paired change on the headline set (heldout.headline_cells), whose
     95% interval the headline table prints next to the change."""
     before, after = eval_table(records)

@@ -358,7 +358,7 @@ def _run_in(sandbox: Sandbox, job: RolloutJob, adapter: HarnessAdapter, key: str
         earlier_fault = getattr(sandbox, "workspace_fault", None)  # one from the adapter's own copies
         verdict = run_verifier(job.task, sandbox, payload, opts.verifier_timeout_s)
         durations["verifier_s"] = verdict.duration_s
-        durations.update({f"verifier_{k}": v for k, v in verdict.stages.items()})  # run/profile.py
+        durations.update({f"verifier_{k}": v for k, v in verdict.stages.items()})  # profile/run_profile.py
         t_down = time.monotonic()
     durations["sandbox_teardown_s"] = time.monotonic() - t_down
     fault = getattr(sandbox, "workspace_fault", None)

@@ -54,8 +54,8 @@ from harnessrl.run.logs import library_logs
 from harnessrl.report.metrics_log import MetricsLog, read_jsonl
 from harnessrl.report.record import (REDONE, EvalResult, PolicyLag, RolloutStats, StepRecord, TreeTotals,
                                   UpdateStats)
-from harnessrl.run.profile import CpuMeter, cache_text, profile_store
-from harnessrl.run.profile_view import markdown as profile_markdown
+from harnessrl.profile.run_profile import CpuMeter, cache_text, profile_store
+from harnessrl.profile.tables import markdown as profile_markdown
 from harnessrl.report.run_report import kl_text, write_plots, write_report
 from harnessrl.run.setup import make_sharded_trainer, make_trainer, seed_everything
 from harnessrl.report.tracking import Tracker, log_run_end, open_tracker
@@ -142,7 +142,7 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
     """One step: rollouts -> trees -> advantages -> update -> weight sync (-> eval) -> checkpoint."""
     cfg = parts.cfg
     times: dict[str, float] = {}
-    t_step, meter = time.perf_counter(), CpuMeter(parts.engine)  # the step's wall; CPU per phase (run/profile.py)
+    t_step, meter = time.perf_counter(), CpuMeter(parts.engine)  # the step's wall; CPU per phase (profile/run_profile.py)
 
     # Collect: the step's planned groups run (or were started ahead, while earlier steps trained),
     # then the groups are read back from the store, so what trains is exactly what was recorded.

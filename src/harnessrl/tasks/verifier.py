@@ -58,7 +58,7 @@ class VerifierResult:
     error: str = ""
     duration_s: float = 0.0
     stdout_tail: str = ""
-    # seconds of its stages (run/profile.py): copy_out_s, sandbox_s (its fresh sandbox), check_s, teardown_s
+    # seconds of its stages (profile/run_profile.py): copy_out_s, sandbox_s (its fresh sandbox), check_s, teardown_s
     stages: dict[str, float] = field(default_factory=dict)
     # workspace_link: {"workspace_link": {path, target, reaches, more}}; reward_forged: {"reward_forged": kind}
     meta: dict[str, Any] = field(default_factory=dict)

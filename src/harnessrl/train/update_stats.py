@@ -69,7 +69,7 @@ class UpdateStats:
     # keyed "a|b", and each harness's gradient norm (first epoch, before clipping)
     grad_cosine: dict[str, float] | None = None
     harness_grad_norm: dict[str, float] | None = None
-    # wall seconds of the update's parts (run/profile.py); forward/backward includes the gradient split
+    # wall seconds of the update's parts (profile/run_profile.py); forward/backward includes the gradient split
     old_logprobs_s: float | None = None
     forward_backward_s: float | None = None
     optimizer_s: float | None = None

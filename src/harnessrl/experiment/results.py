@@ -1,10 +1,10 @@
-"""The results of `harnessrl experiment` (run/experiment.py): each arm's held-out change over seeds.
+"""The results of `harnessrl experiment` (experiment/arms.py): each arm's held-out change over seeds.
 
 For every arm, seed and eval cell (harness · set, and all cells pooled when there are several), the
 pairs come from the run's own store as `transfer.before_after` reads them: step 0 (the seed's shared
 baseline eval, copied into the run) and the last eval step. A task's change is its pass rate after
 minus before. The arm's change is the mean over seeds of each seed's mean over tasks, with a 95%
-hierarchical bootstrap interval (run/seed_bootstrap.py: seeds resampled, then tasks within each seed).
+hierarchical bootstrap interval (experiment/seed_bootstrap.py: seeds resampled, then tasks within each seed).
 "vs <reference>" is the same statistic of the per-task difference between an arm's change and the
 reference arm's at the same seed: the seed's baseline cancels, so it is paired by seed and task.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harnessrl.report.heldout import _pooled
-from harnessrl.run.seed_bootstrap import SeedInterval, hierarchical_interval
+from harnessrl.experiment.seed_bootstrap import SeedInterval, hierarchical_interval
 from harnessrl.report.transfer import Outcomes, before_after
 
 POOLED = "all harnesses · all sets"

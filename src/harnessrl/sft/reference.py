@@ -14,7 +14,7 @@ every command ran. The policy reads only what a model reads, the prompt:
 A prompt without a known instruction (a harness's side call, e.g. a title request) gets a short
 plain reply. The proxy records every reply exactly as it records a model's (token ids, logprobs
 of the scripted engine, policy version 0), so `harnessrl sft` trains on the passing rollouts as
-on any other run (run/sft_data.py: rejection_trees).
+on any other run (sft/data.py: rejection_trees).
 
     script = reference_script(renderer, tasks)
     engine = make_engine(EngineConfig(type="scripted", model=str(model_dir), script=script, ...))

@@ -1,4 +1,4 @@
-"""One baseline eval shared by several training runs (`harnessrl experiment`, run/experiment.py).
+"""One baseline eval shared by several training runs (`harnessrl experiment`, experiment/arms.py).
 
 A run records the held-out eval of its initial policy as step 0, unless its store already holds a
 step 0 (run/loop.py). `adopt_baseline` gives a new run directory a copy of a baseline run's store:

@@ -18,7 +18,7 @@ Derived rows say how they are derived: "sandboxes + verifiers" CPU is the childr
 rollout phases less the harness trees'; "other" wall is the step's wall less its phases (and a
 rollout's, its total less its recorded parts): the unaccounted remainder. Engine prefill/decode are
 request-seconds (concurrent requests overlap). A run of older code lacks some records: the profile
-shows what there is and lists the rest (`RunProfile.missing`). Tables: run/profile_view.py.
+shows what there is and lists the rest (`RunProfile.missing`). Tables: profile/tables.py.
 """
 
 from __future__ import annotations

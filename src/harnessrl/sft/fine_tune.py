@@ -3,7 +3,7 @@
     harnessrl sft runs/r1 --out runs/sft1                         # rejection sampling: passing rollouts
     harnessrl sft runs/teacher --mode distill --out runs/sft2     # distillation: every served call
 
-`run_sft` reads the trees (run/sft_data.py), checks that the recorded ids are the student's
+`run_sft` reads the trees (sft/data.py), checks that the recorded ids are the student's
 tokenizer's, and trains the student tree-packed on them (train/sft.py: the trainer's packing,
 uniform weights on the sampled tokens, `epochs` full-batch steps or `batch_trees` trees a step).
 It writes a plain HF checkpoint to `<out>/policy` (what `train model.path=<out>/policy` starts
@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harnessrl.run.sft_data import MODES, SFTData, SFTDataError, check_tokenizers, distill_trees, rejection_trees
+from harnessrl.sft.data import MODES, SFTData, SFTDataError, check_tokenizers, distill_trees, rejection_trees
 
 __all__ = ["SFTOptions", "SFTResult", "SFTDataError", "run_sft"]
 

@@ -1,8 +1,8 @@
 """Reference demonstrations through the harness (a cold start): the reference policy
-(run/sft_reference.py) served by the scripted engine behind the run's own proxy drives the
+(sft/reference.py) served by the scripted engine behind the run's own proxy drives the
 unmodified harnesses in their sandboxes on the given tasks; the proxy records every call as it
 records a model's, the verifier scores each rollout, and `harnessrl sft RUN_DIR` trains on the
-passing ones (rejection sampling, run/sft_data.py).
+passing ones (rejection sampling, sft/data.py).
 
     result = collect_demos(cfg, tasks, ["claude-code:tiny"], run_dir=Path("runs/demos"))
     # then: harnessrl sft runs/demos --out runs/demos-sft; train model.path=runs/demos-sft/policy
@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Iterator
 
-from harnessrl.run.sft_reference import reference_plan, reference_script
+from harnessrl.sft.reference import reference_plan, reference_script
 
 
 @dataclass(frozen=True)

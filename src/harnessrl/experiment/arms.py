@@ -8,12 +8,12 @@ every arm measured against one shared baseline eval per seed; results over seeds
 The experiment directory holds, for every seed s, `baseline/seed-<s>` (the base config at loop.seed=s
 with loop.steps=0: the held-out eval of the base policy, nothing trained) and `<arm>/seed-<s>` (the
 base config + the experiment's overrides + the arm's, at loop.seed=s). An arm's run starts from a copy
-of its seed's baseline (run/shared_baseline.py), so it evaluates the same tasks after training and
+of its seed's baseline (experiment/shared_baseline.py), so it evaluates the same tasks after training and
 never pays for the baseline again. Seeds run in order, every arm of a seed before the next seed.
 
 Resumable: a run whose directory finished (its last step recorded and its report written) is
 skipped; one that was interrupted is resumed (`--resume`); a finished run recorded with other
-settings than the experiment asks now is refused. The results (run/experiment_report.py) are
+settings than the experiment asks now is refused. The results (experiment/results.py) are
 written into the experiment directory: experiment.md, experiment.json, experiment.png.
 """
 
@@ -34,7 +34,7 @@ from rich.console import Console
 from harnessrl.errors import HarnessRLError
 from harnessrl.run.config import RunConfig, load_config
 from harnessrl.report.record import REDONE
-from harnessrl.run.shared_baseline import adopt_baseline, baseline_differences
+from harnessrl.experiment.shared_baseline import adopt_baseline, baseline_differences
 from harnessrl.store.schema import DB_NAME
 
 BASELINE = "baseline"  # the directory of the baseline runs; not an arm name
@@ -319,7 +319,7 @@ def _trained_any(run: PlannedRun) -> bool:
 
 def write_experiment_results(spec: ExperimentSpec, runs: Sequence[PlannedRun]) -> tuple[list[Any], list[str]]:
     """(results, the runs not finished): experiment.md / .json / .png from every finished arm run."""
-    from harnessrl.run.experiment_report import ArmOutcomes, Training, run_pairs, run_training, write_results
+    from harnessrl.experiment.results import ArmOutcomes, Training, run_pairs, run_training, write_results
 
     outcomes: ArmOutcomes = {arm: {} for arm in spec.arms}
     training: Training = {arm: {} for arm in spec.arms}

@@ -1,4 +1,4 @@
-"""The cost budget of a run (run/profile.py `RunProfile`) as tables: rows, markdown (report.md's
+"""The cost budget of a run (profile/run_profile.py `RunProfile`) as tables: rows, markdown (report.md's
 "Cost budget" section), rich tables and plain text for `harnessrl profile`, and a JSON object.
 
 Three tables: the step phases (wall and CPU, per step, share of the steps' wall; the update's parts
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harnessrl.run.profile import PHASE_NAMES, PHASES, TRAINER_PARTS, Cost, RunProfile
+from harnessrl.profile.run_profile import PHASE_NAMES, PHASES, TRAINER_PARTS, Cost, RunProfile
 
 __all__ = ["markdown", "plain_text", "profile_json", "rich_tables", "tables"]
 
