@@ -182,7 +182,7 @@ def test_the_local_backend_imports_nothing_from_cluster():
     import subprocess
     import sys
 
-    code = ("import sys, harnessrl.run.loop, harnessrl.run.runner_collector, harnessrl.run.setup; "
+    code = ("import sys, harnessrl.run.loop, harnessrl.run.runner_collector, harnessrl.run.trainer_setup; "
             "print(sorted(m for m in sys.modules if m.startswith('harnessrl.cluster') or m.split('.')[0] == 'ray'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""The difficulty sampler's posterior (rollout/difficulty.py) and the step's top-up (run/collect.py),
+"""The difficulty sampler's posterior (rollout/difficulty.py) and the step's top-up (run/step_groups.py),
 without an engine: P(mixed) under a Beta posterior on hand-made cases, a Brier score below a
 constant's on simulated polarised groups (where the old point estimate scores above it), eval
 groups that count only once their plans could have seen them, and a step whose picks all come
@@ -17,7 +17,7 @@ from harnessrl.rollout.difficulty import (DifficultyTracker, Observation, Sample
                                           fit_concentration, p_mixed, point_p_mixed)
 from harnessrl.rollout.informative import DynamicSamplingConfig
 from harnessrl.rollout.plan import GroupPlan
-from harnessrl.run.collect import collect_groups
+from harnessrl.run.step_groups import collect_groups
 from harnessrl.store import RunStore
 from harnessrl.store.records import RolloutRecord
 

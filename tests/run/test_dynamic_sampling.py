@@ -14,7 +14,7 @@ from rich.console import Console
 
 from harnessrl.engine import SamplingParams, make_tiny_model
 from harnessrl.rollout.difficulty import DifficultyTracker, Observation
-from harnessrl.run.collect import step_plans
+from harnessrl.run.step_groups import step_plans
 from harnessrl.run.config import load_config
 from harnessrl.report.display import RunDisplay
 from harnessrl.run.loop import close_run, open_run, run_training, step_line, train_step

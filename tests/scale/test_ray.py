@@ -62,7 +62,7 @@ def test_one_step_trees_and_update_equal_local_backend(tiny_dir, tmp_path, clust
     from harnessrl.render.renderer import Renderer
     from harnessrl.rollout.plan import GroupPlan
     from harnessrl.run.runner_collector import RunnerCollector
-    from harnessrl.run.setup import build_trainer, load_policy, make_trainer, seed_everything
+    from harnessrl.run.trainer_setup import build_trainer, load_policy, make_trainer, seed_everything
     from harnessrl.store import RunStore
     from harnessrl.tasks import load_tasks
     from harnessrl.train.batch import concat_batch

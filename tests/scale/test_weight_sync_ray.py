@@ -43,7 +43,7 @@ def test_two_rank_ray_trainer_syncs_bf16_weights(tiny_dir, tmp_path, cluster):
 
     from harnessrl.cluster.ray_trainer import start_trainer
     from harnessrl.run.config import load_config
-    from harnessrl.run.setup import make_sharded_trainer
+    from harnessrl.run.trainer_setup import make_sharded_trainer
 
     warnings.simplefilter("ignore")
     cfg = load_config(None, [f"model.path={tiny_dir}", "engine.type=hf", "sandbox.type=local",

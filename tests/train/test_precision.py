@@ -173,7 +173,7 @@ def test_resolve_compute_dtype_refuses_an_unknown_setting():
 
 def test_run_config_resolves_compute_dtype_from_the_engine():
     from harnessrl.run.config import RunConfig
-    from harnessrl.run.setup import compute_dtype
+    from harnessrl.run.trainer_setup import compute_dtype
 
     bf16_engine = RunConfig.model_validate({"engine": {"type": "hf", "dtype": "bfloat16"}})
     assert bf16_engine.model.compute_dtype == "auto" and compute_dtype(bf16_engine) is BF16

@@ -1,7 +1,7 @@
 """The trainer as Ray actors in one placement group (their GPUs), driven by the loop.
 
 `start_trainer` starts `world` `TrainerActor`s, one per bundle. Each builds its trainer with the
-factory it is given (the run passes `run.setup.make_trainer`, or `make_sharded_trainer` when
+factory it is given (the run passes `run.trainer_setup.make_trainer`, or `make_sharded_trainer` when
 cluster.ray.trainer_world_size > 1, with the run's config, so nothing here reads a run config);
 with several ranks each actor first sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT
 (rank 0's node, a free port there), and the factory joins the group (`train.fsdp.init_ranks`: gloo

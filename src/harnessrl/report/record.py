@@ -98,7 +98,7 @@ class EngineWork:
 
 @dataclass
 class SamplingStats:
-    """Which groups the step sampled and which could teach (run/collect.py, loop.sampler and
+    """Which groups the step sampled and which could teach (run/step_groups.py, loop.sampler and
     loop.dynamic_sampling): informative = the group's rewards differ (mixed outcomes)."""
 
     informative_groups: float  # informative groups trained per slot of loop.groups_per_step (<= 1)

@@ -1,6 +1,6 @@
 """The report's "Informative groups" section: per step, how many of the groups that trained could
 teach (mixed outcomes), what the step paid for groups without contrast, what dynamic sampling
-dropped and why, which tasks the sampler picked (run/collect.py fills `SamplingStats`), and how
+dropped and why, which tasks the sampler picked (run/step_groups.py fills `SamplingStats`), and how
 well the sampler's difficulty estimate predicted which picked groups would have contrast (Brier
 score of P(mixed) at the pick against a constant, over the run's own groups).
 

@@ -2,7 +2,7 @@
 teaches GRPO nothing, so it is left out of the update and, within a bounded budget per step,
 replaced by a fresh group (DAPO's dynamic sampling, over rollouts of real harnesses).
 
-A step's groups run as before; then, group by group (run/collect.py):
+A step's groups run as before; then, group by group (run/step_groups.py):
 
     mixed       the fresh samples passed and failed: branch it (loop.branching), train it
     borrowable  all failed, and a passing rollout of the task from an earlier step exists

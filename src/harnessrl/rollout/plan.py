@@ -17,7 +17,7 @@ harnesses share the groups of a step in proportion to their weights (largest rem
 task weight (`loop.sampler: difficulty`, rollout/difficulty.py) each harness slot draws its task
 with probability proportional to the weight; the weights are a function of the steps before, so
 the plan stays deterministic. Replacement groups of a step (`loop.dynamic_sampling`,
-run/collect.py) continue the step's group indices (`plan_more`).
+run/step_groups.py) continue the step's group indices (`plan_more`).
 """
 
 from __future__ import annotations

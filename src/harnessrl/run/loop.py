@@ -3,7 +3,7 @@
     for step in 1..N:
         plans    = plan_step(step)                      # groups: task x harness x n, harnesses mixed by weight
         collector.run(plans)                            # rollouts via the runner -> proxy -> store
-        groups   = collect_groups(...)                  # read back; branched; uniform ones replaced (run/collect.py)
+        groups   = collect_groups(...)                  # read back; branched; uniform ones replaced (run/step_groups.py)
         trees    = build_tree(calls, rollouts)          # one prefix tree per group
         advs     = grpo | tree_grpo | ppo: gae(critic)  # per-token contributions (algo/estimator.py)
         trainer.update(concat_batch(trees, advs))       # tree-packed PPO/GRPO
@@ -41,7 +41,7 @@ from harnessrl.rollout.difficulty import DifficultyTracker
 from harnessrl.rollout.groups import PlannedGroup, read_groups
 from harnessrl.rollout.pass_at_k import harness_summary, pass_at_1, summarize
 from harnessrl.rollout.plan import GroupPlan, next_attempt, plan_eval
-from harnessrl.run.collect import collect_groups, observe_eval, sampling_text, step_plans
+from harnessrl.run.step_groups import collect_groups, observe_eval, sampling_text, step_plans
 from harnessrl.run.runner_collector import default_collector
 from harnessrl.run.collector import Collector, RolloutsAhead
 from harnessrl.run.task_sets import default_tasks
@@ -57,7 +57,7 @@ from harnessrl.report.record import (REDONE, EvalResult, PolicyLag, RolloutStats
 from harnessrl.profile.run_profile import CpuMeter, cache_text, profile_store
 from harnessrl.profile.tables import markdown as profile_markdown
 from harnessrl.report.run_report import kl_text, write_plots, write_report
-from harnessrl.run.setup import make_sharded_trainer, make_trainer, seed_everything
+from harnessrl.run.trainer_setup import make_sharded_trainer, make_trainer, seed_everything
 from harnessrl.report.tracking import Tracker, log_run_end, open_tracker
 from harnessrl.store.run_store import RunStore
 from harnessrl.train.batch import TrainBatch, concat_batch
@@ -153,7 +153,7 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
             run_shown(parts.collector, plans, display)
     # Branch + informative groups: chosen decisions of the finished groups re-run through the same
     # harness (loop.branching) and join their parents' groups; with loop.dynamic_sampling a group
-    # with one outcome is dropped and replaced (run/collect.py). The tracker keeps the pass rates.
+    # with one outcome is dropped and replaced (run/step_groups.py). The tracker keeps the pass rates.
     def wave(more: Sequence[GroupPlan], key: str) -> None:
         display.phase(step, "branching rollouts" if key == "branch" else "replacement groups (+ branches)")
         with timed(times, key, meter):

@@ -270,7 +270,7 @@ class Trainer:
     def tree_values(self, flat: FlatTree) -> np.ndarray:
         """The critic's value of every token of a flattened tree (algorithm ppo builds the critic)."""
         if self.critic is None:
-            raise ValueError("tree values need the trainer's critic: algorithm ppo builds one (run/setup.py)")
+            raise ValueError("tree values need the trainer's critic: algorithm ppo builds one (run/trainer_setup.py)")
         return forest_values(self.critic, forest_of_flat(flat), self.token_budget, self.backend)
 
     def sync_weights(self, engine: Engine, version: int) -> None:
