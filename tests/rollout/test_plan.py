@@ -14,7 +14,7 @@ from harnessrl.app import proxy_session as session
 from harnessrl.app import rollout as rollout_cli
 from harnessrl.rollout import jobs
 from harnessrl.rollout.plan import next_attempt, plan_cross, plan_eval, plan_step
-from harnessrl.run import loop
+from harnessrl.run.evaluate import evaluate
 from harnessrl.run.config import load_config
 from harnessrl.report.display import RunDisplay
 from harnessrl.store import RunStore
@@ -60,7 +60,7 @@ def _loop_eval_plans(tmp_path, tasks: list, n: int) -> list:
                                 collector=Recorder(), store=store, tracker=DifficultyTracker(),
                                 run_dir=tmp_path / "train")
         with RunDisplay(Console(quiet=True), 1, 1) as display:
-            ev = loop.evaluate(parts, 0, display)
+            ev = evaluate(parts, 0, display)
             assert ev.pass_at_1 == {} and ev.sets == {"test": {}}  # nothing was recorded
     return seen
 

@@ -17,7 +17,8 @@ from harnessrl.rollout.difficulty import DifficultyTracker, Observation
 from harnessrl.run.step_groups import step_plans
 from harnessrl.run.config import load_config
 from harnessrl.report.display import RunDisplay
-from harnessrl.run.loop import close_run, open_run, run_training, step_line, train_step
+from harnessrl.run.loop import run_training, step_line, train_step
+from harnessrl.run.open_run import close_run, open_run
 from harnessrl.store.records import PROMPT, CallRecord, RolloutRecord
 
 from .fakes import fake_tasks

@@ -63,7 +63,7 @@ def test_grpo_raises_the_expected_reward_on_easiest_family_real_model(tmp_path):
 def assert_updates_raised_expected_reward(run_dir, steps: int) -> None:
     """Over the trained groups of steps 1..steps (each step's checkpoint against the one before it,
     the base model for step 1), the mean first-order change of the group's expected reward is > 0."""
-    from harnessrl.run.loop import find_model
+    from harnessrl.run.open_run import find_model
     from harnessrl.store import RunStore
     from harnessrl.train.checkpoint import checkpoint_dir
 

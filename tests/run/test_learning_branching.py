@@ -77,7 +77,7 @@ def on_policy_changes(store, step: int, before, after) -> list[tuple[str, float]
 
 def test_tree_grpo_with_branching_through_claude_code_raises_the_reward_of_its_groups(tmp_path):
     from harnessrl.harness import make_harness
-    from harnessrl.run.loop import find_model
+    from harnessrl.run.open_run import find_model
     from harnessrl.store import RunStore
     from harnessrl.train.checkpoint import checkpoint_dir
 

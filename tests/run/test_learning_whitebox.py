@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.learning, pytest.mark.model, pytest.mark.bwrap]
 
 
 def test_whitebox_grpo_raises_the_expected_reward_of_its_groups(tmp_path):
-    from harnessrl.run.loop import find_model
+    from harnessrl.run.open_run import find_model
     from harnessrl.store import RunStore
     from harnessrl.train.checkpoint import checkpoint_dir
 

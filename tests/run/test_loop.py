@@ -18,7 +18,9 @@ from rich.console import Console
 from harnessrl.engine import SamplingParams, make_tiny_model
 from harnessrl.run.config import load_config
 from harnessrl.report.display import RunDisplay
-from harnessrl.run.loop import TrainError, close_run, open_run, record_step, run_training, train_step
+from harnessrl.run.errors import TrainError
+from harnessrl.run.loop import record_step, run_training, train_step
+from harnessrl.run.open_run import close_run, open_run
 from harnessrl.store import RunStore
 from harnessrl.train.packing import forest_from_paths, pack_forest, token_logprobs
 

@@ -14,7 +14,8 @@ from harnessrl.app.main import app
 from harnessrl.engine import make_tiny_model
 from harnessrl.run.config import load_config
 from harnessrl.report.display import RunDisplay
-from harnessrl.run.loop import close_run, open_run, record_step, step_line, train_step
+from harnessrl.run.loop import record_step, step_line, train_step
+from harnessrl.run.open_run import close_run, open_run
 from harnessrl.profile.run_profile import (CpuMeter, RunProfile, add_calls, add_rollouts, cache_text,
                                    profile_run_dir)
 from harnessrl.profile.tables import markdown, phase_rows

@@ -7,7 +7,7 @@ import pytest
 
 from harnessrl.run.task_sets import default_tasks
 from harnessrl.run.config import ConfigError, load_config
-from harnessrl.run.loop import TrainError
+from harnessrl.run.errors import TrainError
 from harnessrl.tasks.suite import unseen_families
 
 

@@ -16,7 +16,9 @@ from harnessrl.engine import make_tiny_model
 from harnessrl.run import loop
 from harnessrl.run.config import load_config
 from harnessrl.report.display import RunDisplay
-from harnessrl.run.loop import close_run, open_run, train_step, write_last_trees
+from harnessrl.run.finish import write_last_trees
+from harnessrl.run.loop import train_step
+from harnessrl.run.open_run import close_run, open_run
 from harnessrl.store import RunStore
 from harnessrl.algo.views import write_tree_page
 from harnessrl.tree.view_text import ids_decode
