@@ -197,3 +197,64 @@ def test_the_learning_core_imports_nothing_from_the_runner():
     found = {m: sorted(d for d in deps if package(d) == "harnessrl.rollout")
              for m, deps in graph.items() if package(m) in core}
     assert {m: d for m, d in found.items() if d} == {}
+
+
+# The stack, bottom to top: a library package imports only packages of the tiers below its own
+# (counting TYPE_CHECKING imports; the app package sits above them all). A new package takes its place here.
+STACK: list[tuple[str, set[str]]] = [
+    ("shared leaves", {"errors", "plain_progress"}),
+    ("records and backends", {"store", "sandbox", "engine"}),
+    ("core: rendering, trees, tasks", {"render", "tree", "tasks"}),
+    ("serving and learning", {"proxy", "train", "algo"}),
+    ("harnesses and the cluster", {"harness", "cluster"}),
+    ("rollouts", {"rollout"}),
+    ("the run config and what a run reports", {"config", "report"}),
+    ("standing up serving, and a run's costs", {"launch", "profile"}),
+    ("the step", {"run"}),
+    ("built on the step", {"experiment", "sft"}),
+]
+
+
+def tier_of() -> dict[str, int]:
+    return {f"harnessrl.{name}": i for i, (_, names) in enumerate(STACK) for name in names}
+
+
+def test_every_library_package_has_a_tier():
+    tiers = tier_of()
+    found = sorted(p for p in package_graph(import_graph(type_only_too=True)) if p != "harnessrl" and p not in tiers)
+    assert found == [], f"packages missing from STACK in {__file__}: {found}"
+
+
+def test_no_package_imports_up_the_stack():
+    """report/, profile/, experiment/ and sft/ read what the step records; the step (run/) calls
+    report/ and profile/, and experiment/ and sft/ are built on it: nothing imports up."""
+    tiers = tier_of()
+    graph = package_graph(import_graph(type_only_too=True))
+    found = {p: sorted(d for d in deps if d in tiers and tiers[d] >= tiers[p])
+             for p, deps in graph.items() if p in tiers}
+    assert {p: d for p, d in found.items() if d} == {}, "imports up (or across) the stack"
+
+
+def test_the_step_is_not_imported_by_what_it_reports():
+    """report/ and profile/ never import run/, not even for a type: the step imports them."""
+    graph = import_graph(type_only_too=True)
+    found = {m: sorted(d for d in deps if package(d) == "harnessrl.run")
+             for m, deps in graph.items() if package(m) in ("harnessrl.report", "harnessrl.profile")}
+    assert {m: d for m, d in found.items() if d} == {}
+
+
+def test_the_core_imports_without_torch_or_vllm():
+    """Every module of tree/, algo/ and tasks/ (the pure-Python core) loads without torch,
+    transformers or vLLM."""
+    import subprocess
+    import sys
+
+    code = ("import importlib, pkgutil, sys\n"
+            "for name in ('harnessrl.tree', 'harnessrl.algo', 'harnessrl.tasks'):\n"
+            "    pkg = importlib.import_module(name)\n"
+            "    for m in pkgutil.iter_modules(pkg.__path__):\n"
+            "        importlib.import_module(f'{name}.{m.name}')\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'vllm') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
