@@ -77,8 +77,8 @@ def check_harness(spec: str, run_dir: Path, *, sandbox: str = "bwrap", options: 
     from harnessrl.harness import check_harnesses
     from harnessrl.harness.command import shell_tool_overrides
     from harnessrl.rollout.jobs import RolloutsFailed, run_groups
-    from harnessrl.run.config import RunConfig
-    from harnessrl.run.runner_collector import local_proxy
+    from harnessrl.config import RunConfig
+    from harnessrl.launch import local_proxy
     from harnessrl.sandbox.base import SandboxConfig
     from harnessrl.store import RunStore
     from harnessrl.tasks.loader import load_tasks

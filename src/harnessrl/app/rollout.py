@@ -135,7 +135,7 @@ def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_di
     from harnessrl.rollout.jobs import RolloutsFailed, run_groups
     from harnessrl.app.proxy_session import proxy_session
     from harnessrl.app.serve_config import SCRIPTED, harness_specs
-    from harnessrl.run.runner_collector import local_proxy
+    from harnessrl.launch import local_proxy
     from harnessrl.sandbox.base import SandboxConfig, SandboxUnavailable
     from harnessrl.sandbox.health import preflight
     from harnessrl.tasks.loader import load_tasks

@@ -21,24 +21,19 @@ from harnessrl.app.flags import (CONFIG, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, FRO
 from harnessrl.engine.factory import IN_PROCESS_ENGINES
 
 SERVE_ENGINES = IN_PROCESS_ENGINES  # serve runs its engine in this process (no *_server client)
-SMOLLM2_WINDOW = 8192  # the default model's context (its tokenizer-only cache has no config.json)
 
 
 def build_engine(kind: str, model_dir: Path, max_model_len: int | None, renderer: Any = None,
                  scripted_latency_s: float = 0.0, settings: Any = None) -> Any:
     """An engine of `kind` over `model_dir`: with `settings` (a run's EngineSettings), built as that
-    run built its engine; else the engine's own defaults. `scripted` answers every call with one
-    fixed sentence after `scripted_latency_s` (a smoke-test / load-test policy: no model weights)."""
+    run built its engine; else the engine's own defaults. `scripted`: harnessrl.launch's scripted
+    engine (one fixed sentence after `scripted_latency_s`; no model weights)."""
     from harnessrl.engine import make_engine
-    from harnessrl.engine.scripted import ScriptedEngine
+    from harnessrl.launch import scripted_engine
 
     if kind == SCRIPTED:
-        from harnessrl.engine.model import model_context_window
-
-        reply = list(renderer.encode("Hello from the scripted engine.")) + [renderer.eot_id]
-        window = max_model_len or model_context_window(model_dir) or SMOLLM2_WINDOW
-        return ScriptedEngine(lambda prompt_ids: reply, model_path=str(model_dir), max_model_len=window,
-                              eos_ids=[renderer.eot_id], latency_s=scripted_latency_s, record_calls=0)
+        return scripted_engine(model_dir, renderer, max_model_len, latency_s=scripted_latency_s,
+                               model_path=str(model_dir))
     if settings is not None:  # in this process: a run's server URLs do not apply
         return make_engine(settings.for_model(str(model_dir), type=kind, max_model_len=max_model_len, base_urls=None))
     cfg: dict[str, Any] = {"type": kind, "model": str(model_dir)}
@@ -128,29 +123,24 @@ def serve(
              "temperature_mode": temperature_mode, "top_p_mode": top_p_mode, "max_tokens_mode": max_tokens_mode,
              "tool_format": tool_format}
     plan = serve_plan(config, from_run, flags, max_tokens_cap)
-    from harnessrl.run.runner_collector import served_model_dir
     from harnessrl.engine.model import ModelNotFound
-    from harnessrl.proxy.server import ProxyServer, ProxyStartError
-    from harnessrl.run.runner_collector import run_renderer
+    from harnessrl.launch import Transport
+    from harnessrl.proxy.server import ProxyStartError
     from harnessrl.store import RunStore
 
+    transport = Transport(host=host, port=port, uds=str(uds) if uds else None, history_mode=history,
+                          max_body_bytes=int(max_body_mb * 1024 * 1024),
+                          rollout_quota=int(rollout_quota_mb * 1024 * 1024), drain_s=drain_s,
+                          keep_alive_s=keep_alive_s, header_timeout_s=header_timeout_s)
     try:
         with console.status(f"loading {plan.cfg.model.path or 'the default model'} ({plan.engine} engine)"):
-            model_dir = served_model_dir(plan.cfg.model.path, plan.engine == SCRIPTED)
-            renderer = run_renderer(plan.cfg, model_dir)  # as the run trained: its command: shell tools too
-            eng = build_engine(plan.engine, model_dir, plan.cfg.engine.max_model_len, renderer, scripted_latency_s,
-                               plan.engine_settings)
+            model_dir, renderer, eng = serve_engine(plan, scripted_latency_s)
     except ModelNotFound as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=2) from None
     store = RunStore(run_dir, synchronous=store_sync)
-    server = ProxyServer(eng, store, renderer, host=host, port=port, history_mode=history, uds=uds,
-                         policy=plan.policy, served_model=Path(model_dir).name,
-                         max_body_bytes=int(max_body_mb * 1024 * 1024),
-                         rollout_quota=int(rollout_quota_mb * 1024 * 1024), drain_s=drain_s,
-                         keep_alive_s=keep_alive_s, header_timeout_s=header_timeout_s)
     try:
-        server.start()
+        server = open_served(plan, model_dir, renderer, eng, store, transport)
     except ProxyStartError as err:
         console.print(f"[red]error:[/red] {err} (pick another --port)")
         raise typer.Exit(code=2) from None
@@ -170,17 +160,35 @@ def serve(
         console.print("stopped")
 
 
+def serve_engine(plan: ServePlan, scripted_latency_s: float = 0.0) -> tuple[Path, Any, Any]:
+    """(model dir, renderer, engine) `serve` serves `plan` with: the run's renderer (render.tool_format
+    and its `command:` harnesses' shell tools, harnessrl.launch `run_renderer`, as the run trained)
+    and its engine. ModelNotFound when the model cannot be had."""
+    from harnessrl.launch import run_renderer, served_model_dir
+
+    model_dir = served_model_dir(plan.cfg.model.path, plan.engine == SCRIPTED)
+    renderer = run_renderer(plan.cfg, model_dir)
+    eng = build_engine(plan.engine, model_dir, plan.cfg.engine.max_model_len, renderer, scripted_latency_s,
+                       plan.engine_settings)
+    return model_dir, renderer, eng
+
+
+def open_served(plan: ServePlan, model_dir: Path, renderer: Any, engine: Any, store: Any, transport: Any) -> Any:
+    """The started proxy of `serve` (harnessrl.launch `open_proxy`: the plan's serving policy, the
+    model named by its directory). ProxyStartError when it cannot listen."""
+    from harnessrl.launch import open_proxy
+
+    return open_proxy(plan.policy, renderer, engine, store, transport, served_model=Path(model_dir).name)
+
+
 def serving_policy(cfg: Any, max_tokens_cap: Optional[int]) -> Any:
-    """The ServingPolicy `cfg` serves with (RunConfig.serving_policy(): the max-tokens default is also
-    the cap, so a harness asking for 32k gets at most that), with `max_tokens_cap` as the cap when
-    given. A cap out of its bound is a usage error (exit 2) that names the flag."""
+    """The ServingPolicy `cfg` serves with (`serve.policy()`: serve.max_tokens is also the cap, so a
+    harness asking for 32k gets at most that), with `max_tokens_cap` as the cap when given. A cap out
+    of its bound is a usage error (exit 2) that names the flag."""
     from pydantic import ValidationError
 
-    policy = cfg.serving_policy()
-    if max_tokens_cap is None:
-        return policy
     try:
-        return type(policy).model_validate({**policy.model_dump(), "max_tokens_cap": max_tokens_cap})
+        return cfg.serve.policy(max_tokens_cap)
     except ValidationError as err:
         bad = "; ".join(f"--max-tokens-cap {e['input']}: {e['msg'].lower()}" for e in err.errors())
         raise typer.BadParameter(bad) from None

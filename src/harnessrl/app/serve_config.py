@@ -1,9 +1,8 @@
-"""How `harnessrl rollout` / `eval` / `harness check` serve: an in-process proxy over the engine a
-RunConfig builds (`local_proxy`, run/runner_collector.py: the one way to stand up serving in this
-process, as a training run's proxy is started), and the RunConfig they serve with:
-a config file (`--config`) or a training run's stored config (`--from-run`, serving the run's last
-checkpoint unless --model names other weights), else the defaults, then every flag that was given
-(`config_of_flags`: the same, with a bad value a usage error, exit 2).
+"""The RunConfig `harnessrl serve` / `rollout` / `eval` serve with: a config file (`--config`) or a
+training run's stored config (`--from-run`, serving the run's last checkpoint unless --model names
+other weights), else the defaults, then every flag that was given, set as the typed value the flag
+parsed (`config_of_flags`: the same, with a bad value a usage error, exit 2). They stand up serving
+through harnessrl.launch (`local_proxy`, `open_proxy`), as a training run does.
 
     cfg = serving_config(None, Path("runs/demo"), {"max_turns": 6})   # runs/demo's last checkpoint, 6 turns
     with local_proxy(cfg, store) as link:
@@ -12,14 +11,13 @@ checkpoint unless --model names other weights), else the defaults, then every fl
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Collection, Mapping
 
 import typer
 
 from harnessrl.app.flags import FLAG_KEYS, SCRIPTED, flag_name
-from harnessrl.run.config import ConfigError, RunConfig, build_config, load_config
+from harnessrl.config import ConfigError, RunConfig, config_with, read_config
 from harnessrl.store import RunStore
 from harnessrl.store.schema import DB_NAME
 
@@ -53,43 +51,43 @@ def last_checkpoint_policy(run_dir: Path) -> Path:
     return max(found)[1]
 
 
+def flag_values(flags: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """({config key: value}, {config key: "--flag value"}) of the flags of FLAG_KEYS that were given
+    (not None), typed as the flags parsed them. `--engine scripted` sets no key: it is no run engine
+    (see harnessrl.launch `scripted_engine`)."""
+    given = {name: v for name, v in flags.items() if name in FLAG_KEYS and v is not None
+             and not (name == "engine" and v == SCRIPTED)}
+    return ({FLAG_KEYS[n]: v for n, v in given.items()}, {FLAG_KEYS[n]: f"{flag_name(n)} {v}" for n, v in given.items()})
+
+
 def serving_config(config: Path | None, from_run: Path | None, flags: Mapping[str, Any]) -> RunConfig:
     """The RunConfig to serve with: `config` (a YAML file) or `from_run` (a training run's directory:
     its stored config, model.path its last checkpoint unless flags["model"] is given) or the defaults,
-    with each flag of FLAG_KEYS that is not None set on top (explicit flags win).
-    `flags["engine"] == "scripted"` is left out (it is no run engine; see `local_proxy`)."""
+    with each flag of FLAG_KEYS that is not None set on top (explicit flags win). ConfigError names
+    an invalid key with the flag that set it."""
     if config is not None and from_run is not None:
         raise ConfigError("pass --config FILE or --from-run DIR, not both")
     stored = stored_config(from_run) if from_run is not None else None  # a dir holding no run is named first
     if from_run is not None and flags.get("model") is None:
         flags = {**flags, "model": str(last_checkpoint_policy(from_run))}
-    overrides = [f"{FLAG_KEYS[k]}={json.dumps(v)}" for k, v in flags.items()
-                 if k in FLAG_KEYS and v is not None and not (k == "engine" and v == SCRIPTED)]
+    values, labels = flag_values(flags)
     if stored is not None:
-        return build_config(stored, overrides, source=f"the config stored in {from_run}")
-    return load_config(config, overrides)
+        return config_with(stored, values, labels, source=f"the config stored in {from_run}")
+    return config_with(read_config(config), values, labels, source=str(config or "config"))
 
 
 def config_of_flags(config: Path | None, from_run: Path | None, flags: Mapping[str, Any],
                     engines: Collection[str]) -> RunConfig:
-    """The RunConfig a command's flags serve with (`serving_config`: `config` or
-    `from_run`'s stored config or the defaults, each flag that is not None on top). A bad value, an
-    --engine outside `engines` or a missing file / run exits 2 with the fix, the flag and its value
-    named next to the key it set, before anything is loaded or a run store is opened."""
+    """The RunConfig a command's flags serve with (`serving_config`). A bad value, an --engine
+    outside `engines` or a missing file / run exits 2 with the fix, the flag and its value named
+    next to the key it set, before anything is loaded or a run store is opened."""
     engine = flags.get("engine")
     if engine is not None and engine not in engines:
         raise typer.BadParameter(f"--engine must be one of {', '.join(engines)}")
     try:
         return serving_config(config, from_run, flags)
     except ConfigError as err:
-        message = str(err)
-        for name, key in FLAG_KEYS.items():
-            given = f" {flags[name]}" if flags.get(name) is not None else ""
-            if given:  # a flag is an override of the config: named as the flag
-                message = message.replace(f"{key}={json.dumps(flags[name])}", f"{flag_name(name)}{given}")
-            message = message.replace(f"{key}:", f"{key} ({flag_name(name)}{given}):")
-        message = message.removeprefix("override ") if message.startswith("override --") else message
-        typer.echo(f"error: {message}", err=True)
+        typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=2) from None
 
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import copy
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from harnessrl.config.migrate import migrate
 from harnessrl.config.schema import RunConfig
 from harnessrl.errors import HarnessRLError
 
@@ -50,20 +51,25 @@ def apply_override(data: dict, dotted: str) -> None:
             node = node[idx]
 
 
+def read_config(path: str | Path | None) -> dict:
+    """The sections a YAML RunConfig file holds ({} when path is None: the defaults)."""
+    if path is None:
+        return {}
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {p} does not exist")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{p}: not valid YAML: {err}") from err
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping of sections")
+    return data
+
+
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunConfig:
     """Read a YAML RunConfig (or the defaults when path is None) and apply overrides."""
-    data: dict = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file {p} does not exist")
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{p}: not valid YAML: {err}") from err
-        if not isinstance(data, dict):
-            raise ConfigError(f"{p}: the top level must be a mapping of sections")
-    return build_config(data, overrides, source=str(path or "config"))
+    return build_config(read_config(path), overrides, source=str(path or "config"))
 
 
 def build_config(data: dict, overrides: Sequence[str] = (), source: str = "config") -> RunConfig:
@@ -78,22 +84,45 @@ def build_config(data: dict, overrides: Sequence[str] = (), source: str = "confi
         raise ConfigError(invalid_message(err, source, overrides)) from err
 
 
-def invalid_message(err: ValidationError, source: str, overrides: Sequence[str] = ()) -> str:
+def config_with(data: dict, values: Mapping[str, Any], labels: Mapping[str, str], source: str) -> RunConfig:
+    """A RunConfig from a mapping of sections with typed values set on top (`values`: dotted key ->
+    value, as a command's flags give them; older keys in `data` migrated first, so a value given
+    under a new key never meets its old name). ConfigError names every invalid key, and the flag
+    that set it (`labels`: dotted key -> "--flag value")."""
+    data = migrate(copy.deepcopy(data))
+    for key, value in values.items():
+        section, name = key.split(".")
+        node = data.setdefault(section, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{source}: {section} must be a mapping of keys")
+        node[name] = value
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(invalid_message(err, source, labels=labels)) from err
+
+
+def invalid_message(err: ValidationError, source: str, overrides: Sequence[str] = (),
+                    labels: Mapping[str, str] | None = None) -> str:
     """One line per invalid key, an unknown key with the nearest valid one ("did you mean
     loop.steps?"); headed by the override(s) that set the keys when they did (`loop.stpes=3`), else
-    by `source`."""
+    by `source`. `labels` (dotted key -> "--flag value"): a key a flag set is named with the flag,
+    and the flags head the message when they set every invalid key."""
     lines, blamed = [], []
+    labels = labels or {}
     for e in err.errors():
         key = ".".join(map(str, e["loc"])) or "<root>"
         hint = ""
         if e["type"] == "extra_forbidden":
             near = difflib.get_close_matches(str(e["loc"][-1]), valid_keys(e["loc"][:-1]), n=1)
             hint = f"; did you mean {'.'.join(map(str, (*e['loc'][:-1], near[0])))}?" if near else ""
-        override = next((o for o in overrides if _sets(o, key)), None)
+        label = next((v for k, v in labels.items() if _sets(k, key)), None)
+        override = label or next((o for o in overrides if _sets(o, key)), None)
         blamed.append(override)
-        lines.append(f"  {key}: {e['msg']}{hint}")
+        lines.append(f"  {key}{f' ({label})' if label else ''}: {e['msg']}{hint}")
     if blamed and all(blamed):
-        head = f"override {', '.join(dict.fromkeys(o for o in blamed if o))} is invalid"
+        given = ", ".join(dict.fromkeys(o for o in blamed if o))
+        head = f"{given} is invalid" if all(o in labels.values() for o in blamed) else f"override {given} is invalid"
     else:
         head = f"{source} is invalid" + (f" (with {', '.join(overrides)})" if any(blamed) else "")
     return head + ":\n" + "\n".join(lines)

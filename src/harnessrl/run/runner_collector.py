@@ -1,7 +1,8 @@
 """The real rollout side of the loop: the job runner behind the proxy, and which collector a run uses.
 
-`RunnerCollector` starts one in-process ProxyServer over the run's engine and store, and runs the
-loop's group plans with `harnessrl.rollout.jobs.run_plans` (fresh sandbox, the harness as a black
+`RunnerCollector` starts one in-process proxy over the run's engine and store (harnessrl.launch
+`start_proxy`; `local_proxy`, `run_renderer` and `served_model_dir` stay importable from here too),
+and runs the loop's group plans with `harnessrl.rollout.jobs.run_plans` (fresh sandbox, the harness as a black
 box, the verifier; the same runner as `harnessrl rollout` / `harnessrl eval`). `default_collector`
 picks it, or (cluster.backend=ray) rollout workers as Ray actors, each running a RunnerCollector of
 the run's config over its own proxy and store shard (cluster/ reads no run config and imports
@@ -10,91 +11,20 @@ nothing from run/; the local backend imports nothing from cluster/).
 
 from __future__ import annotations
 
-import contextlib
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Sequence
 
-from harnessrl.engine import make_engine, resolve_model
-from harnessrl.engine.base import Engine
-from harnessrl.engine.factory import EngineConfig
+from harnessrl.engine import resolve_model
 from harnessrl.harness import HarnessAdapter, HarnessConfigError, start_hint
-from harnessrl.harness.command import shell_tool_overrides
-from harnessrl.proxy.server import ProxyServer
-from harnessrl.render.bash_format import ShellOverride
-from harnessrl.render.renderer import Renderer
+from harnessrl.launch import local_proxy, run_renderer, served_model_dir, start_proxy
 from harnessrl.rollout.jobs import RunOptions, make_adapters, run_plans
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.rollout.proxy_link import LocalProxy
 from harnessrl.rollout.sample_check import SampleCheck
 from harnessrl.run.collector import Collector, Progress
-from harnessrl.run.config import RunConfig
 from harnessrl.run.errors import TrainError
 from harnessrl.sandbox.base import SandboxConfig
-from harnessrl.store import RunStore
-
-
-def run_renderer(cfg: RunConfig, model_dir: Path | str,
-                 shell_overrides: tuple[ShellOverride, ...] | None = None) -> Renderer:
-    """The renderer `cfg` serves with, wherever it serves (training, rollout, eval, `serve
-    --from-run`, `harness check`, reference demos): render.tool_format and the shell tools its
-    `command:` harnesses name (harness/command.py: shell_tool_overrides; `shell_overrides` when the
-    caller serves other harnesses than the config's), so a served prompt is rendered as the run trained."""
-    if shell_overrides is None:
-        entries = cfg.harness_entries()
-        shell_overrides = shell_tool_overrides([h.name for h in entries], {h.name: dict(h.options) for h in entries})
-    return Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format, shell_overrides=shell_overrides)
-
-
-def served_model_dir(model: str | None, scripted: bool) -> Path:
-    """The model directory to serve: `model` (an HF dir or id; None: the default model) resolved,
-    downloaded if need be; for the scripted engine without one, only the default model's tokenizer
-    (no weights are loaded). ModelNotFound when it cannot be had."""
-    from harnessrl.engine.model import smollm2_tokenizer_dir
-
-    return Path(smollm2_tokenizer_dir() if scripted and model is None else resolve_model(model))
-
-
-def engine_config(cfg: RunConfig, model_dir: Path, renderer: Renderer, scripted: bool,
-                  script: Callable[[Renderer], Any] | None = None) -> EngineConfig:
-    """The run's engine settings over `model_dir`; scripted: no weights, `script(renderer)` answers
-    (default: one fixed reply)."""
-    if not scripted:
-        return cfg.engine.for_model(str(model_dir))
-    if script is None:
-        reply = list(renderer.encode("Hello from the scripted engine.")) + [renderer.eot_id]
-        return EngineConfig(type="scripted", model=str(model_dir), max_model_len=cfg.engine.max_model_len,
-                            script=lambda prompt_ids: reply, eos_ids=(renderer.eot_id,))
-    return EngineConfig(type="scripted", model=str(model_dir), max_model_len=cfg.engine.max_model_len,
-                        script=script(renderer), eos_ids=tuple(renderer.stop_ids))
-
-
-@contextlib.contextmanager
-def local_proxy(cfg: RunConfig, store: RunStore, scripted: bool = False,
-                shell_overrides: tuple[ShellOverride, ...] | None = None,
-                script: Callable[[Renderer], Any] | None = None) -> Iterator[LocalProxy]:
-    """An engine and a started proxy in this process, serving as `cfg` trains (`run_renderer`,
-    `start_proxy`): the one way `harnessrl rollout` / `eval` / `harness check` / `demos` stand up
-    serving; the store records how (meta "render" and "serve"). `scripted`: no weights, `script`
-    (renderer -> the scripted engine's script) or one fixed reply."""
-    model_dir = served_model_dir(cfg.model.path, scripted)
-    renderer = run_renderer(cfg, model_dir, shell_overrides)
-    engine = make_engine(engine_config(cfg, model_dir, renderer, scripted, script))
-    server = None
-    try:
-        server = start_proxy(cfg, engine, store, renderer)
-        yield LocalProxy(server)
-    finally:
-        if server is not None:
-            server.stop()
-        engine.close()
-
-
-def start_proxy(cfg: RunConfig, engine: Engine, store: RunStore, renderer: Renderer) -> ProxyServer:
-    """The started proxy that serves `cfg`'s way: its serving policy
-    (`RunConfig.serving_policy()`: loop.max_tokens as every call's default and cap, serve.*), the
-    renderer of render.tool_format. Training and `harnessrl rollout` / `eval` both come here."""
-    return ProxyServer(engine, store, renderer, policy=cfg.serving_policy()).start()
 
 
 class RunnerCollector:
@@ -143,6 +73,9 @@ class RunnerCollector:
 
     def close(self) -> None:
         self.proxy.stop()
+
+
+__all__ = ["RunnerCollector", "default_collector", "local_proxy", "run_renderer", "served_model_dir", "start_proxy"]
 
 
 def _warn(message: str) -> None:
