@@ -12,7 +12,7 @@ replicates is the interval. The replicates' variance is (plug-in variances, n_s 
     Var* = (1/S) * [ mean_s (m_s - m)^2 + mean_s (v_s / n_s) ]
 
 so seeds with equal means reduce it to a task-level bootstrap, and tasks with equal values within a
-seed reduce it to a seed-level bootstrap of the seed means (tests/run/test_experiment_stats.py).
+seed reduce it to a seed-level bootstrap of the seed means (tests/experiment/test_experiment_stats.py).
 Numpy only: the core of `harnessrl experiment` (experiment/arms.py) is importable without torch.
 """
 
