@@ -29,6 +29,11 @@ went on after it (a summariser call that was served): never as `ok`.
 Every record carries the harness profile it ran with (`profile`, and its settings in meta).
 A rollout starts only while the machine has `memory_reserve_gib` available or none of its batch
 runs (`memory_gate.py`); the time it was held is `durations["memory_wait_s"]`.
+With `warm` > 0, a background thread makes the sandboxes of the next rollouts ahead of need (a
+warm pool, sandbox/pool.py; issue 43 item 4): each is a fresh sandbox with its task's workspace and
+its own, already registered proxy key, taken by exactly one rollout's first attempt and never reused
+(retries make their own); the ones not taken are destroyed and their keys closed when the batch ends.
+Such a rollout's `durations["sandbox_s"]` is the wait for it (`meta["warm_sandbox"]` is true).
 """
 
 from __future__ import annotations
@@ -84,6 +89,8 @@ class RunOptions:
     live: "LiveSandboxes | None" = None  # set by run_plans: lets an interrupt end the running harnesses
     gate: "MemoryGate | None" = None  # set by run_plans: admission by free memory
     preflight: bool = True  # run_plans first checks that the host can run a sandbox (sandbox/health.py)
+    warm: int = 0  # sandboxes made ahead of need (a warm pool, sandbox/pool.py); 0: each when its rollout starts
+    pool: "WarmStarts | None" = None  # set by run_plans when warm > 0
 
 
 def run_groups(tasks: list[Task], harness_specs: list[str], n: int, *, proxy: ProxyServer | ProxyLink, store: RunStore,
@@ -136,10 +143,11 @@ def run_plans(plans: Sequence[GroupPlan], *, proxy: ProxyServer | ProxyLink, sto
     results: dict[int, RolloutRecord] = {}
     live = LiveSandboxes()
     gate = MemoryGate(opts.memory_reserve_gib * 1024)
+    warm = WarmStarts(work, adapters, link, opts.warm) if opts.warm > 0 and work else None
     pool = ThreadPoolExecutor(max_workers=concurrency)
     try:
         futures = {pool.submit(run_rollout, job, adapters[job.harness_spec], link, store,
-                               replace(o, live=live, gate=gate)): i
+                               replace(o, live=live, gate=gate, pool=warm)): i
                    for i, (job, o) in enumerate(work)}
         for fut in as_completed(futures):
             record = fut.result()
@@ -151,6 +159,9 @@ def run_plans(plans: Sequence[GroupPlan], *, proxy: ProxyServer | ProxyLink, sto
         live.cancel()  # the running ones: their harnesses end with their sandboxes
         pool.shutdown(wait=True)
         raise
+    finally:
+        if warm is not None:  # what was made and not taken: destroyed, keys closed
+            warm.close()
     pool.shutdown(wait=True)
     records = [results[i] for i in range(len(work))]
     check_not_all_broken(records)
@@ -176,6 +187,55 @@ def check_not_all_broken(records: Sequence[RolloutRecord]) -> None:
         f"all {len(records)} rollouts failed before the model was called ({records[0].harness}: "
         f"{first[-400:].strip()}). The records are stored in the run. Fix: {start_hint(records[0].harness)}; "
         "then the sandbox (`harnessrl rollout --sandbox local` to compare).")
+
+
+class WarmStart(NamedTuple):
+    """A rollout's sandbox made ahead of need, with the proxy key it was made for."""
+
+    key: str
+    sandbox: Sandbox
+
+
+class WarmStarts:
+    """The warm pool of one `run_plans` call: job i's sandbox (task workspace, its own registered
+    key) is made by the pool's thread at most `depth` rollouts ahead; `take` hands it to that job's
+    first attempt, once. Closing destroys the rest and closes their keys."""
+
+    def __init__(self, work: Sequence[tuple[RolloutJob, RunOptions]], adapters: dict[str, HarnessAdapter],
+                 link: ProxyLink, depth: int) -> None:
+        from harnessrl.sandbox.pool import WarmPool
+
+        self.link = link
+        self.index = {job.rollout_id: i for i, (job, _) in enumerate(work)}
+        makers = [self._maker(job, adapters[job.harness_spec], o) for job, o in work]
+        self.pool: WarmPool[WarmStart] = WarmPool(makers, depth, self._discard)
+
+    def _maker(self, job: RolloutJob, adapter: HarnessAdapter, opts: RunOptions) -> Callable[[], WarmStart]:
+        def make() -> WarmStart:
+            from harnessrl.sandbox.base import ProxyEndpoint
+
+            key = register_key(self.link, job, adapter, opts)
+            try:
+                cfg = sandbox_config_for(opts.sandbox_cfg, adapter)
+                return WarmStart(key, open_task_sandbox(job.task, cfg, proxy=ProxyEndpoint(port=self.link.port, key=key)))
+            except BaseException:
+                self.link.close(key)
+                raise
+
+        return make
+
+    def _discard(self, warm: WarmStart) -> None:
+        try:
+            warm.sandbox.destroy()
+        finally:
+            self.link.close(warm.key)
+
+    def take(self, rollout_id: str) -> WarmStart | None:
+        i = self.index.get(rollout_id)
+        return None if i is None else self.pool.take(i)
+
+    def close(self) -> None:
+        self.pool.close()
 
 
 class LiveSandboxes:
@@ -227,21 +287,21 @@ def run_rollout(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, store
                          profile=str(profile.get("name", "")), meta={"harness_profile": profile} if profile else {})
     if job.branch is not None:
         base = replace(base, lineage=Lineage(job.branch.parent, job.branch.branch_call))
-    budget = call_budget(adapter, turns_for(job.task, opts))
-    replay = job.branch  # a branch: the proxy answers its first branch_call calls with the parent's
 
     def register() -> str:
-        return link.register(job.rollout_id, max_calls=budget, **({"replay": replay} if replay else {}))
+        return register_key(link, job, adapter, opts)
 
     keys: list[str] = []  # the open key (at most one): each attempt registers its own
+    warm = opts.pool.take(job.rollout_id) if opts.pool is not None else None  # made ahead, with its key
     try:
-        keys.append(register())
+        keys.append(warm.key if warm is not None else register())
     except Exception as e:  # noqa: BLE001 - recorded, the run goes on
         return _finish(store, replace(base, status="harness_error", error=f"proxy registration failed: {e}"), t0)
     gate = opts.gate or MemoryGate(0)
     try:
         with gate.admit() as waited_s:
-            record = _attempts(job, adapter, link, keys, register, store, opts, base)
+            record = _attempts(job, adapter, link, keys, register, store, opts, base,
+                               warm.sandbox if warm is not None else None)
         if waited_s > 0.1:  # held back for memory before its sandbox started
             record = replace(record, durations={**record.durations, "memory_wait_s": round(waited_s, 3)})
     except WorkspaceLimitExceeded as e:  # a backstop: the stages below turn it into a record themselves
@@ -250,9 +310,18 @@ def run_rollout(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, store
     except Exception as e:  # noqa: BLE001 - a bug in one rollout must not kill the step
         record = replace(base, status="runner_error", error=f"runner error: {type(e).__name__}: {e}")
     finally:
+        if warm is not None:  # used by the first attempt (destroyed there) or not at all: gone either way
+            warm.sandbox.destroy()
         for key in keys:
             link.close(key)
     return _finish(store, record, t0)
+
+
+def register_key(link: ProxyLink, job: RolloutJob, adapter: HarnessAdapter, opts: RunOptions) -> str:
+    """A proxy key for one attempt of `job`, with its call budget (and a branch's replay)."""
+    budget = call_budget(adapter, turns_for(job.task, opts))
+    replay = job.branch  # a branch: the proxy answers its first branch_call calls with the parent's
+    return link.register(job.rollout_id, max_calls=budget, **({"replay": replay} if replay else {}))
 
 
 SELF_LIMITED_SLACK = 2  # calls per turn for a harness with a turn limit of its own (a backstop)
@@ -277,14 +346,14 @@ def _finish(store: RunStore, record: RolloutRecord, t0: float) -> RolloutRecord:
 
 
 def _attempts(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, keys: list[str], register: Callable[[], str],
-              store: RunStore, opts: RunOptions, base: RolloutRecord) -> RolloutRecord:
+              store: RunStore, opts: RunOptions, base: RolloutRecord, warm: Sandbox | None = None) -> RolloutRecord:
     """Attempts until one is not a start failure without calls (or retries run out). `keys` holds
     the open key; a failed attempt's key is closed before its calls are counted, then a new one
-    is registered for the next attempt."""
+    is registered for the next attempt. `warm`: the first attempt's sandbox, made ahead for `keys[0]`."""
     cfg = sandbox_config_for(opts.sandbox_cfg, adapter)
     record, earlier, attempt = base, [], 0
     for attempt in range(opts.start_retries + 1):
-        record = _one_attempt(job, adapter, link, keys[-1], store, opts, cfg, base)
+        record = _one_attempt(job, adapter, link, keys[-1], store, opts, cfg, base, warm if attempt == 0 else None)
         if attempt == opts.start_retries or record.status not in START_STATUSES:
             break
         link.close(keys.pop())  # from here on a late request of this attempt is refused
@@ -299,14 +368,18 @@ def _attempts(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, keys: l
 
 
 def _one_attempt(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, key: str, store: RunStore,
-                 opts: RunOptions, cfg: SandboxConfig, base: RolloutRecord) -> RolloutRecord:
+                 opts: RunOptions, cfg: SandboxConfig, base: RolloutRecord, warm: Sandbox | None = None) -> RolloutRecord:
     from harnessrl.sandbox.base import ProxyEndpoint
 
     t0 = time.monotonic()
-    try:
-        sandbox = open_task_sandbox(job.task, cfg, proxy=ProxyEndpoint(port=link.port, key=key))
-    except Exception as e:  # noqa: BLE001 - SandboxError, OSError, bad config: all a sandbox failure
-        return replace(base, status="sandbox_error", error=f"sandbox start failed: {e}")
+    if warm is not None:  # made ahead for this rollout and this key (WarmStarts): used once, here
+        sandbox = warm
+        base = replace(base, meta={**base.meta, "warm_sandbox": True})
+    else:
+        try:
+            sandbox = open_task_sandbox(job.task, cfg, proxy=ProxyEndpoint(port=link.port, key=key))
+        except Exception as e:  # noqa: BLE001 - SandboxError, OSError, bad config: all a sandbox failure
+            return replace(base, status="sandbox_error", error=f"sandbox start failed: {e}")
     durations = {"sandbox_s": time.monotonic() - t0}
     if opts.live is not None and not opts.live.enter(sandbox):
         sandbox.destroy()
