@@ -217,7 +217,7 @@ def test_the_proxy_and_its_info_hold_the_policy_it_was_given(store, renderer):
         assert server.info()["serving"] == policy.model_dump(mode="json")
         adapter = WhiteboxAdapter()
         adapter.bind_proxy(LocalProxy(server))
-        assert adapter.policy is not None and adapter.policy.serving is policy
+        assert adapter.proxy is server  # white-box calls the proxy, which samples by its policy
 
 
 # -- one call recorder: the white-box loop and the proxy write the same records --------------------
@@ -264,12 +264,11 @@ def test_whitebox_and_proxy_paths_write_identical_call_records(store, renderer, 
         server.close_rollout(proxy_key)
         adapter = WhiteboxAdapter()
         adapter.bind_proxy(LocalProxy(server))
-        assert adapter.policy is not None
+        assert adapter.proxy is not None
         wb_key = server.register_rollout("r-wb")
-        state = server.registry.get(wb_key)
         loop = asyncio.new_event_loop()
         try:
-            replies = [model_call(adapter.policy, state, loop, messages, "m", adapter.temperature, adapter.max_tokens,
+            replies = [model_call(adapter.proxy, wb_key, loop, messages, "m", adapter.temperature, adapter.max_tokens,
                                   LoopStats()) for messages in _conversation()]
         finally:
             loop.close()

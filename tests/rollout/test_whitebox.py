@@ -99,3 +99,47 @@ def test_whitebox_needs_the_in_process_proxy(store, tasks):
                   opts=RunOptions(sandbox_cfg=SandboxConfig(type="local"), preflight=False))
     with pytest.raises(HarnessConfigError, match="max_tokens"):
         make_harness("whitebox", max_tokens=0)
+
+
+def test_whitebox_and_the_http_routes_share_one_call_path():
+    """White-box calls ProxyServer.call, which runs CallHandler.handle like every HTTP route: it
+    repeats no step of the call (render, sampling, generate, commit, record) and reaches into the
+    server through no attribute (grep)."""
+    import ast
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src" / "harnessrl"
+    whitebox = (src / "harness" / "whitebox.py").read_text()
+    for reach in ("getattr(", ".registry", ".engine", ".writer", "record_call", "sampling_params", ".prepare(",
+                  ".commit(", ".generate("):
+        assert reach not in whitebox, reach
+
+    def calls_handle(path: Path) -> bool:
+        return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "handle"
+                   for n in ast.walk(ast.parse(path.read_text())))
+
+    callers = {p.relative_to(src).as_posix() for p in src.rglob("*.py") if calls_handle(p)}
+    assert callers == {"proxy/app.py", "proxy/server.py"}
+
+
+def test_an_in_process_call_is_recorded_delivered_as_whitebox(renderer, store):
+    """ProxyServer.call: one recorded call, protocol "whitebox", marked delivered; an unknown key is
+    a KeyError."""
+    import asyncio
+    import json
+
+    engine = ScriptedEngine(lambda ids: renderer.encode("Done.") + [renderer.eot_id], eos_ids=renderer.stop_ids)
+    server = ProxyServer(engine, store, renderer).start()
+    try:
+        key = server.register_rollout("wb-call")
+        request = {"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+        reply = asyncio.run(server.call(key, request))
+        assert reply.status == 200 and json.loads(reply.body)["choices"][0]["message"]["content"] == "Done."
+        assert reply.timings is not None and reply.timings["engine_s"] >= 0
+        with pytest.raises(KeyError):
+            asyncio.run(server.call("nope", request))
+        server.close_rollout(key)
+    finally:
+        server.stop()
+    (call,) = store.list_calls(["wb-call"])
+    assert (call.protocol, call.status, call.delivered) == ("whitebox", "ok", True)

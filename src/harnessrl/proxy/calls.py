@@ -54,6 +54,7 @@ class Reply:
     error: ProxyError | None = None  # set on error replies (its headers, its in-stream form)
     call_id: str | None = None  # the stored call this answers (marked delivered once it is sent)
     stream: StreamedBody | None = None  # a streamed answer: its events, sent as they are made (body unused)
+    timings: dict[str, float] | None = None  # a stored reply's phases (render_s, engine_s, ...), as recorded
 
     @property
     def headers(self) -> dict[str, str]:
@@ -90,6 +91,7 @@ class _Call:
     request: Any = None
     req: ChatRequest | None = None
     n_prompt: int = 0
+    timings: dict[str, float] | None = None  # set once the reply is stored
 
 
 class CallHandler:
@@ -218,7 +220,8 @@ class CallHandler:
             return b"".join(call.protocol.stream(result, req)) if req.stream else dumps(response)
 
         out = await self._store(call, body, job, gen, whole)
-        return Reply(200, out, "text/event-stream" if req.stream else "application/json", call_id=call.call_id)
+        return Reply(200, out, "text/event-stream" if req.stream else "application/json", call_id=call.call_id,
+                     timings=call.timings)
 
     async def _stream(self, call: _Call, body: bytes, job: _Job) -> Reply:
         """A streamed call: the reply's events go out as the engine samples (proxy/stream_text.py).
@@ -281,6 +284,7 @@ class CallHandler:
                    "respond_s": t_done - t_parse, **{f"engine_{k}": v for k, v in (gen.timings or {}).items()}}
         if job.first_token_s is not None:
             timings["first_token_s"] = job.first_token_s
+        call.timings = timings
         extra: dict[str, Any] = {"quota_bytes": charged}
         hit = job.hit
         if hit is not None:

@@ -90,6 +90,14 @@ class OpenAIChat(OpenAIWire):
         return ChatStream(head, req)
 
 
+
+class InProcessChat(OpenAIChat):
+    """OpenAI Chat Completions requests made in the proxy's own process (the white-box agent loop,
+    ProxyServer.call): the same parse, render and reply; recorded as protocol "whitebox"."""
+
+    name = "whitebox"
+    routes = ()
+
 def _text_of(content: str | list[dict[str, Any]] | None, where: str, dropped: Dropped) -> str:
     if content is None or isinstance(content, str):
         return content or ""

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from harnessrl.proxy.anthropic import AnthropicMessages
 from harnessrl.proxy.gemini import GeminiGenerateContent
-from harnessrl.proxy.openai_chat import OpenAIChat
+from harnessrl.proxy.openai_chat import InProcessChat, OpenAIChat
 from harnessrl.proxy.openai_responses import OpenAIResponses
 from harnessrl.proxy.wire import WireProtocol
 
@@ -16,6 +16,7 @@ OPENAI_CHAT = OpenAIChat()
 OPENAI_RESPONSES = OpenAIResponses()
 GEMINI = GeminiGenerateContent()
 WIRE_PROTOCOLS: tuple[WireProtocol, ...] = (ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, GEMINI)
+IN_PROCESS = InProcessChat()  # ProxyServer.call: no route of its own
 
 
 def protocol_for(path: str, headers: Mapping[str, str] | None = None) -> WireProtocol:

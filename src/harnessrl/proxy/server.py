@@ -23,7 +23,9 @@ from typing import Any
 from harnessrl.engine.base import Engine
 from harnessrl.errors import HarnessRLError
 from harnessrl.proxy.app import AppConfig, build_app
-from harnessrl.proxy.calls import DEFAULT_ROLLOUT_QUOTA, CallHandler
+from harnessrl.proxy.calls import DEFAULT_ROLLOUT_QUOTA, CallHandler, Reply
+from harnessrl.proxy.jsonutil import dumps
+from harnessrl.proxy.protocols import IN_PROCESS
 from harnessrl.proxy.replay import load_script
 from harnessrl.proxy.rollouts import RolloutRegistry, new_key
 from harnessrl.proxy.serving import ServingPolicy
@@ -84,6 +86,7 @@ class ProxyServer:
         self._thread: threading.Thread | None = None
         self._server: Any = None
         self.writer: CallWriter | None = None
+        self._handler: CallHandler | None = None  # the call path of every route and of `call`
         self.registry = RolloutRegistry(lambda: Conversation(self.renderer, mode=history_mode), store.next_seq,
                                         on_close=store.forget_rollout, usage=store.quota_usage)
         # how calls sample (proxy/serving.py): one value, for the call handler and the white-box loop
@@ -118,7 +121,7 @@ class ProxyServer:
         self.writer = CallWriter(self.store)
         record_tokenizer(self.store, getattr(self.renderer, "tokenizer", None))  # which ids these are (sft)
         record_serving(self.store, self.renderer, self.policy, self.history_mode)
-        handler = CallHandler(self.engine, self.writer, self.policy,
+        handler = self._handler = CallHandler(self.engine, self.writer, self.policy,
                               stop_ids=tuple(getattr(self.renderer, "stop_ids", ()) or ()),
                               tokenizer=getattr(self.renderer, "tokenizer", None), history_mode=self.history_mode,
                               served_model=self.served_model, rollout_quota=self._rollout_quota)
@@ -212,6 +215,30 @@ class ProxyServer:
         """Close a key; once this returns, its calls' delivery marks are committed too."""
         self.registry.close(key)
         self.flush()
+
+    async def call(self, key: str, request: dict[str, Any]) -> Reply:
+        """One model call made in this process (the white-box agent loop): an OpenAI Chat Completions
+        `request` of rollout key `key`, down the call path of the HTTP routes (CallHandler.handle: seq,
+        render, sampling, length check, generate, commit, record), recorded as protocol "whitebox"
+        and marked delivered once it returns (there is no connection to lose). KeyError for a key
+        that is not registered; RuntimeError before `start()`."""
+        if self._handler is None or self.writer is None:
+            raise RuntimeError("the proxy is not started")
+        rollout = self.registry.get(key)
+        if rollout is None:
+            raise KeyError(f"rollout key {key[:6]}... is not registered")
+        reply = await self._handler.handle(IN_PROCESS, rollout, dumps(request), IN_PROCESS.name)
+        if reply.call_id is not None:
+            self.writer.delivered(reply.call_id)
+        return reply
+
+    def is_replaying(self, key: str) -> bool:
+        """Whether `key` replays a parent's recorded calls (a branch, proxy/replay.py); KeyError for a
+        key that is not registered."""
+        rollout = self.registry.get(key)
+        if rollout is None:
+            raise KeyError(f"rollout key {key[:6]}... is not registered")
+        return rollout.replay is not None
 
     def flush(self) -> None:
         """Commit the delivery marks queued so far (a reader of a live run sees them next)."""

@@ -31,6 +31,8 @@ class ProxyLink(Protocol):
 
     def close(self, key: str) -> None: ...
 
+    def in_process(self) -> Any: ...
+
 
 @dataclass
 class LocalProxy:
@@ -54,6 +56,10 @@ class LocalProxy:
 
     def close(self, key: str) -> None:
         self.server.close_rollout(key)
+
+    def in_process(self) -> Any:
+        """The ProxyServer itself (an in-process agent loop calls it: harness/whitebox.py)."""
+        return self.server
 
 
 @dataclass
@@ -126,6 +132,10 @@ class RemoteProxy:
             httpx.delete(f"{self.url.rstrip('/')}/admin/rollouts/{key}", headers=self._headers(), timeout=30)
         except httpx.HTTPError:
             pass  # the key dies with the proxy anyway
+
+    def in_process(self) -> None:
+        """None: this proxy runs in another process (an in-process agent loop cannot call it)."""
+        return None
 
 
 def as_proxy_link(proxy: Any) -> ProxyLink:
