@@ -8,7 +8,7 @@ group trees of the store with advantages recomputed by one estimator's defaults.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from harnessrl.algo.contributions import TokenAdvantages
 from harnessrl.algo.estimator import EstimatorOnly, estimate
@@ -17,10 +17,14 @@ from harnessrl.tree.decode import Decoder
 from harnessrl.tree.filters import FilterConfig
 from harnessrl.tree.run_trees import iter_group_trees, rebuild_trees
 from harnessrl.tree.nodes import PrefixTree
+from harnessrl.tree.view_text import ShownAdvantages
+
+if TYPE_CHECKING:
+    from harnessrl.store.run_store import RunStore
 
 ESTIMATOR_CHOICES = ("trained", "grpo", "tree_grpo", "none")
 
-Pair = tuple[PrefixTree, Any]  # (tree, its advantages: TokenAdvantages, a trained view, or None)
+Pair = tuple[PrefixTree, ShownAdvantages | None]  # (tree, its advantages: TokenAdvantages, a trained view, or None)
 
 
 def recomputed(tree: PrefixTree, estimator: str) -> TokenAdvantages | None:
@@ -28,7 +32,7 @@ def recomputed(tree: PrefixTree, estimator: str) -> TokenAdvantages | None:
     return None if estimator == "none" else estimate(tree, EstimatorOnly(estimator))
 
 
-def trained_pairs(store: Any, step: int | None = None, task: str | None = None,
+def trained_pairs(store: RunStore, step: int | None = None, task: str | None = None,
                   group: str | None = None) -> Iterator[Pair]:
     """(tree, advantages) as the training steps trained them (of `step`, else of every step the run
     recorded): each tree rebuilt from the store with the step's rewards and filters, and checked
@@ -47,7 +51,7 @@ def trained_pairs(store: Any, step: int | None = None, task: str | None = None,
             yield tree, wanted[gid].view
 
 
-def tree_pairs(store: Any, task: str | None, group: str | None, step: int | None, estimator: str,
+def tree_pairs(store: RunStore, task: str | None, group: str | None, step: int | None, estimator: str,
                show_all: bool) -> Iterator[Pair]:
     """(tree, advantages or None) of the matching groups. "trained": the trained pairs where the run
     recorded them (training runs; the step's own filters, so `show_all` does not apply), else grpo."""
@@ -60,7 +64,7 @@ def tree_pairs(store: Any, task: str | None, group: str | None, step: int | None
         yield tree, recomputed(tree, "grpo" if estimator == "trained" else estimator)
 
 
-def write_tree_page(store: Any, out: Path, title: str, decode: Decoder, task: str | None = None,
+def write_tree_page(store: RunStore, out: Path, title: str, decode: Decoder, task: str | None = None,
                     group: str | None = None, step: int | None = None, estimator: str = "trained",
                     show_all: bool = False) -> int:
     """One self-contained HTML page with the trees of the matching groups (`tree_pairs`); returns how many."""

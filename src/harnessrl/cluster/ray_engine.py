@@ -19,11 +19,13 @@ if TYPE_CHECKING:
     import ray
     import torch
 
+    from harnessrl.engine.factory import EngineConfig
+
 
 class EngineActor:
     """The actor body (wrapped with ray.remote by `start_engines`)."""
 
-    def __init__(self, engine_cfg: Any):
+    def __init__(self, engine_cfg: EngineConfig):
         from harnessrl.engine import make_engine
 
         self.engine = make_engine(engine_cfg)
@@ -114,7 +116,7 @@ class RayEngine(ReplicatedEngine):
             ray.util.remove_placement_group(self._pg)
 
 
-def start_engines(engine_cfg: Any, replicas: int, cpus: float = 1.0, gpus: float = 0.0) -> RayEngine:
+def start_engines(engine_cfg: EngineConfig, replicas: int, cpus: float = 1.0, gpus: float = 0.0) -> RayEngine:
     """`replicas` EngineActors, one per bundle of a SPREAD placement group (one replica per node
     where the cluster allows)."""
     import ray

@@ -17,15 +17,27 @@ harnesses; a shard is as durable as the local store and is merged once per group
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence, TypeVar
 
 if TYPE_CHECKING:
+    from harnessrl.cluster.ray_engine import RayEngine
     from harnessrl.engine.base import Engine
+    from harnessrl.rollout.plan import GroupPlan
     from harnessrl.store.run_store import RunStore
+
+
+class PlansRunner(Protocol):
+    """A worker's collector (run/collector.py `Collector`): runs group plans into its store."""
+
+    def run(self, plans: Sequence[GroupPlan]) -> None: ...
+
+    def close(self) -> None: ...
+
 
 # builds a worker's collector over its engine and shard store (the run passes RunnerCollector with
 # the run's config and model dir: nothing here reads a run config); called inside the actor
-CollectorFactory = Callable[["Engine", "RunStore"], Any]
+CollectorFactory = Callable[["Engine", "RunStore"], PlansRunner]
+T = TypeVar("T")
 
 
 class RolloutWorker:
@@ -44,7 +56,7 @@ class RolloutWorker:
 
         return ray.get_runtime_context().get_node_id()
 
-    def run(self, plans: list) -> tuple[list, list]:
+    def run(self, plans: list[GroupPlan]) -> tuple[list, list]:
         """Run the planned groups; return their rollout records and calls (raw bodies included)."""
         self.collector.run(plans)
         rollouts = [r for p in plans for r in self.store.list_rollouts(group_id=p.group_id)]
@@ -56,9 +68,9 @@ class RolloutWorker:
         self.store.close()
 
 
-def split_plans(plans: Sequence[Any], n: int) -> list[list[Any]]:
+def split_plans(plans: Sequence[T], n: int) -> list[list[T]]:
     """Whole groups to workers, round robin in plan order (deterministic)."""
-    out: list[list[Any]] = [[] for _ in range(n)]
+    out: list[list[T]] = [[] for _ in range(n)]
     for i, p in enumerate(plans):
         out[i % n].append(p)
     return out
@@ -67,7 +79,7 @@ def split_plans(plans: Sequence[Any], n: int) -> list[list[Any]]:
 class RayCollector:
     """The loop's Collector over `workers` RolloutWorker actors (SPREAD over the cluster's nodes)."""
 
-    def __init__(self, make_collector: CollectorFactory, engine: Any, store: Any, workers: int = 2,
+    def __init__(self, make_collector: CollectorFactory, engine: RayEngine, store: RunStore, workers: int = 2,
                  cpus: float = 1.0, shard_root: str | None = None):
         import ray
 
@@ -78,7 +90,7 @@ class RayCollector:
             make_collector, engine.spec(), str(root / f"worker-{i}")) for i in range(workers)]
         self.nodes = ray.get([w.node.remote() for w in self.workers])  # also waits until they are up
 
-    def run(self, plans: Sequence[Any], progress=None) -> None:
+    def run(self, plans: Sequence[GroupPlan], progress: Callable[..., None] | None = None) -> None:
         import ray
 
         pending = {}

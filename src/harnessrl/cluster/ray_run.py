@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 if TYPE_CHECKING:
+    from harnessrl.engine.factory import EngineConfig
     from harnessrl.cluster.ray_engine import RayEngine
     from harnessrl.cluster.ray_trainer import RankTrainer, RemoteTrainer
 
 
-def start_ray_parts(ray_cfg: Any, engine_cfg: Any, replicas: int,
+class RaySettings(Protocol):
+    """What the Ray parts read of the run config's cluster.ray section (nothing here reads a run config)."""
+
+    @property
+    def address(self) -> str: ...
+    @property
+    def num_cpus(self) -> int | None: ...
+    @property
+    def engine_cpus(self) -> float: ...
+    @property
+    def engine_gpus(self) -> float: ...
+    @property
+    def trainer_cpus(self) -> float: ...
+    @property
+    def trainer_gpus(self) -> float: ...
+    @property
+    def trainer_world_size(self) -> int: ...
+
+
+def start_ray_parts(ray_cfg: RaySettings, engine_cfg: EngineConfig, replicas: int,
                     make_trainer: Callable[[], RankTrainer]) -> tuple[RemoteTrainer, RayEngine, list[Callable[[], None]]]:
     """(RemoteTrainer, RayEngine, closers) for cluster.backend=ray: `ray_cfg` is the run config's
     cluster.ray section, `engine_cfg` one replica's engine config, `make_trainer` builds the trainer

@@ -8,9 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harnessrl.store.records import CallRecord, RolloutRecord
+
+if TYPE_CHECKING:
+    from harnessrl.store.run_store import RunStore
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,7 @@ def by_sample(rollouts: Sequence[RolloutRecord]) -> list[RolloutRecord]:
     return sorted(rollouts, key=lambda r: (r.sample_idx, r.rollout_id))
 
 
-def group_calls(store: Any, rollouts: Sequence[RolloutRecord], as_arrays: bool = False) -> list[CallRecord]:
+def group_calls(store: RunStore, rollouts: Sequence[RolloutRecord], as_arrays: bool = False) -> list[CallRecord]:
     """The calls of the rollouts, ordered by rollout id, then seq."""
     if not rollouts:
         return []

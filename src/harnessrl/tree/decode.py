@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from rich.console import Console
 
 from harnessrl.tree.view_text import ids_decode
+
+if TYPE_CHECKING:
+    from harnessrl.store.run_store import RunStore
 
 Decoder = Callable[[Sequence[int]], str]
 
@@ -37,7 +40,7 @@ def load_decoder(spec: str, console: Console, run_model: str | None = None) -> D
     return lambda ids: tok.decode(list(ids), skip_special_tokens=False)
 
 
-def run_model(store: Any) -> str | None:
+def run_model(store: RunStore) -> str | None:
     """The model path of the run config a training run stored (None: default model / not recorded)."""
     cfg = store.get_meta("config")
     model = cfg.get("model") if isinstance(cfg, dict) else None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from harnessrl.tree.stats import TreeStats
 
@@ -183,7 +184,7 @@ def flatten(nodes: list[Node]) -> FlatTree:
     np.cumsum(sizes, out=offsets[1:])
     total = int(offsets[-1])
 
-    def cat(name: str, dtype) -> np.ndarray:
+    def cat(name: str, dtype: DTypeLike) -> np.ndarray:
         parts = [getattr(n, name) for n in nodes if len(n)]
         return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.store.groups import StoredGroup, drop_abandoned_attempts, group_calls, group_rollouts
-from harnessrl.store.records import CallRecord
+from harnessrl.store.records import CallRecord, RolloutRecord
 from harnessrl.tree.build import build_tree
 from harnessrl.tree.filters import FilterConfig
 from harnessrl.tree.nodes import PrefixTree
+
+if TYPE_CHECKING:
+    from harnessrl.store.run_store import RunStore
 
 
 class RunNotFound(HarnessRLError, FileNotFoundError):
@@ -21,7 +25,7 @@ class RunNotFound(HarnessRLError, FileNotFoundError):
 __all__ = ["RunNotFound", "group_rollouts", "iter_group_trees", "open_store", "rebuild_trees", "run_rollouts"]
 
 
-def run_rollouts(store, step: int | None = None, group: str | None = None) -> list:
+def run_rollouts(store: RunStore, step: int | None = None, group: str | None = None) -> list[RolloutRecord]:
     """The run's rollouts (of one step), less the abandoned attempts of steps a resumed training
     run redid (only the last attempt trained; see store.groups.drop_abandoned_attempts). Kept
     whole when a group is asked for by id, and for runs without training steps."""
@@ -31,7 +35,7 @@ def run_rollouts(store, step: int | None = None, group: str | None = None) -> li
     return rollouts
 
 
-def open_store(run_dir: str | Path):
+def open_store(run_dir: str | Path) -> RunStore:
     """The run's RunStore; RunNotFound (with the fix) if the directory holds no store."""
     from harnessrl.store.run_store import RunStore
     from harnessrl.store.schema import DB_NAME
@@ -43,7 +47,7 @@ def open_store(run_dir: str | Path):
     return RunStore(path)
 
 
-def iter_group_trees(store, task: str | None = None, group: str | None = None, step: int | None = None,
+def iter_group_trees(store: RunStore, task: str | None = None, group: str | None = None, step: int | None = None,
                      filters: FilterConfig | None = None) -> Iterator[tuple[StoredGroup, list[CallRecord], PrefixTree]]:
     """(group, its calls, its tree) for every group of the run matching task / group / step."""
     for g in group_rollouts(run_rollouts(store, step, group), task, group):
@@ -51,7 +55,7 @@ def iter_group_trees(store, task: str | None = None, group: str | None = None, s
         yield g, calls, build_tree(calls, g.rollouts, filters)
 
 
-def rebuild_trees(store, step: int, rewards: Mapping[str, Mapping[str, float | None]],
+def rebuild_trees(store: RunStore, step: int, rewards: Mapping[str, Mapping[str, float | None]],
                   filters: FilterConfig) -> Iterator[tuple[str, PrefixTree]]:
     """(group id, tree) for the groups of `step` named in `rewards` (group id -> rollout id -> the
     reward it trained on), built as the training step built them: the same calls, those rewards

@@ -10,7 +10,7 @@ from itertools import pairwise
 import numpy as np
 
 from harnessrl.tree.nodes import PrefixTree
-from harnessrl.tree.view_text import branch_of, rollout_advantages
+from harnessrl.tree.view_text import ShownAdvantages, branch_of, rollout_advantages
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -86,7 +86,7 @@ def _node_summary(tree: PrefixTree, node_id: int, node_value: np.ndarray | None)
     return " · ".join(bits)
 
 
-def tree_html(tree: PrefixTree, decode: Decode, adv=None, max_tokens: int = 400) -> str:
+def tree_html(tree: PrefixTree, decode: Decode, adv: ShownAdvantages | None = None, max_tokens: int = 400) -> str:
     """The HTML fragment of one tree: stats, rollout table and the collapsible node tree."""
     adv_mean = adv.adv_mean if adv is not None else None
     node_value = adv.node_value if adv is not None else None
@@ -101,7 +101,8 @@ def tree_html(tree: PrefixTree, decode: Decode, adv=None, max_tokens: int = 400)
     return "\n".join(out)
 
 
-def _emit(tree: PrefixTree, start: int, out: list[str], summary, span) -> None:
+def _emit(tree: PrefixTree, start: int, out: list[str], summary: Callable[[int], str],
+          span: Callable[[int], str]) -> None:
     """Nested <details> per branch, without recursion (conversations can be thousands of nodes
     deep); a chain of single children (turns of one conversation) stays inside one block."""
     stack: list[tuple[int, str]] = [(start, "open")]
@@ -137,7 +138,7 @@ ADV_TITLE = ("grpo: the rollout's advantage; other estimators: the mean advantag
              "tokens (per token, the weighted mean of what trained it); - : the rollout trained no token")
 
 
-def _rollouts_html(tree: PrefixTree, adv=None) -> str:
+def _rollouts_html(tree: PrefixTree, adv: ShownAdvantages | None = None) -> str:
     header = "".join(f"<th>{h}</th>" if h != "advantage" else f'<th title="{html.escape(ADV_TITLE)}">{h}</th>'
                      for h in ("rollout", "harness", "status", "reward", "trains", "calls", "paths", "advantage",
                                "branch of"))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
+from typing import Protocol
 
 import numpy as np
 from rich.console import Group as RichGroup
@@ -12,9 +13,24 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from harnessrl.tree.nodes import PrefixTree
+from harnessrl.tree.nodes import Node, PrefixTree, RolloutInfo
 
 Decode = Callable[[Sequence[int]], str]
+
+
+
+class ShownAdvantages(Protocol):
+    """What the tree views draw of a tree's advantages (algo/: `TokenAdvantages`, or the trained
+    `AdvantageView` a step saved): per-token mean advantage, per-node value, per-rollout scalar."""
+
+    @property
+    def adv_mean(self) -> np.ndarray | None: ...
+
+    @property
+    def node_value(self) -> np.ndarray | None: ...
+
+    @property
+    def rollout_adv(self) -> Mapping[str, float] | None: ...
 
 
 def ids_decode(ids: Sequence[int]) -> str:
@@ -57,7 +73,7 @@ def node_label(tree: PrefixTree, node_id: int, decode: Decode, width: int, adv_m
     return label
 
 
-def _span_text(node, decode: Decode, width: int) -> Text:
+def _span_text(node: Node, decode: Decode, width: int) -> Text:
     """Preview of the span: context dim, sampled text green (split at provenance changes)."""
     out = Text()
     if not len(node):
@@ -72,7 +88,7 @@ def _span_text(node, decode: Decode, width: int) -> Text:
     return out
 
 
-def render_tree(tree: PrefixTree, decode: Decode = ids_decode, adv=None, width: int = 100,
+def render_tree(tree: PrefixTree, decode: Decode = ids_decode, adv: ShownAdvantages | None = None, width: int = 100,
                 max_nodes: int = 400) -> RichGroup:
     """A rich renderable: the tree (up to ``max_nodes`` nodes) and the rollout table."""
     adv_mean = adv.adv_mean if adv is not None else None
@@ -97,17 +113,17 @@ def render_tree(tree: PrefixTree, decode: Decode = ids_decode, adv=None, width: 
     return RichGroup(root, rollout_table(tree, adv))
 
 
-def branch_of(info) -> str:
+def branch_of(info: RolloutInfo) -> str:
     """`parent @ call j` for a replayed branch (rollout/branching.py), else ""."""
     return f"{info.parent} @ call {info.branch_call}" if info.parent else ""
 
 
-def call_classes(info) -> str:
+def call_classes(info: RolloutInfo) -> str:
     """`main 4, side 2, ...`: the rollout's served calls per class (store/call_classes.py)."""
     return ", ".join(f"{k} {n}" for k, n in info.call_classes.items())
 
 
-def rollout_advantages(tree: PrefixTree, adv) -> dict[str, float]:
+def rollout_advantages(tree: PrefixTree, adv: ShownAdvantages | None) -> dict[str, float]:
     """Rollout id -> its advantage as the tree view's table shows it: the estimator's own per-rollout
     value (grpo), else the mean of the per-token advantage (`adv_mean`) over the decision tokens the
     rollout sampled (tree_grpo: exact, one advantage per node; ppo: per-path values averaged)."""
@@ -133,7 +149,7 @@ def rollout_advantages(tree: PrefixTree, adv) -> dict[str, float]:
     return {r: total / n for r, (total, n) in sums.items() if n}
 
 
-def rollout_table(tree: PrefixTree, adv=None) -> Table:
+def rollout_table(tree: PrefixTree, adv: ShownAdvantages | None = None) -> Table:
     table = Table(title="rollouts", show_lines=False)
     for col in ("rollout", "harness", "status", "reward", "trains", "calls", "call classes", "paths", "advantage",
                 "branch of"):
