@@ -44,7 +44,13 @@ def policy_for(name: str, renderer):
     marker = ANSWERED.get(name, "<tool_response>")
 
     def policy(prompt_ids: list[int]) -> list[int]:
-        last_user = tok.decode(prompt_ids[-1500:]).rsplit("<|im_start|>user", 1)[-1]
+        text = tok.decode(prompt_ids[-1500:])
+        # OpenClaw ends every request with a user message of its own (internal context) after the
+        # tool result: look at everything since the last assistant turn
+        if name == "openclaw":
+            last_user = text[:text.rfind("<|im_start|>assistant")].rsplit("<|im_start|>assistant", 1)[-1]
+        else:
+            last_user = text.rsplit("<|im_start|>user", 1)[-1]
         text = final if marker in last_user else first
         return tok.encode(text, add_special_tokens=False) + [stop]
 
