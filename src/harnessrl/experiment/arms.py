@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
@@ -36,6 +36,11 @@ from harnessrl.run.config import RunConfig, load_config
 from harnessrl.report.record import REDONE
 from harnessrl.experiment.shared_baseline import adopt_baseline, baseline_differences
 from harnessrl.store.schema import DB_NAME
+
+if TYPE_CHECKING:
+    from harnessrl.store.run_store import RunStore
+
+T = TypeVar("T")
 
 BASELINE = "baseline"  # the directory of the baseline runs; not an arm name
 _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -227,7 +232,7 @@ def _flat_differences(a: Any, b: Any, prefix: str = "") -> set[str]:
     return set() if a == b else {prefix.rstrip(".")}
 
 
-def _read_store(run_dir: Path, read: Callable[[Any], Any]) -> Any:
+def _read_store(run_dir: Path, read: Callable[[RunStore], T]) -> T:
     from harnessrl.store.run_store import RunStore
 
     store = RunStore(run_dir)

@@ -27,9 +27,14 @@ import resource
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harnessrl.report.record import EngineWork, StepRecord
+from harnessrl.store.records import Lineage, RolloutRecord
+
+if TYPE_CHECKING:
+    from harnessrl.engine.base import Engine
+    from harnessrl.store.run_store import RunStore
 
 __all__ = ["CpuMeter", "RunProfile", "profile_run_dir", "profile_store"]
 
@@ -42,26 +47,38 @@ PHASE_NAMES = {"rollout": "rollouts (the step's groups)", "branch": "branch roll
 
 # -- measuring (the loop) ----------------------------------------------------------------------------
 
-def process_cpu(engine: Any = None) -> dict[str, float]:
+@runtime_checkable
+class ReportsCpu(Protocol):
+    """An engine whose work runs in processes of its own (vLLM's engine core): their CPU seconds so far."""
+
+    def cpu_seconds(self) -> float: ...
+
+
+@runtime_checkable
+class CountsWork(Protocol):
+    """An engine that counts its own work (requests, prompt and cached tokens, prefill/decode seconds)."""
+
+    def counters(self) -> Mapping[str, float]: ...
+
+
+def process_cpu(engine: Engine | None = None) -> dict[str, float]:
     """CPU seconds so far: this process (every thread: proxy, runner, trainer, an in-process engine),
     its finished children (sandboxes and everything they ran), and an engine's own processes."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     out = {"run": me.ru_utime + me.ru_stime, "children": kids.ru_utime + kids.ru_stime}
-    engine_cpu = getattr(engine, "cpu_seconds", None)
-    if callable(engine_cpu):
+    if isinstance(engine, ReportsCpu):
         try:
-            out["engine"] = float(engine_cpu())
+            out["engine"] = float(engine.cpu_seconds())
         except Exception:  # noqa: BLE001 - a figure of the profile, never worth failing a step
             pass
     return out
 
 
-def engine_counters(engine: Any) -> dict[str, float] | None:
-    counters = getattr(engine, "counters", None)
-    if not callable(counters):
+def engine_counters(engine: Engine | None) -> dict[str, float] | None:
+    if not isinstance(engine, CountsWork):
         return None
     try:
-        return dict(counters())
+        return dict(engine.counters())
     except Exception:  # noqa: BLE001 - as above
         return None
 
@@ -71,7 +88,7 @@ class CpuMeter:
     the step (`engine_work`). The engine's processes are not children that finished, so the three
     sources never count a CPU second twice."""
 
-    def __init__(self, engine: Any = None):
+    def __init__(self, engine: Engine | None = None):
         self.engine = engine
         self.phases: dict[str, dict[str, float]] = {}
         self._counters = engine_counters(engine)
@@ -201,7 +218,7 @@ VERIFIER_STAGES = ("verifier_copy_out", "verifier_sandbox", "verifier_check")
 TRAINER_PARTS = ("old_logprobs_s", "forward_backward_s", "optimizer_s")
 
 
-def rollout_kind(group_id: str, lineage: Any) -> str:
+def rollout_kind(group_id: str, lineage: Lineage | None) -> str:
     """Which phase ran a rollout: eval (group ids eval-...), branch (it has a lineage), rollout."""
     if group_id.startswith("eval-"):
         return "eval"
@@ -243,7 +260,7 @@ def add_steps(prof: RunProfile, steps: Iterable[tuple[int, StepRecord]]) -> None
         prof.per_step.append(StepCost(step, wall, dict(rec.time), cpu_s, rec.engine, rec.wall_s is not None))
 
 
-def add_rollouts(prof: RunProfile, rollouts: Iterable[Any]) -> None:
+def add_rollouts(prof: RunProfile, rollouts: Iterable[RolloutRecord]) -> None:
     """Per-rollout walls (the parts of WALL_PARTS, the rest), the harness trees' CPU, per harness."""
     c = prof.components
     for r in rollouts:
@@ -316,7 +333,7 @@ def prof_phase_cpu(prof: RunProfile, phase: str, proc: str) -> float:
     return prof.phase_cpu.get(phase, {}).get(proc, 0.0)
 
 
-def gaps(prof: RunProfile, rollouts: Sequence[Any]) -> list[str]:
+def gaps(prof: RunProfile, rollouts: Sequence[RolloutRecord]) -> list[str]:
     """What the run did not record, each with what the profile shows instead."""
     out = []
     unwalled = [s.step for s in prof.per_step if not s.wall_recorded]
@@ -347,8 +364,8 @@ def gaps(prof: RunProfile, rollouts: Sequence[Any]) -> list[str]:
     return out
 
 
-def profile_store(store: Any) -> RunProfile:
-    """The profile of the run in `store` (a RunStore)."""
+def profile_store(store: RunStore) -> RunProfile:
+    """The profile of the run in `store`."""
     from harnessrl.report.record import step_records
 
     rows = [{**row, "step": step} for step, row in store.list_steps() if not row.get("redone")]

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 from rich.table import Table
@@ -26,6 +26,11 @@ from harnessrl.report.heldout import change_text
 from harnessrl.report.record import step_records
 from harnessrl.report.run_report import eval_table
 from harnessrl.report.transfer import Cell
+
+if TYPE_CHECKING:
+    from rich.progress import Task
+
+    from harnessrl.rollout.plan import GroupPlan
 
 PHASES = ("rollout", "branch", "tree", "train", "sync", "eval", "checkpoint")
 ANNOUNCED = ("train",)  # phases (by the start of their name) whose plain lines start at once, like rollouts'
@@ -38,7 +43,7 @@ class _Bars(ProgressColumn):
         super().__init__()
         self.inner = inner
 
-    def render(self, task: Any) -> Any:
+    def render(self, task: Task) -> RenderableType:
         return self.inner.render(task) if task.total is not None else Text("")
 
 
@@ -105,7 +110,7 @@ class RunDisplay:
         self._progress.update(self._header, description=text)
         self._start_plain(f"{where} · {name}", None, quiet=not name.startswith(ANNOUNCED))
 
-    def rollouts(self, plans: Sequence[Any]) -> tuple[Callable[..., None], Callable[[], None]]:
+    def rollouts(self, plans: Sequence[GroupPlan]) -> tuple[Callable[..., None], Callable[[], None]]:
         """(advance(n, harness=None, status=None), close) for one batch of planned groups: a bar per
         harness, or off a terminal plain lines for the batch (done/total, statuses, rate)."""
         totals: dict[str, int] = {}

@@ -154,7 +154,18 @@ class WandbTracker:
         self.run.finish()
 
 
-def open_tracker(section: Any, run_dir: Path, config: Mapping[str, Any], meta: Meta, warn: Warn) -> SafeTracker | None:
+class WandbSettings(Protocol):
+    """What `open_tracker` reads of the config's output.wandb (a WandbSection)."""
+
+    @property
+    def project(self) -> str: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def mode(self) -> str: ...
+
+
+def open_tracker(section: WandbSettings | None, run_dir: Path, config: Mapping[str, Any], meta: Meta, warn: Warn) -> SafeTracker | None:
     """The run's tracker (None: none configured, or it could not start, which is a warning).
 
     `section` is the config's `output.wandb` (a WandbSection or None)."""

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.store.groups import drop_abandoned_attempts
@@ -25,6 +25,9 @@ from harnessrl.rollout.pass_at_k import bootstrap_interval
 from harnessrl.store.records import rollout_passed
 from harnessrl.rollout.plan import set_tag
 from harnessrl.store.records import RolloutRecord
+
+if TYPE_CHECKING:
+    from harnessrl.store.run_store import RunStore
 
 _EVAL_GROUP = re.compile(r"^eval-(?:(.+?)-)?s\d+-a\d+-")
 
@@ -111,7 +114,7 @@ def before_after(rollouts: list[RolloutRecord], config: dict[str, Any] | None
     return steps, {key: (per_step.get(0, {}), per_step.get(steps[-1], {})) for key, per_step in outcomes.items()}
 
 
-def run_row(store: Any, run_dir: Path) -> Row:
+def run_row(store: RunStore, run_dir: Path) -> Row:
     config = store.get_meta("config")
     steps, pairs = before_after(store.list_rollouts(), config)
     if not pairs:

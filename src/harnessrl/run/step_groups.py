@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harnessrl.rollout.branching import branch_plans, branch_point_outcomes
 from harnessrl.rollout.difficulty import DifficultyTracker, Observation, picks_summary, planned_from, task_family
@@ -28,6 +28,11 @@ from harnessrl.rollout.informative import (DroppedGroup, dropped, informative_sh
 from harnessrl.store.records import rollout_passed
 from harnessrl.rollout.plan import GroupPlan, TaskWeight, plan_more, plan_step
 from harnessrl.report.record import SamplingStats
+
+if TYPE_CHECKING:
+    from harnessrl.run.config import RunConfig
+    from harnessrl.store.run_store import RunStore
+    from harnessrl.tasks.model import Task
 
 Wave = Callable[[Sequence[GroupPlan], str], None]  # run plans; the phase key they are timed under
 
@@ -40,7 +45,7 @@ class Collected:
     dropped: list[DroppedGroup] = field(default_factory=list)
 
 
-def task_weight(cfg: Any, tracker: DifficultyTracker, step: int) -> TaskWeight | None:
+def task_weight(cfg: RunConfig, tracker: DifficultyTracker, step: int) -> TaskWeight | None:
     """The sampler's weight of a (task, harness) when step `step` is planned (None: uniform)."""
     if cfg.loop.sampler.type != "difficulty":
         return None
@@ -50,13 +55,13 @@ def task_weight(cfg: Any, tracker: DifficultyTracker, step: int) -> TaskWeight |
 
 def mixed_chance(tracker: DifficultyTracker, step: int, n: int, least: float = 0.0) -> TaskWeight:
     """A (task, harness)'s posterior chance of a mixed group of n, 0 below `least` (best picks)."""
-    def chance(t: Any, h: str) -> float:
+    def chance(t: Task, h: str) -> float:
         p = tracker.p_mixed(t.id, task_family(t), h, step, n)
         return p if p >= least and p > 0 else 0.0
     return chance
 
 
-def step_plans(cfg: Any, attempt: int, train_tasks: list, step: int, tracker: DifficultyTracker) -> list[GroupPlan]:
+def step_plans(cfg: RunConfig, attempt: int, train_tasks: list[Task], step: int, tracker: DifficultyTracker) -> list[GroupPlan]:
     """The step's own groups (and loop.dynamic_sampling.oversample more), drawn by loop.sampler
     from the observations of the steps that had ended when its rollouts could start."""
     seen = tracker.until(planned_from(step, cfg.loop.max_policy_lag))
@@ -107,7 +112,7 @@ def observe_eval(tracker: DifficultyTracker, step: int, groups: Sequence[Planned
                                         split="eval", group=g.plan.group_id))
 
 
-def collect_groups(cfg: Any, store: Any, tracker: DifficultyTracker, attempt: int, train_tasks: list,
+def collect_groups(cfg: RunConfig, store: RunStore, tracker: DifficultyTracker, attempt: int, train_tasks: list[Task],
                    plans: Sequence[GroupPlan], wave: Wave) -> Collected:
     """The step's groups once its planned groups' own samples are recorded (see the module
     docstring); `wave(plans, key)` runs more rollouts (branches and replacements)."""
@@ -184,7 +189,7 @@ def collect_groups(cfg: Any, store: Any, tracker: DifficultyTracker, attempt: in
             if pending:
                 wave(pending, "rollout")
     stats = sampling_stats(kept + lost, kept, dropped_log, picks, loop.groups_per_step, reward,
-                           br.policy if br.enabled else None)
+                           br.placement if br.enabled else None)
     stats.rescue_groups = float(rescued) if ds.enabled else None
     return Collected(kept, kept + lost, stats, dropped_log)
 

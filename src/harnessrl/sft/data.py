@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.render.fingerprint import recorded_tokenizers, tokenizer_fingerprint
@@ -24,6 +24,9 @@ from harnessrl.store.records import CallRecord, RolloutRecord
 from harnessrl.tree.build import build_tree
 from harnessrl.tree.filters import FilterConfig
 from harnessrl.tree.nodes import PrefixTree
+
+if TYPE_CHECKING:
+    from harnessrl.store.run_store import RunStore
 
 MODES = ("rejection", "distill")
 # SFT keeps cut completions (they are the teacher's tokens all the same) and every status the
@@ -43,7 +46,7 @@ class SFTData:
     sampled_tokens: int  # decision tokens, each tree token once
 
 
-def check_tokenizers(stores: dict[Path, Any], student_tokenizer: Any) -> list[str]:
+def check_tokenizers(stores: dict[Path, RunStore], student_tokenizer: Any) -> list[str]:
     """Refuse a run that recorded two tokenizers, or one that is not the student's; returns
     warnings for runs that recorded none (written before the record existed)."""
     want = tokenizer_fingerprint(student_tokenizer)
@@ -66,7 +69,7 @@ def check_tokenizers(stores: dict[Path, Any], student_tokenizer: Any) -> list[st
     return warnings
 
 
-def rejection_trees(store: Any, min_reward: float = 1.0, harness: str | None = None) -> SFTData:
+def rejection_trees(store: RunStore, min_reward: float = 1.0, harness: str | None = None) -> SFTData:
     """Trees of the passing rollouts (status ok, reward >= min_reward; optionally one harness)."""
     rollouts = drop_abandoned_attempts(store.list_rollouts())
     passing = [r for r in rollouts if r.status == "ok" and r.reward is not None and r.reward >= min_reward
@@ -80,7 +83,7 @@ def rejection_trees(store: Any, min_reward: float = 1.0, harness: str | None = N
     return _trees(store, passing)
 
 
-def distill_trees(store: Any) -> SFTData:
+def distill_trees(store: RunStore) -> SFTData:
     """Trees of every served call: grouped as recorded, or one per rollout id without a record."""
     calls = [c for c in store.list_calls(as_arrays=True) if c.status == "ok" and len(c.sampled_ids) > 0]
     if not calls:
@@ -99,7 +102,7 @@ def _as_ok(r: RolloutRecord) -> RolloutRecord:
     return replace(r, status="ok", reward=1.0)  # distillation trains every served call, whatever the outcome
 
 
-def _trees(store: Any, rollouts: list[RolloutRecord], calls: list[CallRecord] | None = None) -> SFTData:
+def _trees(store: RunStore, rollouts: list[RolloutRecord], calls: list[CallRecord] | None = None) -> SFTData:
     by_group: dict[str, list[RolloutRecord]] = defaultdict(list)
     for r in rollouts:
         by_group[r.group_id].append(r)

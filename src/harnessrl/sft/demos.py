@@ -15,9 +15,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from harnessrl.sft.reference import reference_plan, reference_script
+
+if TYPE_CHECKING:
+    from harnessrl.render.bash_format import ShellOverride
+    from harnessrl.rollout.proxy_link import LocalProxy
+    from harnessrl.run.config import RunConfig
+    from harnessrl.store.run_store import RunStore
+    from harnessrl.tasks.model import Task
 
 
 @dataclass(frozen=True)
@@ -31,7 +38,8 @@ class DemoResult:
 
 
 @contextlib.contextmanager
-def reference_proxy(cfg: Any, store: Any, tasks: list[Any], shell_overrides: tuple[Any, ...] = ()) -> Iterator[Any]:
+def reference_proxy(cfg: RunConfig, store: RunStore, tasks: list[Task],
+                    shell_overrides: tuple[ShellOverride, ...] = ()) -> Iterator[LocalProxy]:
     """A started proxy serving as `cfg` does (run/runner_collector.py `local_proxy`: its renderer and
     serving policy), over the scripted engine of the reference policy for `tasks`. Only the
     tokenizer of `cfg`'s model is read, never its weights."""
@@ -43,7 +51,7 @@ def reference_proxy(cfg: Any, store: Any, tasks: list[Any], shell_overrides: tup
         yield link
 
 
-def collect_demos(cfg: Any, tasks: list[Any], specs: list[str], run_dir: Path, n: int = 1,
+def collect_demos(cfg: RunConfig, tasks: list[Task], specs: list[str], run_dir: Path, n: int = 1,
                   harness_options: dict[str, dict[str, Any]] | None = None, progress: bool = True) -> DemoResult:
     """Run every task x harness (n rollouts each) under the reference policy, stored in `run_dir`
     with split "demo"; returns what passed. The reference policy is deterministic: n > 1 repeats

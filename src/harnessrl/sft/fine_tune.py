@@ -17,9 +17,12 @@ import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from harnessrl.sft.data import MODES, SFTData, SFTDataError, check_tokenizers, distill_trees, rejection_trees
+
+if TYPE_CHECKING:
+    from harnessrl.store.run_store import RunStore
 
 __all__ = ["SFTOptions", "SFTResult", "SFTDataError", "run_sft"]
 
@@ -114,7 +117,7 @@ def run_sft(run_dirs: list[Path], out_dir: Path, opts: SFTOptions,
     return result
 
 
-def _open_store(store_cls: Any, run_dir: Path) -> Any:
+def _open_store(store_cls: type[RunStore], run_dir: Path) -> RunStore:
     from harnessrl.store.schema import DB_NAME
 
     if not (run_dir / DB_NAME).is_file():
@@ -123,7 +126,7 @@ def _open_store(store_cls: Any, run_dir: Path) -> Any:
     return store_cls(run_dir)
 
 
-def _read(store: Any, opts: SFTOptions) -> SFTData:
+def _read(store: RunStore, opts: SFTOptions) -> SFTData:
     if opts.mode == "rejection":
         return rejection_trees(store, opts.min_reward, opts.harness)
     return distill_trees(store)

@@ -23,10 +23,14 @@ on any other run (sft/data.py: rejection_trees).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.render.bash_format import render_command
+
+if TYPE_CHECKING:
+    from harnessrl.render.renderer import Renderer
+    from harnessrl.tasks.model import Task
 
 BASH_FORMATS = ("bash", "bash_examples")  # the tool formats whose action is a ```bash block
 DONE = "Done."
@@ -45,7 +49,7 @@ class Plan:
     order: tuple[str, ...]
 
 
-def reference_plan(tasks: Iterable[Any], tool_format: str) -> Plan:
+def reference_plan(tasks: Iterable[Task], tool_format: str | None) -> Plan:
     """The reference solutions of `tasks` by instruction. Refuses a tool format whose action is not a
     ```bash block, a task without a reference solution, and two tasks with one instruction and
     different solutions (the prompt could not tell them apart)."""
@@ -81,7 +85,7 @@ def next_reply(prompt: str, plan: Plan) -> str:
     return DONE
 
 
-def reference_script(renderer: Any, tasks: Iterable[Any], tool_format: str = "bash_examples"
+def reference_script(renderer: Renderer, tasks: Iterable[Task], tool_format: str | None = "bash_examples"
                      ) -> Callable[[list[int]], list[int]]:
     """The scripted engine's script (prompt ids -> reply ids, ending with the end-of-turn id) of
     the reference policy over `tasks`."""
