@@ -3,31 +3,35 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from harnessrl.run.errors import TrainError
 from harnessrl.tasks.loader import interleave_families, load_tasks
-from harnessrl.tasks.model import TaskError
+from harnessrl.tasks.model import Task, TaskError
+
+if TYPE_CHECKING:
+    from harnessrl.run.config import RunConfig
 
 
-def default_tasks(cfg) -> tuple[list, dict[str, list]]:
+def default_tasks(cfg: RunConfig) -> tuple[list[Task], dict[str, list[Task]]]:
     """(train tasks, {eval set name: tasks}): `tasks.suite` is "builtin" or a task directory;
     `tasks.families` filters the train split and every eval set but `unseen` (see TasksSection)."""
     t = cfg.tasks
     keep = set(t.families or ())
 
-    def kept(tasks: list, name: str) -> list:
+    def kept(tasks: list[Task], name: str) -> list[Task]:
         if not keep or name in ("unseen", "builtin:unseen"):
             return tasks
         return [x for x in tasks if x.family in keep or x.category in keep]
 
     try:
         if t.suite == "builtin":
-            def load(name: str) -> list:
+            def load(name: str) -> list[Task]:
                 return load_tasks(name if name.startswith("builtin:") else f"builtin:{name}")
         else:
             everything = load_tasks(t.suite)
 
-            def load(name: str) -> list:
+            def load(name: str) -> list[Task]:
                 return [x for x in everything if x.split == name]
         train = [x for name in t.train_splits() for x in kept(load(name), name)]
         evals = {name: interleave_families(kept(load(name), name)) for name in t.eval_set_names()}

@@ -28,7 +28,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def load_policy(cfg: RunConfig, weights_dir: Path):
+def load_policy(cfg: RunConfig, weights_dir: Path) -> torch.nn.Module:
     """The trainable causal LM (SDPA attention so a 4D tree mask works; flex on CUDA)."""
     from transformers import AutoModelForCausalLM
 
@@ -44,7 +44,7 @@ def load_policy(cfg: RunConfig, weights_dir: Path):
     return model
 
 
-def build_trainer(cfg: RunConfig, policy, model_dir: Path, ranks: Ranks | None = None) -> Trainer:
+def build_trainer(cfg: RunConfig, policy: torch.nn.Module, model_dir: Path, ranks: Ranks | None = None) -> Trainer:
     """Optimizer over trainable parameters; reference (frozen copy, or LoRA's base); critic for ppo.
     `ranks`: the policy is sharded over them already (the optimizer holds this rank's shards)."""
     o = cfg.optimizer

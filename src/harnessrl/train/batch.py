@@ -13,11 +13,35 @@ tree is), so the trainer can split the policy gradient by harness (train/harness
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from harnessrl.train.packing import Forest
+
+if TYPE_CHECKING:
+    from harnessrl.tree.nodes import FlatTree
+
+
+class BatchAdvantages(Protocol):
+    """What a batch takes of one tree's advantages (algo/contributions.py `TokenAdvantages`), per
+    flat token: the weighted positive and negative advantage sums, the weight sum, and with
+    `returns` (ppo) the critic's target `ret_mean`; `norm` is the tree's share of the denominator."""
+
+    @property
+    def adv_pos(self) -> np.ndarray: ...
+    @property
+    def adv_neg(self) -> np.ndarray: ...
+    @property
+    def weight_sum(self) -> np.ndarray: ...
+    @property
+    def returns(self) -> np.ndarray | None: ...
+    @property
+    def ret_mean(self) -> np.ndarray: ...
+    @property
+    def norm(self) -> float: ...
 
 
 @dataclass
@@ -54,12 +78,12 @@ class TrainBatch:
         return int(self.decision.sum())
 
 
-def forest_of_flat(flat) -> Forest:
+def forest_of_flat(flat: FlatTree) -> Forest:
     """A Forest from a tree's FlatTree (tokens + parent_index), checked for DFS order."""
     return Forest(np.asarray(flat.tokens, dtype=np.int64), np.asarray(flat.parent_index, dtype=np.int64))
 
 
-def concat_batch(flats: list, advs: list, path_tokens: int = 0, harnesses: list[str] | None = None) -> TrainBatch:
+def concat_batch(flats: Sequence[FlatTree], advs: Sequence[BatchAdvantages], path_tokens: int = 0, harnesses: list[str] | None = None) -> TrainBatch:
     """Concatenate trees' FlatTree arrays and algo TokenAdvantages into one batch forest.
 
     `advs[i]` needs adv_pos, adv_neg, weight_sum and norm (algo.contributions.TokenAdvantages);
@@ -77,11 +101,11 @@ def concat_batch(flats: list, advs: list, path_tokens: int = 0, harnesses: list[
                               for f, off in zip(flats, offsets)]).astype(np.int64)
     decision = np.concatenate([np.asarray(f.decision, dtype=bool) for f in flats]) & (parents >= 0)
 
-    def cat(arrs):
+    def cat(arrs: Sequence[np.ndarray]) -> np.ndarray:
         return np.concatenate([np.asarray(a, dtype=np.float32) for a in arrs])
 
     weight = cat([a.weight_sum for a in advs])
-    has_v = all(getattr(a, "returns", None) is not None for a in advs)
+    has_v = all(a.returns is not None for a in advs)
     returns = np.nan_to_num(cat([a.ret_mean for a in advs])) if has_v else None
     return TrainBatch(
         forest=Forest(np.concatenate([np.asarray(f.tokens, dtype=np.int64) for f in flats]), parents),

@@ -25,7 +25,7 @@ def checkpoint_dir(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / "checkpoints" / f"step_{step:06d}"
 
 
-def save_policy(policy, out_dir: Path, source_dir: Path | None) -> None:
+def save_policy(policy: torch.nn.Module, out_dir: Path, source_dir: Path | None) -> None:
     """Save merged HF weights + config, and the tokenizer / chat template / generation config."""
     out_dir.mkdir(parents=True, exist_ok=True)
     state = checkpoint_tensors(policy, dict(hf_named_weights(policy)))
@@ -37,7 +37,7 @@ def save_policy(policy, out_dir: Path, source_dir: Path | None) -> None:
                 shutil.copy2(f, out_dir / f.name)
 
 
-def save_checkpoint(run_dir: Path, step: int, policy, trainer_state: dict, source_dir: Path | None,
+def save_checkpoint(run_dir: Path, step: int, policy: torch.nn.Module, trainer_state: dict, source_dir: Path | None,
                     keep: int = 2) -> Path:
     """Atomically write checkpoint `step`; keep the newest `keep` checkpoints."""
     return write_checkpoint(run_dir, step, lambda out: save_policy(policy, out, source_dir), trainer_state, keep)

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from harnessrl.train.packing import Forest, forward_hidden, pack_forest
+from harnessrl.train.packing import Forest, PackedChunk, forward_hidden, pack_forest
 
 
 class ValueModel(nn.Module):
@@ -33,7 +33,7 @@ class ValueModel(nn.Module):
         backbone = AutoModel.from_pretrained(path, dtype=dtype, attn_implementation="sdpa")
         return cls(backbone, backbone.config.hidden_size)
 
-    def chunk_values(self, chunk, backend: str = "sdpa") -> torch.Tensor:
+    def chunk_values(self, chunk: PackedChunk, backend: str = "sdpa") -> torch.Tensor:
         """Values [L] of every token of a packed chunk."""
         hidden = forward_hidden(self.backbone, chunk, backend)
         return self.head(hidden.float())[:, 0]

@@ -87,7 +87,7 @@ def init_ranks(backend: str | None = None) -> Ranks:
     return Ranks(rank, world, control, mesh)
 
 
-def decoder_layers(model) -> list[torch.nn.Module]:
+def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The transformer blocks of a transformers causal LM (through a peft wrapper)."""
     base = model.get_base_model() if is_peft(model) else model
     inner = getattr(base, "model", None)
@@ -97,7 +97,7 @@ def decoder_layers(model) -> list[torch.nn.Module]:
     return list(layers)
 
 
-def shard_model(model, ranks: Ranks, mp_policy=None):
+def shard_model(model: torch.nn.Module, ranks: Ranks, mp_policy: Any = None) -> torch.nn.Module:
     """fully_shard every decoder layer, then the root (embeddings, norm, head). In place; returns model."""
     from torch.distributed.fsdp import fully_shard
 
@@ -128,7 +128,7 @@ def assign_chunks(chunks: list, targets: list, rank: int, world: int) -> list[tu
     return mine
 
 
-def lora_scalings(model) -> dict[str, float]:
+def lora_scalings(model: torch.nn.Module) -> dict[str, float]:
     """{module name: scaling} of peft LoRA layers (adapter 'default')."""
     out = {}
     for name, mod in model.named_modules():
@@ -138,7 +138,7 @@ def lora_scalings(model) -> dict[str, float]:
     return out
 
 
-def gathered_state(model, keep: bool = True) -> dict[str, torch.Tensor]:
+def gathered_state(model: torch.nn.Module, keep: bool = True) -> dict[str, torch.Tensor]:
     """The sharded model's state dict gathered tensor by tensor (a collective: every rank calls it),
     on CPU under the model's own names; ranks with keep=False return {}."""
     full: dict[str, torch.Tensor] = {}
@@ -149,7 +149,7 @@ def gathered_state(model, keep: bool = True) -> dict[str, torch.Tensor]:
     return full
 
 
-def hf_merged(model, full: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def hf_merged(model: torch.nn.Module, full: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A gathered state dict under plain HF names, LoRA merged (W + scaling * B @ A)."""
     if not full or not is_peft(model):
         return full
@@ -167,7 +167,7 @@ def hf_merged(model, full: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def full_hf_weights(model, keep: bool = True) -> dict[str, torch.Tensor]:
+def full_hf_weights(model: torch.nn.Module, keep: bool = True) -> dict[str, torch.Tensor]:
     """Gather the sharded model (a collective: every rank calls it) into plain HF names on CPU,
     LoRA merged. Ranks with keep=False return {}."""
     return hf_merged(model, gathered_state(model, keep))
@@ -259,7 +259,7 @@ class ShardedTrainer:
         np.random.set_state(state["numpy_rng"])
 
 
-def save_gathered(policy, state: dict[str, torch.Tensor], out_dir: Path, source_dir: Path | None) -> None:
+def save_gathered(policy: torch.nn.Module, state: dict[str, torch.Tensor], out_dir: Path, source_dir: Path | None) -> None:
     """Write gathered HF weights + config (+ tokenizer files of source_dir) as a plain HF dir."""
     import shutil
 

@@ -157,13 +157,13 @@ def tree_mask(tout: torch.Tensor) -> torch.Tensor:
     return (ar[None, :] <= ar[:, None]) & (ar[:, None] < tout[None, :])
 
 
-def attention_input(chunk: PackedChunk, device: torch.device, backend: str = "sdpa"):
+def attention_input(chunk: PackedChunk, device: torch.device, backend: str = "sdpa") -> Any:
     """The attention_mask argument for a transformers causal LM: 4D bool (sdpa) or a BlockMask (flex)."""
     tout = chunk.tout.to(device)
     if backend == "flex":
         from torch.nn.attention.flex_attention import create_block_mask
 
-        def mask_mod(b, h, q, k):  # noqa: ARG001 - flex_attention's signature
+        def mask_mod(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:  # noqa: ARG001
             return (k <= q) & (q < tout[k])
 
         n = len(chunk)
@@ -175,7 +175,9 @@ BLOCK = 256  # queries per block of block_tree_attention
 TREE_ATTENTION = "harnessrl_block_tree"  # its name among transformers' attention functions
 
 
-def block_tree_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+def block_tree_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                         attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                         **kwargs: Any) -> tuple[torch.Tensor, None]:
     """A transformers attention function: SDPA per block of BLOCK queries over the key columns the
     tree mask lets that block see (a column no query of the block attends contributes nothing).
     query [B, Hq, L, D], key / value [B, Hkv, L, D], attention_mask bool [1, 1, L, L]; returns
@@ -207,7 +209,7 @@ def block_tree_attention(module, query, key, value, attention_mask, dropout=0.0,
 
 
 @contextmanager
-def model_attention(model, backend: str) -> Iterator[None]:
+def model_attention(model: torch.nn.Module, backend: str) -> Iterator[None]:
     """Inside the block a transformers model loaded with sdpa runs `block_tree_attention` when
     `backend` is "sdpa" (registered with transformers under TREE_ATTENTION on first use); any other
     backend or model: unchanged. A backward through gradient-checkpointed layers recomputes their
@@ -227,7 +229,7 @@ def model_attention(model, backend: str) -> Iterator[None]:
         config._attn_implementation = "sdpa"
 
 
-def forward_hidden(model, chunk: PackedChunk, backend: str = "sdpa") -> torch.Tensor:
+def forward_hidden(model: torch.nn.Module, chunk: PackedChunk, backend: str = "sdpa") -> torch.Tensor:
     """Last hidden states [L, H] of a packed chunk (for a value head)."""
     device = next(model.parameters()).device
     with model_attention(model, backend):
@@ -241,7 +243,7 @@ def forward_hidden(model, chunk: PackedChunk, backend: str = "sdpa") -> torch.Te
 
 
 def token_logprobs(
-    model,
+    model: torch.nn.Module,
     chunk: PackedChunk,
     targets: torch.Tensor,
     temperature: torch.Tensor,

@@ -40,6 +40,8 @@ from harnessrl.train.weights import is_peft
 
 if TYPE_CHECKING:
     from harnessrl.engine.base import Engine
+    from harnessrl.train.critic import ValueModel
+    from harnessrl.train.fsdp import Ranks
     from harnessrl.tree.nodes import FlatTree
 
 
@@ -60,7 +62,7 @@ def chunk_targets(chunk: PackedChunk, batch: TrainBatch) -> ChunkTargets:
     local = np.flatnonzero(own)
     g = chunk.index[local]
 
-    def t(a):
+    def t(a: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(a[g], dtype=torch.float32)
 
     return ChunkTargets(torch.as_tensor(local, dtype=torch.long), t(batch.temperature), t(batch.engine_logp),
@@ -75,10 +77,12 @@ def _take(x: torch.Tensor, sel: np.ndarray | None) -> torch.Tensor:
 class Trainer:
     """Owns the policy, its optimizer, and optionally a frozen reference and a critic."""
 
-    def __init__(self, policy, optimizer, settings: PPOSettings, token_budget: int, backend: str = "sdpa",
-                 grad_clip: float = 1.0, epochs: int = 1, reference=None, critic=None, critic_optimizer=None,
-                 use_lora_reference: bool = False, ranks=None, harness_grad_cosine: bool = True,
-                 compute_dtype: torch.dtype | None = None):
+    def __init__(self, policy: torch.nn.Module, optimizer: torch.optim.Optimizer, settings: PPOSettings,
+                 token_budget: int, backend: str = "sdpa", grad_clip: float = 1.0, epochs: int = 1,
+                 reference: torch.nn.Module | None = None, critic: ValueModel | None = None,
+                 critic_optimizer: torch.optim.Optimizer | None = None, use_lora_reference: bool = False,
+                 ranks: Ranks | None = None, harness_grad_cosine: bool = True,
+                 compute_dtype: torch.dtype | None = None) -> None:
         self.policy = policy
         self.optimizer = optimizer
         self.settings = settings
@@ -109,7 +113,7 @@ class Trainer:
             with compute_weights(self.reference, self.compute_dtype):
                 return token_logprobs(self.reference, chunk, tg.local, tg.temperature, self.backend)[0]
 
-    def _old_logprobs(self, work) -> list[torch.Tensor] | None:
+    def _old_logprobs(self, work: list[tuple]) -> list[torch.Tensor] | None:
         need = self.epochs > 1 or self.settings.is_mode == "mis"
         if not need:
             return None
@@ -166,7 +170,7 @@ class Trainer:
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
             seconds["optimizer_s"] += time.perf_counter() - t_opt
-        if world > 1:
+        if world > 1 and self.ranks is not None:
             sums = TokenSums.from_floats(self.ranks.sum_floats(sums.as_floats()))
         value = None
         if self.critic is not None and batch.returns is not None and batch.value_weight is not None:
@@ -217,7 +221,7 @@ class Trainer:
         names, codes = batch.harness_codes()
         return np.asarray(names, dtype=object)[codes]
 
-    def _denominator(self, work: list[tuple], old, base: float | None) -> float:
+    def _denominator(self, work: list[tuple], old: list[torch.Tensor] | None, base: float | None) -> float:
         """The batch loss denominator (algo's summed tree norms, else the summed path weight of the
         trained tokens); MIS-dropped tokens leave it in proportion to their weight. Summed over ranks."""
         total, full = 0.0, 0.0
@@ -240,6 +244,8 @@ class Trainer:
     def update_critic(self, chunks: list[PackedChunk], returns: np.ndarray, vw_all: np.ndarray) -> float:
         """One value-regression step on GAE returns (every tree token that carries a return weight,
         `vw_all`, over the batch's tokens)."""
+        if self.critic is None or self.critic_optimizer is None:
+            raise ValueError("a critic update needs the critic and its optimizer (algorithm ppo)")
         denom = max(float(vw_all.sum()), 1e-8)
         total = 0.0
         self.critic.train()
@@ -292,6 +298,7 @@ class Trainer:
         if is_peft(self.policy):
             state["adapters"] = {k: v for k, v in self.policy.state_dict().items() if "lora_" in k}
         if self.critic is not None:
+            assert self.critic_optimizer is not None  # built together (run/trainer_setup.py)
             state["critic"] = self.critic.state_dict()
             state["critic_optimizer"] = self.critic_optimizer.state_dict()
         return state
@@ -302,6 +309,7 @@ class Trainer:
         if "adapters" in state:
             self.policy.load_state_dict(state["adapters"], strict=False)
         if "critic" in state and self.critic is not None:
+            assert self.critic_optimizer is not None
             self.critic.load_state_dict(state["critic"])
             self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         torch.set_rng_state(state["torch_rng"])

@@ -7,11 +7,11 @@ from typing import Iterator
 import torch
 
 
-def is_peft(model) -> bool:
+def is_peft(model: torch.nn.Module) -> bool:
     return hasattr(model, "peft_config") and hasattr(model, "merge_adapter")
 
 
-def hf_named_weights(model) -> Iterator[tuple[str, torch.Tensor]]:
+def hf_named_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     """(name, tensor) pairs as the base HF model names them; LoRA adapters merged in (copies)."""
     if not is_peft(model):
         for name, t in model.state_dict().items():
@@ -30,12 +30,12 @@ def hf_named_weights(model) -> Iterator[tuple[str, torch.Tensor]]:
     yield from merged.items()
 
 
-def base_model(model):
+def base_model(model: torch.nn.Module) -> torch.nn.Module:
     """The underlying transformers model (for its config and save_pretrained)."""
     return model.get_base_model() if is_peft(model) else model
 
 
-def checkpoint_tensors(model, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def checkpoint_tensors(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The tensors a plain HF checkpoint of `model` stores: `state` less lm_head.weight when the
     config ties it to the input embedding (transformers re-ties it on load; a merged LoRA state
     would otherwise store the vocabulary matrix twice)."""
@@ -43,7 +43,7 @@ def checkpoint_tensors(model, state: dict[str, torch.Tensor]) -> dict[str, torch
     return {k: v for k, v in state.items() if not (tied and k == "lm_head.weight")}
 
 
-def apply_lora(model, r: int, alpha: int, dropout: float, target_modules: list[str]):
+def apply_lora(model: torch.nn.Module, r: int, alpha: int, dropout: float, target_modules: list[str]) -> torch.nn.Module:
     """Wrap a causal LM with peft LoRA adapters (only the adapters train)."""
     from peft import LoraConfig, get_peft_model
 
