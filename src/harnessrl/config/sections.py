@@ -14,7 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harnessrl.engine.factory import EngineSettings, EngineType
-from harnessrl.proxy.serving import DEFAULT_POLICY, MaxTokens, ServingPolicy, Temperature, TopP
+from harnessrl.engine.knobs import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, MaxTokens, Temperature, TopP
+from harnessrl.proxy.serving import ServingPolicy
 from harnessrl.render.tool_formats import ToolFormat
 from harnessrl.rollout.branching import BranchingConfig
 from harnessrl.rollout.difficulty import SamplerConfig
@@ -63,17 +64,17 @@ class RenderSection(_Strict):
 
 class ServeSection(_Strict):
     """How the run's proxy serves the harnesses (the same knobs as `harnessrl serve`: train = serve).
-    Defaults and bounds are the ServingPolicy's (proxy/serving.py); `RunConfig.serving_policy()`."""
+    Defaults and bounds are engine/knobs.py's; `policy()` is the proxy's ServingPolicy (proxy/serving.py)."""
 
     # The temperature of a request that sends none: Claude Code, Codex and OpenClaw never send one,
     # nor do the builtin and whitebox agents unless their options set one. 1.0 is the API default; a
     # small model (SmolLM2-135M) writes gibberish at 1.0 and usable shell at ~0.7. Recorded with
     # every call and used in the loss.
-    default_temperature: Temperature = DEFAULT_POLICY.default_temperature
-    default_top_p: TopP = DEFAULT_POLICY.default_top_p  # the top_p of a request that sends none
+    default_temperature: Temperature = DEFAULT_TEMPERATURE
+    default_top_p: TopP = DEFAULT_TOP_P  # the top_p of a request that sends none
     # tokens per model reply: the default of a request that sets none and the cap whatever it asks
     # (Claude Code asks 32000); the cut reply ends with finish_reason "length". Was loop.max_tokens
-    max_tokens: MaxTokens = DEFAULT_POLICY.default_max_tokens
+    max_tokens: MaxTokens = DEFAULT_MAX_TOKENS
     # default: a value the harness sends is used (the serving value fills in when it sends none);
     # force: the serving value (default_temperature, default_top_p, max_tokens) replaces what
     # the harness sends; the call records both (proxy/serving.py). aider sends temperature 0: force it

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, AsyncGenerator, AsyncIterator, Iterable, Literal, Protocol, runtime_checkable
 
+from harnessrl.engine.knobs import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from harnessrl.errors import HarnessRLError
 
 if TYPE_CHECKING:
@@ -40,13 +41,13 @@ class PromptTooLong(EngineError):
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """One call's sampling values. The proxy and the white-box loop set every field from their
-    ServingPolicy (proxy/serving.py: sampling_params); these defaults serve direct engine callers
-    (tests, probes) only."""
+    """One call's sampling values. The proxy sets every field from its ServingPolicy
+    (proxy/serving.py: sampling_params); the defaults (knobs.py's, the serving ones) serve direct
+    engine callers (tests, probes) only."""
 
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 512
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
+    max_tokens: int = DEFAULT_MAX_TOKENS
     stop_token_ids: tuple[int, ...] = ()
     seed: int | None = None
     route_key: str | None = None  # replica affinity (the proxy sets the rollout id); not a sampling knob

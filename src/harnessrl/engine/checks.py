@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from harnessrl.engine.base import PromptTooLong, SamplingParams
+from harnessrl.engine.knobs import knob_error
 
 
 def stop_ids_for(params: SamplingParams, eos_ids: Iterable[int]) -> frozenset[int]:
@@ -24,12 +25,10 @@ def validate_prompt(prompt_ids: list[int], vocab_size: int) -> None:
 
 
 def validate_params(params: SamplingParams) -> None:
-    if params.temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {params.temperature}")
-    if not 0.0 < params.top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1], got {params.top_p}")
-    if params.max_tokens < 1:
-        raise ValueError(f"max_tokens must be >= 1, got {params.max_tokens}")
+    """ValueError when a knob is out of bounds (knobs.py `knob_error`: the one check)."""
+    bad = knob_error(params.temperature, params.top_p, params.max_tokens)
+    if bad is not None:
+        raise ValueError(bad[0])
 
 
 def fit_max_tokens(prompt_len: int, max_tokens: int, max_model_len: int) -> int:

@@ -32,7 +32,7 @@ from typing import Any, Protocol, TypedDict
 from harnessrl.harness import builtin_agent as agent
 from harnessrl.harness.base import HarnessAdapter, HarnessConfigError, HarnessResult, SandboxLike
 from harnessrl.harness.profiles import Profile, profile_table, resolve
-from harnessrl.proxy.serving import sent_error
+from harnessrl.engine.knobs import knob_error
 from harnessrl.render.messages import Role
 
 PROFILES = profile_table(Profile("full", "the builtin agent's loop in the run process (text mode, direct token ids)"))
@@ -89,7 +89,7 @@ class WhiteboxAdapter(HarnessAdapter):
     profile: Profile
 
     def __init__(self, temperature: float | None = None, max_tokens: int = 256, profile: str | None = None) -> None:
-        bad = sent_error(temperature, None, max_tokens)  # what the agent sends, checked as a request is
+        bad = knob_error(temperature, None, max_tokens)  # what the agent sends, checked as a request is
         if bad is not None:
             raise HarnessConfigError(f"whitebox: {bad[0]}, got temperature {temperature}, max_tokens {max_tokens}")
         self.profile = resolve(self.name, PROFILES, profile, self.default_profile)

@@ -29,7 +29,8 @@ from harnessrl.proxy.jsonutil import MAX_JSON_DEPTH, DecodeError, TooDeep, dumps
 from harnessrl.proxy.replay import ReplayHit
 from harnessrl.proxy.rollouts import RolloutState
 from harnessrl.proxy.sse import StreamedBody
-from harnessrl.proxy.serving import Sampled, ServingPolicy, sampling_params, sent_error, stop_cut
+from harnessrl.engine.knobs import knob_error
+from harnessrl.proxy.serving import Sampled, ServingPolicy, sampling_params, stop_cut
 from harnessrl.proxy.stream_text import ReplyStream
 from harnessrl.proxy.wire import WireProtocol
 from harnessrl.proxy.writer import CallWriter
@@ -202,7 +203,7 @@ class CallHandler:
         rendered = await _run_for(rollout, self._off_loop(rollout, body), self._prepare, conversation, req)
         prompt_ids = list(rendered.ids)
         call.n_prompt = len(prompt_ids)
-        used = self._sampling(req, call.n_prompt, call.protocol)
+        used = self._sampling(req)
         params = self._params(req, used, call.n_prompt, call.rollout.rollout_id)
         t_engine = time.perf_counter()
         hit = await self._replayed(rollout, prompt_ids)
@@ -317,12 +318,10 @@ class CallHandler:
         except ValueError as e:  # TemplateError and other rendering refusals
             raise bad_request(f"cannot render the conversation: {e}") from None
 
-    def _sampling(self, req: ChatRequest, n_prompt: int, protocol: WireProtocol) -> Sampled:
-        """The values the call samples with (the serving policy applied to what the harness sent)."""
-        max_len = self.engine.max_model_len
-        if n_prompt >= max_len:
-            raise protocol.too_long(n_prompt, max_len)
-        bad = sent_error(req.temperature, req.top_p, req.max_tokens)
+    def _sampling(self, req: ChatRequest) -> Sampled:
+        """The values the call samples with (the serving policy applied to what the harness sent).
+        A prompt with no room left for one token is the protocol's "too long" (`_params`)."""
+        bad = knob_error(req.temperature, req.top_p, req.max_tokens)
         if bad is not None:
             raise bad_request(*bad)
         return self.policy.resolve(req.temperature, req.top_p, req.max_tokens)

@@ -11,7 +11,7 @@ other part types are a 400.
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -57,7 +57,7 @@ class _Request(BaseModel):
 class OpenAIChat(OpenAIWire):
     name = "openai.chat"
     request_model = _Request  # the request body's schema (openapi.py)
-    routes = ("/v1/chat/completions",)
+    routes: ClassVar[tuple[str, ...]] = ("/v1/chat/completions",)
 
     def parse(self, body: Any) -> ChatRequest:
         try:
@@ -96,7 +96,7 @@ class InProcessChat(OpenAIChat):
     ProxyServer.call): the same parse, render and reply; recorded as protocol "whitebox"."""
 
     name = "whitebox"
-    routes = ()
+    routes: ClassVar[tuple[str, ...]] = ()
 
 def _text_of(content: str | list[dict[str, Any]] | None, where: str, dropped: Dropped) -> str:
     if content is None or isinstance(content, str):

@@ -11,7 +11,7 @@ Each knob has a serving value and a mode (`serve.temperature_mode` ... in the ru
 
 A call's store record keeps both: `temperature`/`top_p` (and `meta.sampling.max_tokens`) are the
 values used, `meta.sampling.sent` what the harness sent and `meta.sampling.forced` the knobs whose
-sent value was overridden. `max_tokens_cap` bounds max_tokens in both modes (a run's loop.max_tokens).
+sent value was overridden. `max_tokens_cap` bounds max_tokens in both modes (a run's serve.max_tokens).
 
 `ServingPolicy` holds these values, each with its one default and its one bound: a RunConfig builds
 it (`RunConfig.serving_policy()`), `harnessrl serve` builds it from its flags, and the proxy server,
@@ -30,21 +30,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from harnessrl.engine.base import SamplingParams
+from harnessrl.engine.checks import fit_max_tokens
+from harnessrl.engine.knobs import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, MaxTokens, Temperature, TopP
 
 KNOBS = ("temperature", "top_p", "max_tokens")
 MODES = ("default", "force")
 Knob = Literal["temperature", "top_p", "max_tokens"]
-# The bounds of the serving values, written once (RunConfig's serve.* and loop.max_tokens use them too).
-# 1.0 is the API default temperature; a run config for a small model sets 0.7 (SmolLM2-135M writes
-# gibberish at 1.0). 0 is greedy (engine/base.py: its logprobs are taken under T = 1).
-Temperature = Annotated[float, Field(ge=0, le=2)]
-TopP = Annotated[float, Field(gt=0, le=1)]
-MaxTokens = Annotated[int, Field(ge=1)]
+# The defaults and bounds of the serving values are engine/knobs.py's (written once; RunConfig's
+# serve.* use them too). 0 is greedy (engine/base.py: its logprobs are taken under T = 1).
+__all__ = ["KNOBS", "MODES", "MaxTokens", "Sampled", "ServingPolicy", "Temperature", "TopP", "check_forced",
+           "resolve", "sampling_params", "stop_cut"]
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,9 @@ class ServingPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    default_temperature: Temperature = 1.0  # Claude Code, Codex and OpenClaw send no temperature
-    default_top_p: TopP = 1.0
-    default_max_tokens: MaxTokens = 256  # a run's loop.max_tokens
+    default_temperature: Temperature = DEFAULT_TEMPERATURE  # Claude Code, Codex and OpenClaw send no temperature
+    default_top_p: TopP = DEFAULT_TOP_P
+    default_max_tokens: MaxTokens = DEFAULT_MAX_TOKENS  # a run's serve.max_tokens
     # a limit on one reply, whatever the harness asks (Claude Code asks 32000): a run's per-call
     # budget; the cut reply ends with finish_reason "length". None: bounded by the context only
     max_tokens_cap: MaxTokens | None = None
@@ -86,25 +86,16 @@ class ServingPolicy(BaseModel):
         return resolve(sent, serving, self.force, self.max_tokens_cap)
 
 
-DEFAULT_POLICY = ServingPolicy()  # frozen: the defaults, read by RunConfig's serve.* and loop.max_tokens
+DEFAULT_POLICY = ServingPolicy()  # frozen: the defaults (engine/knobs.py), no cap
 
 
 def sampling_params(used: Sampled, n_prompt: int, max_model_len: int, stop_ids: Sequence[int],
                     route_key: str | None) -> SamplingParams:
-    """What the engine is asked: the used values, max_tokens bounded by what the context leaves."""
+    """What the engine is asked: the used values, max_tokens bounded by what the context leaves
+    (engine/checks.py `fit_max_tokens`, the engines' own bound: PromptTooLong when not one token fits)."""
     return SamplingParams(temperature=used.temperature, top_p=used.top_p,
-                          max_tokens=min(used.max_tokens, max_model_len - n_prompt),
+                          max_tokens=fit_max_tokens(n_prompt, used.max_tokens, max_model_len),
                           stop_token_ids=tuple(dict.fromkeys(stop_ids)), route_key=route_key)
-
-
-def sent_error(temperature: float | None, top_p: float | None, max_tokens: int | None) -> tuple[str, str] | None:
-    """(message, parameter) when the values a harness sends are out of bounds, else None: the one
-    check of what a request sends (a request may ask for greedy, temperature 0)."""
-    if max_tokens is not None and max_tokens < 1:
-        return "max_tokens must be at least 1", "max_tokens"
-    if (temperature is not None and temperature < 0) or (top_p is not None and not 0 < top_p <= 1):
-        return "temperature must be >= 0 and top_p in (0, 1]", "temperature"
-    return None
 
 
 def check_forced(force: Collection[str]) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from harnessrl.engine.base import Generation, SamplingParams
+from harnessrl.engine.knobs import DEFAULT_TEMPERATURE
 from harnessrl.train.batch import TrainBatch
 from harnessrl.train.packing import forest_from_paths
 
@@ -82,13 +83,13 @@ async def _sample(engine, prompts, group: int, params: SamplingParams, seed: int
 
 
 def synced_updates(engine, trainer, prompts: Sequence[Sequence[int]], steps: int, *, group: int = 4,
-                   temperature: float = 1.0, max_tokens: int = 32, seed: int = 0,
+                   temperature: float = DEFAULT_TEMPERATURE, max_tokens: int = 32, seed: int = 0,
                    first_version: int = 1) -> list[DriftRow]:
     """`steps` + 1 rounds (the last one measures after `steps` synced updates): the trainer's
     weights are synced first, so the engine starts from them. Sampling seeds repeat per round, so
     two trainers from the same weights see the same first batch."""
     trainer.sync_weights(engine, first_version)
-    params = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=max_tokens)
+    params = SamplingParams(temperature=temperature, max_tokens=max_tokens)
     rows: list[DriftRow] = []
     for step in range(steps + 1):
         t0 = time.perf_counter()
