@@ -1,6 +1,7 @@
 """One vocabulary for the action format (harness/action_format.py): the builtin agent's --format
 and mini-swe-agent's `format` option (older: `mode`) and profiles take the same names, and the
-older spelling `tool` still means `tools`."""
+older spellings `tool` and `text` still mean `tools` and `bash` (`text`: with a FutureWarning, as
+`bash` is the word render.tool_format uses for one ```bash block per reply)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from harnessrl.harness.base import RunDirs, RunRequest
 from harnessrl.harness.mini_swe_agent import PROFILES, MiniSweAgentAdapter
 
 
-def test_the_names_are_text_and_tools_and_tool_is_an_alias():
-    assert ACTION_FORMATS == ("text", "tools") and ALIASES == {"tool": "tools"}
-    assert [action_format(v, "h") for v in ("text", "tools", "tool")] == ["text", "tools", "tools"]
-    with pytest.raises(HarnessConfigError, match="h action format must be one of text, tools, got 'bash'"):
-        action_format("bash", "h")
+def test_the_names_are_bash_and_tools_and_the_older_ones_are_aliases():
+    assert ACTION_FORMATS == ("bash", "tools") and ALIASES == {"tool": "tools", "text": "bash"}
+    assert [action_format(v, "h") for v in ("bash", "tools", "tool")] == ["bash", "tools", "tools"]
+    with pytest.warns(FutureWarning, match="action format 'text' is now 'bash'"):
+        assert action_format("text", "h") == "bash"
+    with pytest.raises(HarnessConfigError, match="h action format must be one of bash, tools, got 'sh'"):
+        action_format("sh", "h")
 
 
 def test_the_builtin_agent_keeps_the_same_names(monkeypatch):
@@ -25,11 +28,11 @@ def test_the_builtin_agent_keeps_the_same_names(monkeypatch):
     assert agent.ACTION_FORMATS == ACTION_FORMATS and agent.FORMAT_ALIASES == ALIASES
     seen = []
     monkeypatch.setattr(agent, "run", lambda args, task: seen.append(args.format) or {})
-    for given in ("text", "tools", "tool"):
+    for given in ("bash", "tools", "tool", "text"):
         assert agent.main(["--base-url", "http://127.0.0.1:9/v1", "--task", "t", "--format", given]) == 0
-    assert seen == ["text", "tools", "tools"]
+    assert seen == ["bash", "tools", "tools", "bash"]
     with pytest.raises(SystemExit):
-        agent.main(["--base-url", "http://127.0.0.1:9/v1", "--task", "t", "--format", "bash"])
+        agent.main(["--base-url", "http://127.0.0.1:9/v1", "--task", "t", "--format", "sh"])
 
 
 def test_mini_swe_agent_takes_the_same_names():
@@ -41,12 +44,14 @@ def test_mini_swe_agent_takes_the_same_names():
         built[str(options)] = adapter.build(_req()).argv
     assert len({str(v) for v in built.values()}) == 1  # the same launch whichever spelling
     assert "--model-class" not in next(iter(built.values()))
-    text = MiniSweAgentAdapter(format="text")
-    assert text.format == "text" and "--model-class" in text.build(_req()).argv
+    text = MiniSweAgentAdapter(format="bash")
+    assert text.format == "bash" and "--model-class" in text.build(_req()).argv
+    with pytest.warns(FutureWarning):
+        assert MiniSweAgentAdapter(format="text").profile.name == "bash"
     assert make_harness("mini-swe-agent:tools").profile.name == "tool"  # the profile takes the new name too
     with pytest.raises(HarnessConfigError, match="not both"):
         MiniSweAgentAdapter(format="tools", mode="tool")
-    with pytest.raises(HarnessConfigError, match="must be one of text, tools"):
+    with pytest.raises(HarnessConfigError, match="must be one of bash, tools"):
         MiniSweAgentAdapter(format="fast")
 
 

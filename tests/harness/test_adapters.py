@@ -41,7 +41,7 @@ def _private(value: str) -> bool:
 
 def test_make_harness_specs():
     assert isinstance(make_harness("builtin"), BuiltinAdapter)
-    assert make_harness("mini-swe-agent").format == "text"
+    assert make_harness("mini-swe-agent").format == "bash"
     assert make_harness("mini-swe-agent:tool").format == "tools"
     small_tool = make_harness("mini-swe-agent:tool-small")
     assert small_tool.format == "tools" and "Task: {{task}}" in small_tool._config_text()
@@ -326,8 +326,8 @@ def test_profiles_are_picked_by_spec_and_validated():
     assert make_harness("openclaw:gateway").mode == "gateway"
     assert make_harness("openclaw:gateway-small").mode == "gateway"
     assert make_harness("openclaw:small").mode == "exec" and not make_harness("openclaw:small").lean
-    assert make_harness("mini-swe-agent:small").format == "text" and make_harness("mini-swe-agent:full").format == "tools"
-    assert make_harness("mini-swe-agent:text").profile.name == "text"  # older spelling, same profile
+    assert make_harness("mini-swe-agent:small").format == "bash" and make_harness("mini-swe-agent:full").format == "tools"
+    assert make_harness("mini-swe-agent:text").profile.name == "bash"  # older spelling, same profile
     assert harness_profiles("claude-code") == ["full", "small", "tiny"]
     assert harness_profiles("codex")[0] == "full" and "small" in harness_profiles("openclaw")
     assert harness_profiles("command") == []

@@ -231,7 +231,7 @@ REPLIES = ["```bash\necho hi\n```", "Done."]
 
 def _scripted(renderer):
     """Reply i to the i-th call of a rollout (counted by the prompt's assistant turns)."""
-    n_examples = sum(m["role"] == "assistant" for m in agent.first_messages("text", "t"))
+    n_examples = sum(m["role"] == "assistant" for m in agent.first_messages("bash", "t"))
 
     def script(prompt_ids):
         turns = renderer.decode(prompt_ids).count("<|im_start|>assistant") - 1 - n_examples
@@ -242,7 +242,7 @@ def _scripted(renderer):
 
 def _conversation():
     """builtin_agent's two requests for one task: the first, then one after its command ran."""
-    first = agent.first_messages("text", "print hi")
+    first = agent.first_messages("bash", "print hi")
     second = first + [{"role": "assistant", "content": REPLIES[0]},
                       {"role": "user", "content": agent.OBSERVATION.format(code=0, output="hi\n")}]
     return [first, second]

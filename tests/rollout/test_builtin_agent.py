@@ -19,7 +19,7 @@ def test_bash_block_and_first_messages():
     assert agent.BASH_BLOCK.search("sure\n```bash\necho hi > a.txt\n```\nthat's it").group(1) == "echo hi > a.txt\n"
     assert agent.BASH_BLOCK.search("```\nls\n```").group(1) == "ls\n"
     assert agent.BASH_BLOCK.search("no block here") is None
-    msgs = agent.first_messages("text", "THE TASK")
+    msgs = agent.first_messages("bash", "THE TASK")
     assert msgs[0]["role"] == "system" and msgs[-1] == {"role": "user", "content": "THE TASK"}
     assert [m["role"] for m in msgs[1:5]] == ["user", "assistant", "user", "assistant"]
     assert agent.first_messages("tools", "T")[1:] == [{"role": "user", "content": "T"}]

@@ -5,14 +5,15 @@ It runs inside the sandbox as its own process (stdlib + the `openai` SDK only, n
 talks to an OpenAI-compatible endpoint (the harnessrl proxy) and works in the current directory.
 
 Two action formats (--format; harnessrl's harness/action_format.py names them):
-  text  (default; fits small models) - each reply holds one fenced ```bash block; the agent runs
-        it and sends back the output. A reply without a block is the final answer.
+  bash  (default; fits small models) - each reply holds one fenced ```bash block; the agent runs
+        it and sends back the output. A reply without a block is the final answer. ("text", its
+        older name, is accepted.)
   tools native OpenAI tool calls: read_file, write_file, list_files, run_shell. A reply without
         tool calls is the final answer. ("tool" is accepted for tools.)
 It stops on a final answer or after --max-turns model calls and prints one JSON summary line.
 
   python builtin_agent.py --base-url http://127.0.0.1:8000/r/KEY/v1 --api-key KEY --model m \
-      --task "Write the word apple into a.txt" [--task-file PATH] [--format text|tools]
+      --task "Write the word apple into a.txt" [--task-file PATH] [--format bash|tools]
 """
 
 import argparse
@@ -50,8 +51,8 @@ OBSERVATION = "Exit code {code}. Output:\n```\n{output}\n```\nIf the task is don
 DONE = "Done."
 # the action formats, as harness/action_format.py ActionFormat names them (this script imports no
 # project code, so it keeps this copy; its tests check the two agree), and the older spellings
-ACTION_FORMATS = ("text", "tools")
-FORMAT_ALIASES = {"tool": "tools"}
+ACTION_FORMATS = ("bash", "tools")
+FORMAT_ALIASES = {"tool": "tools", "text": "bash"}
 NO_BLOCK_FINAL = "final"
 MAX_OUTPUT = 2000
 BASH_BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.DOTALL)
@@ -134,7 +135,7 @@ def tools_turn(reply, messages, stats):
 
 
 def first_messages(fmt, task):
-    """System prompt, (text format) the worked examples ending with a finished task, then the task."""
+    """System prompt, (bash format) the worked examples ending with a finished task, then the task."""
     if fmt == "tools":
         return [{"role": "system", "content": TOOLS_SYSTEM}, {"role": "user", "content": task}]
     messages = [{"role": "system", "content": TEXT_SYSTEM}]
@@ -174,7 +175,7 @@ def run(args: argparse.Namespace, task: str) -> Stats:
         stats["turns"] += 1
         reply = response.choices[0].message
         stats["final_message"] = reply.content or ""
-        step = text_turn if args.format == "text" else tools_turn
+        step = text_turn if args.format == "bash" else tools_turn
         if not step(reply, messages, stats):
             stats["stop"] = NO_BLOCK_FINAL
             break
@@ -202,8 +203,9 @@ def main(argv=None):
     p.add_argument("--task", help="the task text")
     p.add_argument("--task-file", help="a file holding the task text")
     p.add_argument("--max-turns", type=int, default=5)
-    p.add_argument("--format", choices=(*ACTION_FORMATS, *FORMAT_ALIASES), default="text",
-                   help="the action format: text (a ```bash block per reply) | tools (native tool calls)")
+    p.add_argument("--format", choices=(*ACTION_FORMATS, *FORMAT_ALIASES), default="bash",
+                   help="the action format: bash (a ```bash block per reply; older name: text) | tools "
+                        "(native tool calls)")
     p.add_argument("--workspace", help="directory to work in (default: the current one)")
     p.add_argument("--temperature", type=float, default=None,
                    help="sent with every call (default: none, so the server's default temperature applies)")

@@ -1,11 +1,11 @@
 """mini-swe-agent (PyPI `mini-swe-agent`, this venv's `mini`), via litellm's OpenAI client.
 
-Two action formats (harness/action_format.py): "text" (default; `--model-class litellm_textbased`
+Two action formats (harness/action_format.py): "bash" (default; `--model-class litellm_textbased`
 with harnessrl's short config `mini_text.yaml`: one fenced shell block per reply, which a small model
 can hit) and "tools" (mini's default `mini.yaml`: a native `bash` tool call; "tool" is accepted). Cost tracking is switched off (it
 crashes on unknown models) and the global config dir is private.
 
-Profiles: `text` (default; alias `small`), `tool` (aliases `tools`, `full`: mini-swe-agent as shipped) and
+Profiles: `bash` (default; aliases `small`, `text`), `tool` (aliases `tools`, `full`: mini-swe-agent as shipped) and
 `tool-small` (the native `bash` tool with harnessrl's short prompts, `mini_tool.yaml`: mini.yaml puts
 ~1k tokens of workflow guide after the task, which a 135M model copies instead of doing the task).
 """
@@ -34,8 +34,8 @@ from harnessrl.harness.profiles import Profile, profile_table, resolve
 
 TEXT_CONFIG = Path(__file__).with_name("mini_text.yaml")
 PROFILES = profile_table(
-    Profile("text", "text format: litellm_textbased + harnessrl's short mini_text.yaml (one fenced block per reply)",
-            {"format": "text"}, aliases=("small",)),
+    Profile("bash", "bash format: litellm_textbased + harnessrl's short mini_text.yaml (one fenced block per reply)",
+            {"format": "bash"}, aliases=("small", "text")),
     Profile("tool", "mini-swe-agent as shipped: mini.yaml, one native `bash` tool", {"format": "tools"},
             aliases=("tools", "full")),
     Profile("tool-small", "the native `bash` tool with harnessrl's short prompts (mini_tool.yaml)",
@@ -46,13 +46,13 @@ PROFILES = profile_table(
 class MiniSweAgentAdapter(LaunchedAdapter):
     name = "mini-swe-agent"
     profiles = PROFILES
-    default_profile = "text"
+    default_profile = "bash"
     profile: Profile
 
     def __init__(self, format: str | None = None, config: Path | None = None, command_timeout_s: int = 60,
                  max_tokens: int | None = None, temperature: float | None = None, profile: str | None = None,
                  mode: str | None = None) -> None:
-        """`format`: the action format (text | tools), which picks the profile of that name when no
+        """`format`: the action format (bash | tools), which picks the profile of that name when no
         profile is given; `mode` is its older name."""
         if format is not None and mode is not None:
             raise HarnessConfigError("mini-swe-agent takes format (or its older name mode), not both")
@@ -75,7 +75,7 @@ class MiniSweAgentAdapter(LaunchedAdapter):
             return self.config.read_text()
         if self.profile.settings.get("config"):
             return Path(__file__).with_name(self.profile.settings["config"]).read_text()
-        return TEXT_CONFIG.read_text() if self.format == "text" else None
+        return TEXT_CONFIG.read_text() if self.format == "bash" else None
 
     def preflight(self) -> str | None:
         return not_installed(self.name)
@@ -102,7 +102,7 @@ class MiniSweAgentAdapter(LaunchedAdapter):
             argv += ["-c", f"model.model_kwargs.max_tokens={int(self.max_tokens)}"]
         if self.temperature is not None:
             argv += ["-c", f"model.model_kwargs.temperature={float(self.temperature)}"]
-        if self.format == "text":
+        if self.format == "bash":
             argv += ["--model-class", "litellm_textbased"]
         argv += ["-t", req.instruction, "-o", traj]
         env = quiet_env(req.dirs) | {

@@ -18,7 +18,7 @@ of verl's AgentLoop: what a trainer that owns the agent loop sees, against black
 
 Departures from `builtin` through the proxy: commands run with the sandbox's base environment
 (not the launcher's private HOME/TMPDIR), records carry `protocol="whitebox"` and are delivered
-by construction; only the text format (no native tool calls); no replayed branches.
+by construction; only the bash format (no native tool calls); no replayed branches.
 """
 
 from __future__ import annotations
@@ -129,8 +129,8 @@ class WhiteboxAdapter(HarnessAdapter):
 def run_loop(proxy: InProcessProxy, key: str, loop: asyncio.AbstractEventLoop, sandbox: SandboxLike, task: str,
              model: str, *, max_turns: int, deadline: float, temperature: float | None, max_tokens: int,
              workdir: str | None) -> LoopStats:
-    """builtin_agent.run (text format) with the proxy called in-process."""
-    messages: list[TextTurn] = agent.first_messages("text", task)
+    """builtin_agent.run (bash format) with the proxy called in-process."""
+    messages: list[TextTurn] = agent.first_messages("bash", task)
     stats = LoopStats()
     while stats.turns < max_turns:
         if time.monotonic() >= deadline:
