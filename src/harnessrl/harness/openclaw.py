@@ -56,6 +56,10 @@ SMALL_CONFIG = {
     "tools": {"profile": "coding", "allow": ["exec"], "toolSearch": False},
     "agents": {"defaults": {"skipBootstrap": True, "contextInjection": "never", "skills": []}},
 }
+# start-up cost (issue 43 item 3): the bundled plugins (channels, providers, memory, browser, ...) are
+# ~2-4 CPU-s of a start; `small` offers none of what they add (its first request, tools and messages,
+# is byte-identical without them, checked 2026-12-07), the other profiles' prompts list their skills
+SMALL_ENV = {"OPENCLAW_DISABLE_BUNDLED_PLUGINS": "1"}
 PROFILES = profile_table(
     Profile("full", "exec mode, the coding tool profile minus web/memory search",
             {"mode": "exec", "lean": False, "config": FULL_TOOLS}, aliases=("exec",)),
@@ -63,7 +67,7 @@ PROFILES = profile_table(
     Profile("gateway", "gateway mode (openclaw gateway + one chat turn), full tools",
             {"mode": "gateway", "lean": False, "config": FULL_TOOLS}),
     Profile("small", "exec mode, only the exec tool, no tool search, skills or bootstrap files",
-            {"mode": "exec", "lean": False, "config": SMALL_CONFIG}),
+            {"mode": "exec", "lean": False, "config": SMALL_CONFIG, "env": SMALL_ENV}),
     Profile("gateway-small", "gateway mode with the small config",
             {"mode": "gateway", "lean": False, "config": SMALL_CONFIG}),
 )
@@ -186,7 +190,9 @@ class OpenClawAdapter(CachedInstallAdapter):
             "OPENCLAW_SKIP_BROWSER_CONTROL_SERVER": "1",
             "OPENCLAW_SKIP_CANVAS_HOST": "1",
             "OPENCLAW_SKIP_STARTUP_MODEL_PREWARM": "1",
+            "OPENCLAW_NO_RESPAWN": "1",  # no launcher process waiting on a respawned child: one Node, not two
             **self._cache_env(),
+            **self.profile.settings.get("env", {}),
         }
         return LaunchSpec(argv=argv, env=env, cwd=workspace, run_id=req.dirs.run_id,
                           dirs=[*req.dirs.all(), f"{home}/.openclaw"],
