@@ -22,7 +22,7 @@ def test_every_layer_takes_the_one_default():
     cfg, policy, params = RunConfig().serve, ServingPolicy(), SamplingParams()
     assert cfg.default_temperature == policy.default_temperature == params.temperature == DEFAULT_TEMPERATURE
     assert cfg.default_top_p == policy.default_top_p == params.top_p == DEFAULT_TOP_P
-    assert cfg.max_tokens == policy.default_max_tokens == params.max_tokens == DEFAULT_MAX_TOKENS
+    assert cfg.max_tokens == policy.max_tokens == params.max_tokens == DEFAULT_MAX_TOKENS
 
 
 @pytest.mark.parametrize("values, knob", [((-0.1, None, None), "temperature"), ((None, 0.0, None), "top_p"),

@@ -28,7 +28,7 @@ def real_rig(tmp_path_factory):
     engine = HFEngine(str(model_dir), max_model_len=8192, num_threads=2)
     store = RunStore(tmp_path_factory.mktemp("run"))
     renderer = Renderer.from_pretrained(model_dir)
-    server = ProxyServer(engine, store, renderer, policy=ServingPolicy(default_max_tokens=MAX_TOKENS)).start()
+    server = ProxyServer(engine, store, renderer, policy=ServingPolicy(max_tokens=MAX_TOKENS)).start()
     yield server, store
     server.stop()
     engine.close()

@@ -38,7 +38,7 @@ def bash_rig(tmp_path_factory):
     store = RunStore(tmp_path_factory.mktemp("run"))
     renderer = Renderer.from_pretrained(model_dir, tool_format="bash_examples")
     server = ProxyServer(engine, store, renderer, policy=ServingPolicy(
-        default_max_tokens=MAX_TOKENS, max_tokens_cap=MAX_TOKENS, default_temperature=0.7)).start()
+        max_tokens=MAX_TOKENS, max_tokens_cap=MAX_TOKENS, default_temperature=0.7)).start()
     yield server, store
     server.stop()
     engine.close()

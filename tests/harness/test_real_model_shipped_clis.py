@@ -27,7 +27,7 @@ def greedy_rig(tmp_path_factory):
     store = RunStore(tmp_path_factory.mktemp("run"))
     renderer = Renderer.from_pretrained(model_dir, tool_format="bash_examples")
     server = ProxyServer(engine, store, renderer, policy=ServingPolicy(
-        default_max_tokens=48, max_tokens_cap=48, default_temperature=0.0, force=("temperature",))).start()
+        max_tokens=48, max_tokens_cap=48, default_temperature=0.0, force=("temperature",))).start()
     yield server, store
     server.stop()
     engine.close()

@@ -119,7 +119,7 @@ def test_rerender_history_mode(engine, store, renderer):
 @pytest.mark.parametrize("cap,asked,expected", [(None, 300, 300), (40, 32000, 40), (40, 10, 10), (40, None, 40)])
 def test_max_tokens_cap_bounds_every_reply(engine, store, renderer, cap, asked, expected):
     """A run's per-call budget holds whatever the harness asks (Claude Code asks 32000)."""
-    policy = ServingPolicy(default_max_tokens=2048 if cap is None else cap, max_tokens_cap=cap)
+    policy = ServingPolicy(max_tokens=2048 if cap is None else cap, max_tokens_cap=cap)
     server = ProxyServer(engine, store, renderer, policy=policy).start()
     try:
         body = dict(CHAT, **({"max_tokens": asked} if asked is not None else {}))

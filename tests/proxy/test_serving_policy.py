@@ -70,7 +70,7 @@ def test_forced_temperature_overrides_the_harness_and_records_both(serve, store)
 
 
 def test_forced_max_tokens_replaces_the_request_and_the_cap_still_bounds(serve, store):
-    engine, url = serve(["a"], default_max_tokens=64, max_tokens_cap=48, force=("max_tokens",))
+    engine, url = serve(["a"], max_tokens=64, max_tokens_cap=48, force=("max_tokens",))
     chat(url, max_tokens=4000)
     assert engine.seen[0][1].max_tokens == 48
     assert store.list_calls(["r0"])[0].meta["sampling"]["forced"] == ["max_tokens"]
@@ -155,11 +155,11 @@ def test_scripted_serve_engine_has_the_window_serve_help_names(renderer):
 def test_run_config_builds_the_policy_from_its_serve_settings():
     cfg = load_config(None, ["serve.default_temperature=0.45", "serve.default_top_p=0.9", "serve.max_tokens=64",
                              "serve.temperature_mode=force", "serve.max_tokens_mode=force"])
-    assert cfg.serving_policy() == ServingPolicy(default_temperature=0.45, default_top_p=0.9, default_max_tokens=64,
+    assert cfg.serving_policy() == ServingPolicy(default_temperature=0.45, default_top_p=0.9, max_tokens=64,
                                                  max_tokens_cap=64, force=("temperature", "max_tokens"))
     run = RunConfig().serving_policy()  # the run's defaults are the policy's, plus the run's per-call cap
     assert run.model_copy(update={"max_tokens_cap": None}) == DEFAULT_POLICY == ServingPolicy()
-    assert run.max_tokens_cap == run.default_max_tokens == RunConfig().serve.max_tokens
+    assert run.max_tokens_cap == run.max_tokens == RunConfig().serve.max_tokens
     with pytest.raises(ValidationError, match="frozen"):
         run.default_temperature = 0.1  # type: ignore[misc]
 
@@ -193,7 +193,7 @@ def test_run_config_refuses_a_value_out_of_its_bound(override, bound):
 def test_the_policy_and_serve_refuse_values_with_the_same_bounds():
     from harnessrl.app.serve import serving_policy
 
-    for bad in ({"default_temperature": 2.5}, {"default_top_p": 0.0}, {"default_max_tokens": 0},
+    for bad in ({"default_temperature": 2.5}, {"default_top_p": 0.0}, {"max_tokens": 0},
                 {"max_tokens_cap": 0}, {"force": ("seed",)}, {"seed": 1}):
         with pytest.raises(ValidationError):
             ServingPolicy(**bad)
@@ -203,7 +203,7 @@ def test_the_policy_and_serve_refuse_values_with_the_same_bounds():
         serving_policy(RunConfig(), 0)
     cfg = load_config(None, ["serve.max_tokens=64", "serve.default_temperature=0.5", "serve.top_p_mode=force"])
     served = serving_policy(cfg, None)
-    assert served == ServingPolicy(default_temperature=0.5, default_max_tokens=64, max_tokens_cap=64, force=("top_p",))
+    assert served == ServingPolicy(default_temperature=0.5, max_tokens=64, max_tokens_cap=64, force=("top_p",))
     # serve caps the way a run does: the max-tokens default is the cap unless --max-tokens-cap is given
     assert serving_policy(RunConfig(), None) == RunConfig().serving_policy()
     assert serving_policy(cfg, 128).max_tokens_cap == 128
@@ -249,7 +249,7 @@ def _conversation():
 
 
 @pytest.mark.parametrize("policy", [ServingPolicy(default_temperature=0.7, max_tokens_cap=200),
-                                    ServingPolicy(default_temperature=0.9, default_top_p=0.8, default_max_tokens=32,
+                                    ServingPolicy(default_temperature=0.9, default_top_p=0.8, max_tokens=32,
                                                   force=("max_tokens",))])
 def test_whitebox_and_proxy_paths_write_identical_call_records(store, renderer, policy):
     """The same scripted policy, the same two requests builtin_agent sends (no temperature: the

@@ -79,7 +79,7 @@ def test_serve_takes_the_same_defaults():
     assert plan.cfg.render.tool_format is None and plan.cfg.model.path is None
     given = serve_plan(None, None, {"engine": "hf", "max_tokens": 99, "default_temperature": 0.5,
                                     "max_tokens_mode": "force", "tool_format": "bash"}, None)
-    assert (given.engine, given.policy.default_max_tokens, given.policy.max_tokens_cap) == ("hf", 99, 99)
+    assert (given.engine, given.policy.max_tokens, given.policy.max_tokens_cap) == ("hf", 99, 99)
     assert (given.policy.default_temperature, given.policy.force, given.cfg.render.tool_format) == \
         (0.5, ("max_tokens",), "bash")
 

@@ -92,7 +92,7 @@ class ServeSection(_Strict):
         default and (unless `max_tokens_cap` is given: `harnessrl serve --max-tokens-cap`) its cap.
         ValueError (pydantic's) when the cap is out of its bound."""
         return ServingPolicy(default_temperature=self.default_temperature, default_top_p=self.default_top_p,
-                             default_max_tokens=self.max_tokens,
+                             max_tokens=self.max_tokens,
                              max_tokens_cap=self.max_tokens if max_tokens_cap is None else max_tokens_cap,
                              force=self.forced())
 

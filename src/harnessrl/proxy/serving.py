@@ -67,7 +67,7 @@ class ServingPolicy(BaseModel):
 
     default_temperature: Temperature = DEFAULT_TEMPERATURE  # Claude Code, Codex and OpenClaw send no temperature
     default_top_p: TopP = DEFAULT_TOP_P
-    default_max_tokens: MaxTokens = DEFAULT_MAX_TOKENS  # a run's serve.max_tokens
+    max_tokens: MaxTokens = DEFAULT_MAX_TOKENS  # a run's serve.max_tokens
     # a limit on one reply, whatever the harness asks (Claude Code asks 32000): a run's per-call
     # budget; the cut reply ends with finish_reason "length". None: bounded by the context only
     max_tokens_cap: MaxTokens | None = None
@@ -82,7 +82,7 @@ class ServingPolicy(BaseModel):
         """The values a call that sent these samples with (None: the harness sent none)."""
         sent: dict[str, float | int | None] = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
         serving: dict[str, float | int] = {"temperature": self.default_temperature, "top_p": self.default_top_p,
-                                           "max_tokens": self.default_max_tokens}
+                                           "max_tokens": self.max_tokens}
         return resolve(sent, serving, self.force, self.max_tokens_cap)
 
 
