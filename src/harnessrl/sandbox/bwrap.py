@@ -55,7 +55,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from harnessrl.sandbox.base import (
     ProcessResult,
@@ -77,6 +79,8 @@ from harnessrl.sandbox.snapshot import write_archive
 from harnessrl.sandbox.tarcopy import COPY_IN, archive_cap_mb, check_archive, pack, unpack_archive
 from harnessrl.sandbox.treeops import TreeBudget, TreeLimits, WorkspaceLimitExceeded, copy_tree, remove_tree
 from harnessrl.sandbox.treeops import sweep_dead_owners
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +113,7 @@ def _require_tools() -> None:
         )
 
 
-def as_fs_user(uid: int, gid: int, fn) -> None:
+def as_fs_user(uid: int, gid: int, fn: Callable[[], object]) -> None:
     """Run ``fn()`` (host root) in a thread of its own whose file-system uid and gid are these:
     files it creates are theirs. Linux keeps fsuid per thread (glibc's setfsuid does not touch
     the other threads); the thread raises its effective capabilities again after the switch, so
@@ -130,7 +134,7 @@ def as_fs_user(uid: int, gid: int, fn) -> None:
         raise box[0]
 
 
-def _read_until(fd: int, done, timeout_s: float):
+def _read_until(fd: int, done: Callable[[bytes], T | None], timeout_s: float) -> T:
     """Read ``fd`` until ``done(data)`` returns a value; SandboxError on EOF or timeout."""
     data, deadline = b"", time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -440,7 +444,7 @@ class BwrapSandbox(Sandbox):
         """False once destroyed, or when the sandbox died (e.g. its keeper was killed from inside)."""
         return not self._closed and not select.select([self._pidfd], [], [], 0)[0]
 
-    def _run_tracked(self, argv: list[str], **kw) -> ProcessResult:
+    def _run_tracked(self, argv: list[str], **kw: Any) -> ProcessResult:
         if not argv:
             raise SandboxError("run() needs a non-empty argv")
         with self._lock:
@@ -468,12 +472,12 @@ class BwrapSandbox(Sandbox):
         argv: list[str],
         leaf: str,
         *,
-        env=None,
-        cwd=None,
-        timeout_s=None,
-        stdin=None,
-        stdout_path=None,
-        keep_background=False,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout_s: float | None = None,
+        stdin: bytes | str | None = None,
+        stdout_path: Path | None = None,
+        keep_background: bool = False,
         extra_fds: tuple[int, ...] = (),
         fsize_mb: int | None = None,
     ) -> ProcessResult:

@@ -56,7 +56,7 @@ def _fail(what: str) -> None:
     sys.exit(f"harnessrl sandbox entry: {what} failed: {os.strerror(ctypes.get_errno())}")
 
 
-def _prctl(libc: ctypes.CDLL, option: int, *args) -> int:
+def _prctl(libc: ctypes.CDLL, option: int, *args: object) -> int:
     return libc.prctl(option, *[ctypes.c_ulong(a) if isinstance(a, int) else a for a in args])
 
 

@@ -41,7 +41,7 @@ import json
 import select
 import socket
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import h11
 
@@ -219,7 +219,7 @@ class HttpRelay:
         except OSError:
             raise RelayClosed from None
 
-    def _fail_down(self, status: int, message: str, linger: bool = False):
+    def _fail_down(self, status: int, message: str, linger: bool = False) -> NoReturn:
         if self.down.our_state in (h11.IDLE, h11.SEND_RESPONSE):  # IDLE: the request never parsed
             try:
                 line = self.head_sample.split(b"\r\n", 1)[0].split(b" ")

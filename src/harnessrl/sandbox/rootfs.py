@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from harnessrl.sandbox.base import SandboxConfig, SandboxError
@@ -265,7 +266,7 @@ def identity_dir(cfg: SandboxConfig, cache: Path, ours: dict[str, str]) -> Path:
     return final
 
 
-def root_args(cfg: SandboxConfig, merged: str, etc_dir: Path, ro) -> list[str]:
+def root_args(cfg: SandboxConfig, merged: str, etc_dir: Path, ro: Callable[[str, str], list[str]]) -> list[str]:
     """bwrap arguments for the root: the overlay at ``merged`` as /, the identity files over the
     image's /etc and the runtime binds. ``ro(host, inner)`` makes one read-only bind (staged)."""
     args = ["--bind", merged, "/"]

@@ -35,6 +35,7 @@ import os
 import platform
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from harnessrl.sandbox.base import SandboxUnavailable
 
@@ -57,7 +58,7 @@ class SeccompUnavailable(SandboxUnavailable):
     """libseccomp (or its binding) is not installed here: no filter (the sandbox still runs)."""
 
 
-def _compat_arch(sc, native: int) -> int | None:
+def _compat_arch(sc: Any, native: int) -> int | None:  # sc: the seccomp module (libseccomp's binding)
     return {sc.Arch.X86_64: sc.Arch.X86, sc.Arch.AARCH64: sc.Arch.ARM}.get(native)
 
 

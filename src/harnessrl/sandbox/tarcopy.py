@@ -16,6 +16,7 @@ import posixpath
 import shutil
 import tarfile
 from collections.abc import Iterator
+from typing import IO
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -126,7 +127,7 @@ def safe_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
     return keep
 
 
-def pack(src: Path, dest: str, fileobj) -> str:
+def pack(src: Path, dest: str, fileobj: IO[bytes]) -> str:
     """Write `src` (a host file or directory) as a tar to `fileobj` for COPY_IN to unpack at the
     inner path `dest`; the inner directory to unpack it in."""
     is_dir = src.is_dir() and not src.is_symlink()

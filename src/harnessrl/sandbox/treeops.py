@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.sandbox.base import WorkspaceLost
@@ -68,7 +69,7 @@ class TreeLimits:
     deadline_s: float = 120.0
 
     @classmethod
-    def for_workspace(cls, workspace_mb: int, **kw) -> TreeLimits:
+    def for_workspace(cls, workspace_mb: int, **kw: Any) -> TreeLimits:
         """Limits for a sandbox's workspace: bytes capped at its tmpfs size (a copy then always fits)."""
         return cls(max_bytes=workspace_mb << 20, **kw)
 

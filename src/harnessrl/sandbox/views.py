@@ -211,8 +211,7 @@ def _links(root: Path) -> list[Parts]:
 def given_links(sandbox: Sandbox) -> dict[str, str]:
     """The links of the task's own starting workspace (an image's files at the workspace path):
     the task's, not the agent's. {} for a sandbox without an image."""
-    rootfs = getattr(getattr(sandbox, "config", None), "rootfs", None)
-    mount = getattr(getattr(sandbox, "config", None), "workspace_mount", None)
+    rootfs, mount = sandbox.config.rootfs, sandbox.config.workspace_mount
     if not rootfs or not mount:
         return {}
     return dict(_image_links(str(rootfs), str(mount)))

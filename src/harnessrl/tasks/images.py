@@ -28,7 +28,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from harnessrl.sandbox.base import SandboxError
 
@@ -135,7 +135,7 @@ def image_env(config: dict[str, Any]) -> dict[str, str]:
 
 
 def prepare_image(source: str, owner: int | None = None, cache: Path | None = None,
-                  log=None) -> ImageRoot:
+                  log: Callable[[str], None] | None = None) -> ImageRoot:
     """The unpacked root of ``source``, unpacking it first if this digest is not cached yet.
     ``owner``: the host uid its files get (default: this process's). ``log(text)`` hears progress."""
     from harnessrl.sandbox.rootfs import check_root
