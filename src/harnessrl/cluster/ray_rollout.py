@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 class PlansRunner(Protocol):
-    """A worker's collector (run/collector.py `Collector`): runs group plans into its store."""
+    """A worker's collector (run/collector_seam.py `Collector`): runs group plans into its store."""
 
     def run(self, plans: Sequence[GroupPlan]) -> None: ...
 

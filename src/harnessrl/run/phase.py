@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 from harnessrl.profile.run_profile import CpuMeter
 from harnessrl.report.display import RunDisplay
 from harnessrl.rollout.plan import GroupPlan
-from harnessrl.run.collector import Collector
+from harnessrl.run.collector_seam import Collector
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from harnessrl.rollout.jobs import RunOptions, make_adapters, run_plans
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.rollout.proxy_link import LocalProxy
 from harnessrl.rollout.sample_check import SampleCheck
-from harnessrl.run.collector import Collector, Progress
+from harnessrl.run.collector_seam import Collector, Progress
 from harnessrl.run.errors import TrainError
 from harnessrl.sandbox.base import SandboxConfig
 
