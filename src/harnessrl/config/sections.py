@@ -270,7 +270,7 @@ class ClusterSection(_Strict):
 
 class WandbSection(_Strict):
     """An optional Weights & Biases run mirroring the step metrics, eval tables, plots and tree page
-    (run/tracking.py); a logger error is a warning, never a failed run."""
+    (report/tracking.py); a logger error is a warning, never a failed run."""
 
     project: str = "harnessrl"
     name: str | None = None  # None: the run dir's name
