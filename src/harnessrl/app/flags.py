@@ -21,7 +21,7 @@ import typer
 from pydantic.fields import FieldInfo
 
 from harnessrl.render.tool_formats import TOOL_FORMATS
-from harnessrl.run.config import RunConfig
+from harnessrl.config import RunConfig
 
 # CLI option (the parameter name of `serve` / `rollout` / `eval`) -> the run-config key it sets
 FLAG_KEYS = {
