@@ -53,6 +53,7 @@ DONE = "Done."
 # project code, so it keeps this copy; its tests check the two agree), and the older spellings
 ACTION_FORMATS = ("bash", "tools")
 FORMAT_ALIASES = {"tool": "tools", "text": "bash"}
+REPLY_TOKENS = 256  # the max_tokens each request asks (--max-tokens; the white-box loop asks the same)
 NO_BLOCK_FINAL = "final"
 MAX_OUTPUT = 2000
 BASH_BLOCK = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.DOTALL)
@@ -209,7 +210,7 @@ def main(argv=None):
     p.add_argument("--workspace", help="directory to work in (default: the current one)")
     p.add_argument("--temperature", type=float, default=None,
                    help="sent with every call (default: none, so the server's default temperature applies)")
-    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--max-tokens", type=int, default=REPLY_TOKENS)
     p.add_argument("--call-timeout", type=float, default=600.0)
     args = p.parse_args(glue_values(sys.argv[1:] if argv is None else argv))
     args.format = FORMAT_ALIASES.get(args.format, args.format)

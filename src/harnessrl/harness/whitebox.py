@@ -88,7 +88,7 @@ class WhiteboxAdapter(HarnessAdapter):
     default_profile = "full"
     profile: Profile
 
-    def __init__(self, temperature: float | None = None, max_tokens: int = 256, profile: str | None = None) -> None:
+    def __init__(self, temperature: float | None = None, max_tokens: int = agent.REPLY_TOKENS, profile: str | None = None) -> None:
         bad = knob_error(temperature, None, max_tokens)  # what the agent sends, checked as a request is
         if bad is not None:
             raise HarnessConfigError(f"whitebox: {bad[0]}, got temperature {temperature}, max_tokens {max_tokens}")
