@@ -6,7 +6,7 @@ operation, FileNotFoundError for a missing run), so existing `except ValueError`
 Errors are defined next to the code that raises them; this module only holds the root.
 
     HarnessRLError
-    ├── ConfigError            run/config.py         a run config file or override is invalid
+    ├── ConfigError            config/load.py        a run config file or override is invalid
     ├── TrainError             run/errors.py         a training run cannot start or continue
     ├── TaskError              tasks/model.py        a task or task directory is malformed
     │   └── TaskDataError                            task data refused: link, special file, size, UTF-8

@@ -10,7 +10,7 @@ per group with recorded calls:
 then over the step: ppo whitens the batch's advantages; per_harness_loss gives each harness an
 equal share of the loss (`per_harness_share`).
 
-The settings are the run's `AlgorithmConfig` (run/config.py), read through `AdvantageSettings`.
+The settings are the run's `AlgorithmConfig` (harnessrl/config), read through `AdvantageSettings`.
 The PPO critic's values come from the trainer (torch): the caller passes them as a function of
 the tree, so this module stays torch-free.
 """
