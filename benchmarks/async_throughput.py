@@ -68,7 +68,7 @@ class EngineCollector:
         hist, first = list(plan.task.prompt), None
         for turn in range(self.turns):
             t0 = time.time()
-            params = SamplingParams(temperature=1.0, max_tokens=self.cfg.loop.max_tokens, route_key=rid)
+            params = SamplingParams(temperature=1.0, max_tokens=self.cfg.serve.max_tokens, route_key=rid)
             gen = await self.engine.generate(hist, params)
             first = first if first is not None else (gen.token_ids[:1] or [1])[0]
             self.store.insert_call(CallRecord(
@@ -96,7 +96,7 @@ def run(lag: int, args, root: Path) -> dict:
 
     ov = [f"model.path={args.model_dir}" if args.model_dir else "model.path=null", f"algorithm.kl_coef={args.kl}",
           f"loop.max_policy_lag={lag}", f"loop.steps={args.steps}", f"loop.groups_per_step={args.groups}",
-          f"loop.n_per_group={args.n}", "loop.eval_size=0", f"loop.max_tokens={args.max_tokens}", "loop.max_turns=2",
+          f"loop.n_per_group={args.n}", "loop.eval_size=0", f"serve.max_tokens={args.max_tokens}", "loop.max_turns=2",
           f"loop.concurrency={args.concurrency}", "harnesses=[{name: builtin, weight: 1}]",
           "tasks.families=[write_word]", f"sandbox.type={args.sandbox}", "engine.type=hf",
           "algorithm.token_budget=8192", "optimizer.lr=3e-5", "output.tensorboard=false", "filters.truncated=keep",

@@ -39,7 +39,7 @@ STEPS = 5
 def overrides(model: Path, run_dir: Path) -> list[str]:
     return [f"model.path={model}", "engine.type=hf", f"output.run_dir={run_dir}", "output.tensorboard=false",
             f"loop.steps={STEPS}", "loop.groups_per_step=2", "loop.n_per_group=3", "loop.eval_size=2",
-            "loop.eval_every=2", "loop.max_tokens=6", "filters.truncated=keep", "optimizer.lr=1e-3",
+            "loop.eval_every=2", "serve.max_tokens=6", "filters.truncated=keep", "optimizer.lr=1e-3",
             "algorithm.token_budget=64", "harnesses=[{name: builtin, weight: 1}, {name: mini-swe-agent, weight: 1}]"]
 
 

@@ -11,7 +11,7 @@ call 1 after g; call 1 after b; call 2) starts at J = 0.30. Each call samples 4 
 and 3 fixed ones); the recorded logprob of the option token is log pi(option), as an engine records it.
 
 Per step and group: fresh rollouts are sampled; in the tree arms `branch_points` (rollout/
-branching.py, policy `open` unless named) picks the branch points on the recorded calls, and each
+branching.py, placement `open` unless named) picks the branch points on the recorded calls, and each
 branch replays its parent's calls before the point (they cost no sampling) and samples the rest.
 Branch budget left unused (no open point) is spent on fresh rollouts. `build_tree` builds the group,
 `grpo` / `tree_grpo` give the advantages, and the policy moves by the exact policy gradient of the
@@ -123,7 +123,7 @@ def sample_group(theta, arm: Arm, rng, gid: str, settled: int) -> tuple[list[Cal
     tokens = arm.fresh * n_calls * per_call
     budget = arm.points * arm.width * (n_calls - arm.at) * per_call  # what the branches may sample
     if arm.points:
-        cfg = BranchingConfig(points=arm.points, width=arm.width, policy=arm.policy, min_surprisal=0.05)  # type: ignore[arg-type]
+        cfg = BranchingConfig(points=arm.points, width=arm.width, placement=arm.policy, min_surprisal=0.05)  # type: ignore[arg-type]
         for p in branch_points(rollouts, calls, cfg, seed=int(rng.integers(1 << 30))):
             if (n_calls - p.branch_call) * per_call * arm.width > budget:
                 continue  # a point earlier than the budget allows: never over the budget
