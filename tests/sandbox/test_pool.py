@@ -110,3 +110,17 @@ def test_a_take_before_its_turn_or_after_a_failure_gets_none_and_the_pool_skips_
 def test_depth_must_be_positive():
     with pytest.raises(ValueError):
         WarmPool([], 0, lambda it: None)
+
+
+def test_the_run_config_knob_is_off_by_default_and_reaches_the_runner():
+    import inspect
+
+    from pydantic import ValidationError
+
+    from harnessrl.config.sections import LoopConfig
+    from harnessrl.run import runner_collector
+
+    assert LoopConfig().warm_pool == 0 and LoopConfig(warm_pool=3).warm_pool == 3
+    with pytest.raises(ValidationError):
+        LoopConfig(warm_pool=-1)
+    assert "warm=loop.warm_pool" in inspect.getsource(runner_collector.RunnerCollector.run)

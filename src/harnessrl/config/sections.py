@@ -223,6 +223,7 @@ class LoopConfig(_Strict):
     # a rollout starts only while this much memory is available (or none runs): the run slows down
     # instead of being OOM-killed (rollout/memory_gate.py); 0 = off
     memory_reserve_gib: float = Field(1.0, ge=0)
+    warm_pool: int = Field(0, ge=0)  # rollout sandboxes made ahead, each used once (sandbox/pool.py); 0 = off
     # asynchronous rollouts: 0 = synchronous; k >= 1 = rollouts of steps s+1..s+k run while step s
     # trains, so a sampled token is at most k policy versions older than the weights it trains
     max_policy_lag: int = Field(0, ge=0)

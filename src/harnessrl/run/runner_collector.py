@@ -65,7 +65,7 @@ class RunnerCollector:
             self._adapter(name)
         opts = RunOptions(sandbox_cfg=self.sandbox_cfg, max_turns=loop.max_turns,
                           harness_timeout_s=loop.rollout_timeout_s,
-                          memory_reserve_gib=loop.memory_reserve_gib)
+                          memory_reserve_gib=loop.memory_reserve_gib, warm=loop.warm_pool)
         on_done = (lambda rec: progress(1, rec.harness, rec.status)) if progress else None
         run_plans(plans, proxy=LocalProxy(self.proxy), store=self.store, opts=opts, adapters=self._adapters,
                   concurrency=loop.concurrency, on_done=on_done)
