@@ -9,6 +9,9 @@ TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= serve,train,vllm,harnesses,scale,dev
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha1sum | cut -c1-12)
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
+# the unit and bwrap tiers run their test files on this many pytest-xdist workers (a file's tests stay together)
+TEST_WORKERS ?= 2
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 export HARNESSRL_CACHE ?= $(HOME)/.cache/harnessrl
 
 .PHONY: install system browser harnesses model demo test test-unit test-bwrap test-model test-vllm test-harness test-learning test-scale bench clean
@@ -70,10 +73,10 @@ test: install system browser
 TIER_UNIT := not (bwrap or model or vllm or harness or learning or scale)
 test-unit: install browser
 	$(BIN)/python -m mypy  # the typed core: files and settings in pyproject.toml [tool.mypy]
-	timeout 1200 $(PYTEST) -m "$(TIER_UNIT)" --timeout 300 -q
+	timeout 1200 $(PYTEST) -m "$(TIER_UNIT)" --timeout 300 -q $(PARALLEL)
 
 test-bwrap: install system
-	timeout 600 $(PYTEST) -m "bwrap and not (model or vllm or harness or learning)" --timeout 300 -q
+	timeout 600 $(PYTEST) -m "bwrap and not (model or vllm or harness or learning)" --timeout 300 -q $(PARALLEL)
 
 test-model: install model
 	timeout 900 $(PYTEST) -m "model and not (vllm or harness or learning)" --timeout 600 -q
