@@ -35,7 +35,7 @@ def test_async_run_bounds_lag_and_trains_every_step(tmp_path):
     tiny = make_tiny_model(tmp_path / "tiny", seed=3)
     ov = [f"model.path={tiny}", "engine.type=hf", f"output.run_dir={tmp_path / 'run'}", "output.tensorboard=false",
           "loop.steps=3", "loop.groups_per_step=2", "loop.n_per_group=3", "loop.eval_size=0",
-          "loop.max_tokens=6", "filters.truncated=keep", "optimizer.lr=1e-3", "algorithm.token_budget=64",
+          "serve.max_tokens=6", "filters.truncated=keep", "optimizer.lr=1e-3", "algorithm.token_budget=64",
           "loop.max_policy_lag=1"]
     res = run_training(load_config(None, ov), console=Console(quiet=True),
                        collector_factory=fake_collector_factory(), tasks_loader=fake_tasks)

@@ -95,7 +95,7 @@ def test_plain_progress_lines_when_stdout_is_a_pipe(tmp_path):
     here = Path(__file__).parent
     ov = [f"model.path={model}", "engine.type=hf", f"output.run_dir={tmp_path / 'run'}", "output.tensorboard=false",
           "output.progress_every_s=0", "loop.steps=1", "loop.groups_per_step=2", "loop.n_per_group=2",
-          "loop.eval_size=2", "loop.max_tokens=4", "filters.truncated=keep", "algorithm.token_budget=64"]
+          "loop.eval_size=2", "serve.max_tokens=4", "filters.truncated=keep", "algorithm.token_budget=64"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(here), os.environ.get("PYTHONPATH")]))}
     out = subprocess.run([sys.executable, str(here / "run_fake.py"), "0", "fresh", *ov], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)

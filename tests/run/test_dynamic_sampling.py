@@ -64,7 +64,7 @@ class ByTaskCollector:
 def overrides(tiny_dir, run_dir, *extra):
     return [f"model.path={tiny_dir}", "engine.type=hf", f"output.run_dir={run_dir}", "output.tensorboard=false",
             "loop.steps=1", "loop.groups_per_step=2", "loop.n_per_group=3", "loop.eval_size=0",
-            "loop.max_tokens=4", "filters.truncated=keep", "optimizer.lr=1e-3", "algorithm.token_budget=64",
+            "serve.max_tokens=4", "filters.truncated=keep", "optimizer.lr=1e-3", "algorithm.token_budget=64",
             "algorithm.reward=pass", "harnesses=[{name: builtin, weight: 1}]", *extra]
 
 

@@ -38,7 +38,7 @@ def tasks(cfg):
 def base_overrides(tiny) -> list[str]:
     return [f"model.path={tiny}", "engine.type=hf", "output.tensorboard=false", "loop.steps=4",
             "loop.groups_per_step=2", "loop.n_per_group=16", "loop.eval_size=6", "loop.eval_samples=8",
-            "loop.eval_every=0", "loop.max_tokens=1", "filters.truncated=keep"]
+            "loop.eval_every=0", "serve.max_tokens=1", "filters.truncated=keep"]
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ def test_loop_learns_a_learnable_reward(tmp_path):
     tiny = make_tiny_model(tmp_path / "tiny", seed=1)
     cfg = load_config(None, [
         f"model.path={tiny}", "engine.type=hf", f"output.run_dir={tmp_path / 'run'}", "output.tensorboard=false",
-        "loop.steps=8", "loop.groups_per_step=2", "loop.n_per_group=16", "loop.eval_size=0", "loop.max_tokens=1",
+        "loop.steps=8", "loop.groups_per_step=2", "loop.n_per_group=16", "loop.eval_size=0", "serve.max_tokens=1",
         "filters.truncated=keep", "optimizer.lr=2e-2", "loop.seed=0"])
     one_task = ([FakeTask("t0", tuple(range(10, 30)))], [])
     res = run_training(cfg, console=Console(quiet=True), collector_factory=fake_collector_factory(),
@@ -51,7 +51,7 @@ def test_grpo_raises_the_expected_reward_on_easiest_family_real_model(tmp_path):
         f"output.run_dir={run_dir}", "output.tensorboard=false", "output.keep_checkpoints=3",
         "harnesses=[{name: builtin, weight: 1}]", "tasks.families=[write_word]", "engine.type=auto",
         "algorithm.name=grpo", "optimizer.lr=3e-5", "loop.steps=2", "loop.groups_per_step=2",
-        "loop.n_per_group=16", "loop.eval_size=0", "loop.max_turns=1", "loop.max_tokens=128",
+        "loop.n_per_group=16", "loop.eval_size=0", "loop.max_turns=1", "serve.max_tokens=128",
         "loop.max_policy_lag=0", "loop.seed=0"])
     res = run_training(cfg, console=Console(quiet=True))
     rewards = [r["reward"]["builtin"] for r in res.records if r["step"] > 0]
@@ -173,7 +173,7 @@ def test_grpo_through_claude_code_raises_the_reward_of_its_tasks(tmp_path):
         "harnesses=[{name: 'claude-code:tiny', weight: 1}]", "tasks.families=[write_word, touch_file]",
         "engine.type=auto", "render.tool_format=bash_examples", "serve.default_temperature=0.7",
         "algorithm.name=grpo", "optimizer.lr=3e-5", "loop.steps=2", "loop.groups_per_step=2",
-        "loop.n_per_group=8", "loop.eval_size=0", "loop.max_turns=2", "loop.max_tokens=64",
+        "loop.n_per_group=8", "loop.eval_size=0", "loop.max_turns=2", "serve.max_tokens=64",
         "loop.max_policy_lag=0", "loop.rollout_timeout_s=300", "loop.concurrency=8", "loop.seed=0"])
     res = run_training(cfg, console=Console(quiet=True))
     rewards = [r["reward"]["claude-code:tiny"] for r in res.records if r["step"] > 0]

@@ -90,7 +90,7 @@ def test_tree_grpo_with_branching_through_claude_code_raises_the_reward_of_its_g
         "engine.type=auto", "render.tool_format=bash_examples", "serve.default_temperature=0.7",
         "algorithm.name=tree_grpo", "algorithm.reward=pass", "optimizer.lr=3e-5", "loop.steps=2",
         "loop.groups_per_step=2", "loop.n_per_group=6", "loop.eval_size=0", "loop.max_turns=3",
-        "loop.max_tokens=64", "loop.rollout_timeout_s=300", "loop.concurrency=8", "loop.seed=0",
+        "serve.max_tokens=64", "loop.rollout_timeout_s=300", "loop.concurrency=8", "loop.seed=0",
         "loop.branching={points: 1, width: 2}"])
     res = run_training(cfg, console=Console(quiet=True))
     steps = [r for r in res.records if r["step"] > 0]

@@ -30,7 +30,7 @@ def test_whitebox_grpo_raises_the_expected_reward_of_its_groups(tmp_path):
         f"output.run_dir={run_dir}", "output.tensorboard=false", "output.keep_checkpoints=2",
         "harnesses=[{name: whitebox, weight: 1}]", "tasks.families=[write_word, touch_file]",
         "algorithm.name=grpo", "optimizer.lr=3e-5", "loop.steps=1", "loop.groups_per_step=2",
-        "loop.n_per_group=8", "loop.eval_size=0", "loop.max_turns=2", "loop.max_tokens=64",
+        "loop.n_per_group=8", "loop.eval_size=0", "loop.max_turns=2", "serve.max_tokens=64",
         "loop.concurrency=8", "loop.seed=0",
         # the engine draws seeds in arrival order, so 2 groups can both come back uniform (seen in a
         # fresh-clone run): such a group is replaced, up to 4 times

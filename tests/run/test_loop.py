@@ -37,7 +37,7 @@ def tiny_dir(tmp_path_factory):
 def overrides(tiny_dir, run_dir, steps=3):
     return [f"model.path={tiny_dir}", "engine.type=hf", f"output.run_dir={run_dir}", "output.tensorboard=false",
             f"loop.steps={steps}", "loop.groups_per_step=2", "loop.n_per_group=3", "loop.eval_size=2",
-            "loop.eval_every=2", "loop.max_tokens=6", "filters.truncated=keep", "optimizer.lr=1e-3", "algorithm.token_budget=64",
+            "loop.eval_every=2", "serve.max_tokens=6", "filters.truncated=keep", "optimizer.lr=1e-3", "algorithm.token_budget=64",
             "harnesses=[{name: builtin, weight: 1}, {name: mini-swe-agent, weight: 1}]"]
 
 

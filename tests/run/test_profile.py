@@ -42,7 +42,7 @@ def runner_overrides(tiny_dir, run_dir):
     return [f"model.path={tiny_dir}", "engine.type=hf", "sandbox.type=local", f"output.run_dir={run_dir}",
             "output.tensorboard=false", "harnesses=[{name: builtin, weight: 1}]", "tasks.families=[write_word]",
             "loop.steps=2", "loop.groups_per_step=1", "loop.n_per_group=2", "loop.eval_size=1", "loop.eval_every=2",
-            "loop.max_turns=2", "loop.max_tokens=8", "loop.concurrency=2", "filters.truncated=keep",
+            "loop.max_turns=2", "serve.max_tokens=8", "loop.concurrency=2", "filters.truncated=keep",
             "algorithm.token_budget=4096"]
 
 

@@ -58,7 +58,7 @@ def test_tree_page_shows_the_advantages_the_step_trained(tiny_dir, tmp_path, mon
     run_dir = tmp_path / "run"
     cfg = load_config(None, [
         f"model.path={tiny_dir}", "engine.type=hf", f"output.run_dir={run_dir}", "output.tensorboard=false",
-        "loop.steps=1", "loop.groups_per_step=2", "loop.n_per_group=4", "loop.eval_size=0", "loop.max_tokens=5",
+        "loop.steps=1", "loop.groups_per_step=2", "loop.n_per_group=4", "loop.eval_size=0", "serve.max_tokens=5",
         "filters.truncated=keep", "algorithm.token_budget=64",
         "harnesses=[{name: builtin, weight: 1}, {name: mini-swe-agent, weight: 1}]", *algorithm])
     captured = []

@@ -131,7 +131,7 @@ def test_training_run_on_ray_backend(tiny_dir, tmp_path, cluster):
     warnings.simplefilter("ignore")
     cfg = _cfg(tiny_dir, tmp_path / "run", **{
         "loop.steps": 1, "loop.groups_per_step": 2, "loop.n_per_group": 2, "loop.eval_size": 0,
-        "loop.max_tokens": 8, "engine.max_batch": 4, "tasks.families": "[copy_file, write_word]"})
+        "serve.max_tokens": 8, "engine.max_batch": 4, "tasks.families": "[copy_file, write_word]"})
     res = run_training(cfg, console=Console(quiet=True))
     assert res.last_step == 1
     rec = res.records[-1]

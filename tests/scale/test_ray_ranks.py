@@ -33,7 +33,7 @@ def _cfg(run_dir, world: int):
     from harnessrl.run.config import load_config
 
     ov = ["engine.type=hf", "sandbox.type=local", "loop.steps=1", "loop.groups_per_step=2", "loop.n_per_group=4",
-          "loop.eval_size=0", "loop.max_turns=2", "loop.max_tokens=48", "loop.concurrency=1", "loop.seed=1",
+          "loop.eval_size=0", "loop.max_turns=2", "serve.max_tokens=48", "loop.concurrency=1", "loop.seed=1",
           "tasks.families=[touch_file, write_word]", "optimizer.lr=1e-4", "model.lora.r=8",
           "model.gradient_checkpointing=true", "algorithm.harness_grad_cosine=false",
           # concurrency 1: the engine draws each request's seed in arrival order, so both runs sample
