@@ -28,7 +28,7 @@ from harnessrl.harness.command import CommandAdapter
 from harnessrl.proxy.server import ProxyServer
 from harnessrl.rollout.jobs import RolloutJob, RunOptions, run_rollout
 from harnessrl.rollout.proxy_link import LocalProxy
-from harnessrl.sandbox import bwrap
+from harnessrl.sandbox import bwrap, bwrap_start
 from harnessrl.sandbox.base import SandboxConfig, WorkspaceLost
 from harnessrl.sandbox.factory import make_sandbox
 from harnessrl.sandbox.health import preflight
@@ -195,7 +195,7 @@ def test_a_stale_scratch_dir_never_breaks_preflight(host_tmp, monkeypatch):
     assert os.listdir(host_tmp) == []  # gone, never renamed stale
     stuck = host_tmp / f"{bwrap.SCRATCH_PREFIX}{child.pid}-stuck"
     stuck.mkdir()
-    monkeypatch.setattr(bwrap, "remove_tree", lambda path, **kw: f"{path}: Operation not permitted" if
+    monkeypatch.setattr(bwrap_start, "remove_tree", lambda path, **kw: f"{path}: Operation not permitted" if
                         "stuck" in str(path) else remove_tree(path, **kw))
     preflight(BWRAP)
     preflight(BWRAP)

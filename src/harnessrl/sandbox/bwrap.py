@@ -5,7 +5,7 @@ of the sandbox, so that none of them owns a host inode it can see (``/dev/null``
 bwrap itself starts with an empty environment.
 
 Life cycle
-- create: ``bwrap`` (all namespaces, mounts from bwrap_mounts) reports its pids, waits on
+- create (start-up helpers: bwrap_start): ``bwrap`` (all namespaces, mounts from bwrap_mounts) reports its pids, waits on
   ``--block-fd`` until both its processes are in the sandbox's cgroups, then starts the keeper
   (KEEPER: bash as the pid namespace's init, reading a pipe only this object holds, saying
   "ready" once the mounts are done).
@@ -42,22 +42,18 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import json
 import logging
 import os
 import posixpath
 import select
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from harnessrl.sandbox.base import (
     ProcessResult,
@@ -66,120 +62,35 @@ from harnessrl.sandbox.base import (
     SandboxClosed,
     SandboxConfig,
     SandboxError,
-    SandboxUnavailable,
 )
-from harnessrl.sandbox import entry_helper, rootfs
+from harnessrl.sandbox import rootfs
 from harnessrl.sandbox.bwrap_enter import NAMESPACES, NS_GET_PARENT, entry_argv, entry_wrapper
-from harnessrl.sandbox.bwrap_mounts import SYSTEM_PATH, bwrap_argv, host_binds, inner_path_env, sandbox_cache_dir
+from harnessrl.sandbox.bwrap_mounts import SYSTEM_PATH, bwrap_argv, inner_path_env
+from harnessrl.sandbox.bwrap_start import (  # noqa: F401 - STALE_PREFIX, _sweep_scratch_dirs: importable here too
+    LISTEN_HELPER,
+    SCRATCH_PREFIX,
+    STALE_PREFIX,
+    START_TIMEOUT_S,
+    _json_or_none,
+    _read_until,
+    _require_tools,
+    _start_error,
+    _sweep_scratch_dirs,
+    as_fs_user,
+    fallback_rlimits,
+    keeper_argv,
+    seccomp_filter,
+    stage_argv,
+    sweep_scratch_dirs,
+)
 from harnessrl.sandbox.cgroups import SandboxCgroups
 from harnessrl.sandbox.netbridge import ProxyBridge, listen_in_netns
 from harnessrl.sandbox.process import base_env, kill_process_group, run_to_completion
-from harnessrl.sandbox.seccomp import SeccompUnavailable, cached_filter
 from harnessrl.sandbox.snapshot import write_archive
 from harnessrl.sandbox.tarcopy import COPY_IN, archive_cap_mb, check_archive, pack, unpack_archive
 from harnessrl.sandbox.treeops import TreeBudget, TreeLimits, WorkspaceLimitExceeded, copy_tree, remove_tree
-from harnessrl.sandbox.treeops import sweep_dead_owners
-
-T = TypeVar("T")
 
 log = logging.getLogger(__name__)
-
-START_TIMEOUT_S = 30.0
-SCRATCH_PREFIX = "harnessrl-sbx-"  # + <owner pid>-<random>: host-side scratch dir per sandbox
-# The keeper is the sandbox's pid 1 (bwrap --as-pid-1): the kernel delivers no signal from inside
-# the pid namespace to its init unless the init handles that signal, so `kill -9 -1` (or `kill -9 1`)
-# from a harness ends the harness but not the sandbox, and its workspace can still be scored. bash
-# reaps orphans even while it waits in `read` (zombies would count against max_procs); the traps
-# ignore the signals it would otherwise handle. It says "ready", and when its pipe from this process
-# closes (destroy, or this process died) SIGKILLs everything in the sandbox and exits.
-KEEPER = "trap '' INT TERM HUP QUIT USR1 USR2 ALRM PIPE; echo ready; read -r _; kill -KILL -1"
-SH_KEEPER = "echo ready; read _; kill -KILL -1"  # without bash: pid 2, under bwrap's own init
-# Run inside (python -I -c ... PORT FD): listen on 127.0.0.1:PORT, pass the socket out over FD.
-LISTEN_HELPER = (
-    "import socket, sys\n"
-    "s = socket.socket()\n"
-    "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-    "s.bind(('127.0.0.1', int(sys.argv[1])))\n"
-    "s.listen(64)\n"
-    "socket.send_fds(socket.socket(fileno=int(sys.argv[2])), [b'L'], [s.fileno()])\n"
-)
-
-
-def _require_tools() -> None:
-    if shutil.which("bwrap") is None:
-        raise SandboxUnavailable(
-            "sandbox type 'bwrap' needs `bwrap`: install it (apt-get install -y bubblewrap) "
-            "or use type='local' (no isolation)"
-        )
-
-
-def as_fs_user(uid: int, gid: int, fn: Callable[[], object]) -> None:
-    """Run ``fn()`` (host root) in a thread of its own whose file-system uid and gid are these:
-    files it creates are theirs. Linux keeps fsuid per thread (glibc's setfsuid does not touch
-    the other threads); the thread raises its effective capabilities again after the switch, so
-    it still reads root's files. Re-raises what ``fn`` raised."""
-    box: list[BaseException] = []
-
-    def body() -> None:
-        try:
-            entry_helper.set_fs_user(uid, gid)
-            fn()
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
-            box.append(e)
-
-    t = threading.Thread(target=body, name="sandbox-fs-user")
-    t.start()
-    t.join()
-    if box:
-        raise box[0]
-
-
-def _read_until(fd: int, done: Callable[[bytes], T | None], timeout_s: float) -> T:
-    """Read ``fd`` until ``done(data)`` returns a value; SandboxError on EOF or timeout."""
-    data, deadline = b"", time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.5)
-        if not ready:
-            continue
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        data += chunk
-        value = done(data)
-        if value is not None:
-            return value
-    raise SandboxError("bwrap did not start")
-
-
-def _json_or_none(data: bytes) -> dict | None:
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
-
-
-STALE_PREFIX = SCRATCH_PREFIX + "stale-"  # a dead owner's scratch dir that could not be removed
-
-
-def sweep_scratch_dirs(tmp: Path) -> list[str]:
-    """Remove host scratch dirs left by sandbox owners that died before destroy(); never raises.
-    One that cannot be removed is renamed STALE_PREFIX..., skipped from then on (treeops.py)."""
-    return sweep_dead_owners(tmp, SCRATCH_PREFIX, STALE_PREFIX, remove=remove_tree)
-
-
-_sweep_scratch_dirs = sweep_scratch_dirs  # its older name
-
-
-def _start_error(msg: str) -> SandboxError:
-    """bwrap's start failure; namespaces refused by the host are SandboxUnavailable with the fix."""
-    denied = ("Permission denied", "Operation not permitted", "No permissions to create")
-    if any(d in msg for d in denied):
-        return SandboxUnavailable(
-            f"bwrap cannot create namespaces here ({msg}). Run as root, or allow unprivileged user "
-            "namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu >= 23.10 also "
-            "kernel.apparmor_restrict_unprivileged_userns=0), or use type='local' (no isolation)."
-        )
-    return SandboxError(f"bwrap failed to start: {msg}")
 
 
 def with_pwd(workdir: str, argv: list[str]) -> list[str]:
@@ -199,7 +110,7 @@ class BwrapSandbox(Sandbox):
         self.proxy_base: str | None = None
         self._root = root
         self._cgroups = cgroups
-        self._rlimits = [] if cgroups else self._fallback_rlimits(cfg)
+        self._rlimits = [] if cgroups else fallback_rlimits(cfg)
         # largest file a run may write: bounds the host-side capture of its stdout/stderr too
         self._fsize_mb = max(cfg.workspace_mb, cfg.scratch_mb, 1024)
         self._lock = threading.Lock()
@@ -216,7 +127,7 @@ class BwrapSandbox(Sandbox):
         self._ns_pid = -1
         self._pidfd = -1
         self._ns_fds: dict[str, int] = {}  # held open: run() enters through these, never by pid
-        self._seccomp: Path | None = self._seccomp_filter(cfg)
+        self._seccomp: Path | None = seccomp_filter(cfg)
         # As root, bwrap (and so every process of the sandbox) runs as cfg.host_uid: bwrap would
         # otherwise map the sandbox user to host root, the owner of /dev/null and /proc/sys.
         self._host_uid: int | None = cfg.host_uid if os.geteuid() == 0 else None  # and gid
@@ -224,22 +135,6 @@ class BwrapSandbox(Sandbox):
         self._env = base_env(cfg, home=cfg.home, tmp="/tmp", path=inner_path_env(cfg))
         self._env.update({"USER": user, "LOGNAME": user, "SHELL": "/bin/bash"})
         self._env.update(cfg.env)
-
-    @staticmethod
-    def _seccomp_filter(cfg: SandboxConfig) -> Path | None:
-        if not cfg.seccomp:
-            return None
-        try:
-            return cached_filter(sandbox_cache_dir())
-        except (SeccompUnavailable, OSError) as e:
-            log.warning("sandbox runs WITHOUT a seccomp filter: %s", e)
-            return None
-
-    @staticmethod
-    def _fallback_rlimits(cfg: SandboxConfig) -> list[str]:
-        log.warning("cgroups not writable here: sandbox limits fall back to rlimits (weaker)")
-        out = [f"--as={cfg.memory_mb << 20}"] if cfg.memory_mb else []
-        return out + ([f"--nproc={cfg.max_procs}"] if cfg.max_procs else [])
 
     @classmethod
     def create(
@@ -270,9 +165,9 @@ class BwrapSandbox(Sandbox):
         # comes earlier: entering then would land in the host's root). When the keeper pipe
         # closes (this process died) it SIGKILLs every process of the sandbox: bwrap's init
         # only exits once it has no children left, so daemons would keep it alive otherwise.
-        keeper, as_pid_1 = self._keeper()
+        keeper, as_pid_1 = keeper_argv(self.config.rootfs)
         seccomp_fd = os.open(self._seccomp, os.O_RDONLY) if self._seccomp is not None else -1
-        staged, argv = self._stage()
+        staged, argv = stage_argv(self.config, self._root, self._host_uid)
         argv += ["prlimit", *self._rlimits, "--"] if self._rlimits else []
         argv += bwrap_argv(self.config, info_fd=info_w, block_fd=block_r, init=keeper, as_pid_1=as_pid_1,
                            seccomp_fd=seccomp_fd if seccomp_fd >= 0 else None, staged=staged)
@@ -324,50 +219,6 @@ class BwrapSandbox(Sandbox):
                 os.close(parent)
         if select.select([self._pidfd], [], [], 0)[0] or self._proc.poll() is not None:
             raise SandboxError("the sandbox exited during start")
-
-    def _keeper(self) -> tuple[list[str], bool]:
-        """(the keeper's argv, whether it is pid 1): bash as pid 1 (KEEPER), or without bash the
-        shell keeper under bwrap's own init (then a harness can end its sandbox)."""
-        root = self.config.rootfs
-        if root is not None and (rootfs.has_program(root, "/bin/bash") or rootfs.has_program(root, "/usr/bin/bash")):
-            return ["bash", "--norc", "--noprofile", "-c", KEEPER], True
-        if root is None and (os.path.exists("/bin/bash") or os.path.exists("/usr/bin/bash")):
-            return ["bash", "--norc", "--noprofile", "-c", KEEPER], True
-        return ["sh", "-c", SH_KEEPER], False
-
-    def _stage(self) -> tuple[dict[str, str], list[str]]:
-        """As root: (host path -> staged path, the argv prefix that stages them and becomes
-        cfg.host_uid before bwrap). The prefix makes a private mount namespace for bwrap and
-        binds each host path onto an empty mount point under this sandbox's scratch dir, which
-        the unprivileged uid can traverse. Not root: nothing to stage. On a ``cfg.rootfs`` the
-        prefix also mounts the image's overlay (rootfs.py), bound as / by bwrap_argv."""
-        if self.config.rootfs is not None:
-            rootfs.check_root(self.config.rootfs)
-            if self._host_uid is None:
-                raise SandboxUnavailable("a sandbox on an image root (sandbox.rootfs) needs harnessrl to run as "
-                                         "root here: its per-rollout writable layer is an overlay mount")
-        if self._host_uid is None:
-            return {}, []
-        stage = self._root / "stage"
-        stage.mkdir()
-        self._root.chmod(0o711)
-        stage.chmod(0o755)
-        staged: dict[str, str] = {}
-        prefix = [sys.executable, "-I", "-S", entry_helper.__file__, "--private-mounts"]
-        for host, _ in host_binds(self.config):
-            if host in staged:
-                continue
-            point = stage / str(len(staged))
-            if os.path.isdir(host):
-                point.mkdir(mode=0o755)
-            else:
-                point.touch(mode=0o644)
-            staged[host] = str(point)
-            prefix += ["--bind", host, str(point)]
-        if self.config.rootfs is not None:
-            staged[self.config.rootfs] = str(stage / "root")
-            prefix += rootfs.overlay_step(self.config, str(stage / "root"), self._host_uid)
-        return staged, prefix + ["--become", f"{self._host_uid}:{self._host_uid}", "--"]
 
     def _proxy_listener(self, port: int) -> socket.socket:
         """A socket listening on the sandbox's 127.0.0.1:port, held by this process."""

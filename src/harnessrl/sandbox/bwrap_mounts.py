@@ -175,7 +175,7 @@ def host_binds(cfg: SandboxConfig) -> list[tuple[str, str]]:
     """(host path, inner path) of every read-only bind that is not a system directory: the
     curated /etc, the interpreter's prefixes and ``cfg.extra_ro_binds``. As root, bwrap runs as
     an unprivileged host uid that may not be able to traverse /root to reach a venv or a harness
-    cache, so the sandbox object stages these first (``staged``, see BwrapSandbox._stage).
+    cache, so the sandbox object stages these first (``staged``, see bwrap_start.stage_argv).
     On a ``cfg.rootfs``: the identity files over the image's /etc and the runtime (rootfs.py)."""
     if cfg.rootfs is not None:
         etc = rootfs.identity_dir(cfg, sandbox_cache_dir(), identity_files(cfg))
@@ -217,7 +217,7 @@ def bwrap_argv(
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     args += ["--info-fd", str(info_fd), "--block-fd", str(block_fd)]
-    if cfg.rootfs is not None:  # the image under its writable layer (staged by BwrapSandbox._stage)
+    if cfg.rootfs is not None:  # the image under its writable layer (staged by bwrap_start.stage_argv)
         etc = rootfs.identity_dir(cfg, sandbox_cache_dir(), identity_files(cfg))
         args += rootfs.root_args(cfg, stage.get(cfg.rootfs, cfg.rootfs), etc, ro)
     else:
