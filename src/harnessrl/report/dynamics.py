@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from harnessrl.store.records import served_calls
+from harnessrl.store.records import CallRecord, served_calls
 
 if TYPE_CHECKING:
     from harnessrl.rollout.groups import PlannedGroup
@@ -40,7 +40,7 @@ DYNAMICS_COLUMNS = ("step", "harness", "rollouts", "calls/rollout", "prompt tok/
 
 def harness_dynamics(groups: Sequence[PlannedGroup], trees: Sequence[PrefixTree]) -> dict[str, dict[str, Any]]:
     """{harness: figures} over the step's recorded groups and the trees it trained."""
-    calls_by_rollout: dict[str, list[Any]] = {}
+    calls_by_rollout: dict[str, list[CallRecord]] = {}
     for g in groups:
         for c in g.calls:
             calls_by_rollout.setdefault(c.rollout_id, []).append(c)

@@ -33,11 +33,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from harnessrl.errors import HarnessRLError
 from harnessrl.tasks.files import write_tree
-from harnessrl.tasks.model import Task
+from harnessrl.tasks.model import Task, Verifier
+
+if TYPE_CHECKING:
+    from harnessrl.sandbox.base import Sandbox
 
 PAYLOAD_NAME = ".reward_payload.json"
 FORGERY_EXIT = 86  # a verifier's exit status for "my reward channel was forged" (last line: the kind)
@@ -64,9 +67,9 @@ class VerifierResult:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def run_verifier(task: Task, sandbox: Any, payload: dict[str, Any] | None = None,
+def run_verifier(task: Task, sandbox: Sandbox, payload: dict[str, Any] | None = None,
                  timeout_s: float | None = None, check_links: bool = True) -> VerifierResult:
-    """Score the workspace of `sandbox` (a harnessrl.sandbox.Sandbox) in a fresh sandbox; never raises.
+    """Score the workspace of `sandbox` in a fresh sandbox; never raises.
 
     `payload` ({final_message, metadata, transcript}) is written to a JSON file whose inner path is
     in env OPENCLAW_REWARD_PAYLOAD (and HARNESSRL_REWARD_PAYLOAD) for the verifier to read.
@@ -104,7 +107,7 @@ def run_verifier(task: Task, sandbox: Any, payload: dict[str, Any] | None = None
         return replace(result, stages=stages)
 
 
-def _run_in_view(v: Any, view: Any, dest: str, timeout_s: float | None, t0: float) -> VerifierResult:
+def _run_in_view(v: Verifier, view: Sandbox, dest: str, timeout_s: float | None, t0: float) -> VerifierResult:
     payload_path = f"{dest}/{PAYLOAD_NAME}"
     env = {"OPENCLAW_REWARD_PAYLOAD": payload_path, "HARNESSRL_REWARD_PAYLOAD": payload_path,
            "HARNESSRL_WORKSPACE": view.inner_workspace}
