@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harnessrl.engine.base import Generation, SamplingParams
+from harnessrl.engine.base import Engine, Generation, SamplingParams
 from harnessrl.engine.knobs import DEFAULT_TEMPERATURE
 from harnessrl.train.batch import TrainBatch
 from harnessrl.train.packing import forest_from_paths
+
+if TYPE_CHECKING:
+    from harnessrl.train.protocol import TrainerBackend
 
 
 def even_token_reward(tokens: Sequence[int]) -> float:
@@ -31,7 +35,7 @@ def even_token_reward(tokens: Sequence[int]) -> float:
 
 
 def sampled_batch(prompts: Sequence[Sequence[int]], gens: Sequence[Generation], group: int,
-                  temperature: float, reward=even_token_reward) -> TrainBatch:
+                  temperature: float, reward: Callable[[Sequence[int]], float] = even_token_reward) -> TrainBatch:
     """A TrainBatch of `group` completions per prompt (gens in prompt order): one forest over every
     prompt + completion (a prompt's completions share it), the engine's logprobs on the sampled
     tokens, GRPO advantages (reward minus the group mean, over the group's std) with weight 1 a path."""
@@ -75,14 +79,14 @@ class DriftRow:
         return asdict(self)
 
 
-async def _sample(engine, prompts, group: int, params: SamplingParams, seed: int) -> list[Generation]:
+async def _sample(engine: Engine, prompts: Sequence[Sequence[int]], group: int, params: SamplingParams, seed: int) -> list[Generation]:
     jobs = [engine.generate(list(p), SamplingParams(temperature=params.temperature, top_p=params.top_p,
                                                     max_tokens=params.max_tokens, seed=seed + i))
             for i, p in enumerate(p for p in prompts for _ in range(group))]
     return list(await asyncio.gather(*jobs))
 
 
-def synced_updates(engine, trainer, prompts: Sequence[Sequence[int]], steps: int, *, group: int = 4,
+def synced_updates(engine: Engine, trainer: TrainerBackend, prompts: Sequence[Sequence[int]], steps: int, *, group: int = 4,
                    temperature: float = DEFAULT_TEMPERATURE, max_tokens: int = 32, seed: int = 0,
                    first_version: int = 1) -> list[DriftRow]:
     """`steps` + 1 rounds (the last one measures after `steps` synced updates): the trainer's
