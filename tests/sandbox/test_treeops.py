@@ -159,3 +159,23 @@ def test_the_sweep_removes_dead_owners_dirs_and_skips_what_it_cannot(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"sbx-{os.getpid()}-mine", f"sbx-stale-{child.pid}-stuck"]
     calls.clear()
     assert sweep_dead_owners(tmp_path, "sbx-", "sbx-stale-", remove=refuse) == [] and calls == []
+
+
+def test_a_dir_another_sweep_removed_meanwhile_is_no_problem(tmp_path, caplog):
+    """Two processes sweep the same /tmp: the one that finds a dir gone under it (ENOENT part way)
+    reports nothing and renames nothing."""
+    import shutil
+    import subprocess
+
+    from harnessrl.sandbox.treeops import sweep_dead_owners
+
+    child = subprocess.Popen(["true"])
+    child.wait()
+    (tmp_path / f"sbx-{child.pid}-raced" / "a").mkdir(parents=True)
+
+    def other_sweep_wins(path, **kw):
+        shutil.rmtree(path)
+        return f"{path}: No such file or directory (at depth 2)"
+
+    assert sweep_dead_owners(tmp_path, "sbx-", "sbx-stale-", remove=other_sweep_wins) == []
+    assert list(tmp_path.iterdir()) == [] and "stale scratch dir" not in caplog.text

@@ -344,7 +344,7 @@ def sweep_dead_owners(tmp: Path, prefix: str, stale_prefix: str, *, budget_s: fl
         if not owner.isdigit() or int(owner) == os.getpid() or Path(f"/proc/{owner}").exists():
             continue
         why = remove(d, timeout_s=max(0.1, deadline - time.monotonic()))
-        if not why:
+        if not why or not (d.exists() or d.is_symlink()):  # removed, or by a sweep of another process meanwhile
             continue
         problems.append(why)
         if UNFINISHED in why:
