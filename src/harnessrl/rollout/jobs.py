@@ -292,7 +292,9 @@ def run_rollout(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, store
         return register_key(link, job, adapter, opts)
 
     keys: list[str] = []  # the open key (at most one): each attempt registers its own
+    t_take = time.monotonic()
     warm = opts.pool.take(job.rollout_id) if opts.pool is not None else None  # made ahead, with its key
+    warm_wait_s = time.monotonic() - t_take  # waiting for one the pool was still making
     try:
         keys.append(warm.key if warm is not None else register())
     except Exception as e:  # noqa: BLE001 - recorded, the run goes on
@@ -302,6 +304,9 @@ def run_rollout(job: RolloutJob, adapter: HarnessAdapter, link: ProxyLink, store
         with gate.admit() as waited_s:
             record = _attempts(job, adapter, link, keys, register, store, opts, base,
                                warm.sandbox if warm is not None else None)
+        if record.meta.get("warm_sandbox") and "sandbox_s" in record.durations:  # the attempt it served
+            record = replace(record, durations={**record.durations,
+                                                "sandbox_s": record.durations["sandbox_s"] + warm_wait_s})
         if waited_s > 0.1:  # held back for memory before its sandbox started
             record = replace(record, durations={**record.durations, "memory_wait_s": round(waited_s, 3)})
     except WorkspaceLimitExceeded as e:  # a backstop: the stages below turn it into a record themselves
