@@ -8,8 +8,9 @@ through here, so a served prompt is rendered and sampled as the run trains:
     server = start_proxy(cfg, engine, store, renderer)   # training: the run's own engine
     server = open_proxy(policy, renderer, engine, store, Transport(port=8000))   # `harnessrl serve`
 
-The renderer takes render.tool_format and the shell tools the config's `command[shell_tool=...]`
-harnesses name (`harness_shell_tools`); the scripted engine (no weights: one fixed reply, or a script)
+The renderer takes render.tool_format and the shell tools the served `command[shell_tool=...]`
+harnesses name (the config's, or those a command serves: `shell_tools`, computed here alone); the
+scripted engine (no weights: one fixed reply, or a script)
 is built by `scripted_engine` alone. This module sits above proxy/, engine/, render/ and harness/
 and reads the config schema (harnessrl.config); only run/ and app/ import it.
 """
@@ -17,7 +18,7 @@ and reads the config schema (harnessrl.config); only run/ and app/ import it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,19 +67,26 @@ def open_proxy(policy: ServingPolicy, renderer: Renderer, engine: Engine, store:
                        header_timeout_s=t.header_timeout_s).start()
 
 
-def harness_shell_tools(harnesses: Sequence[HarnessEntry]) -> tuple[ShellOverride, ...]:
-    """The shell tools the `command:` harnesses among `harnesses` name (harness/command.py), which the
-    renderer drives with the bash format: the same list wherever the config serves."""
-    return shell_tool_overrides([h.name for h in harnesses], {h.name: dict(h.options) for h in harnesses})
+Served = Mapping[str, Mapping[str, Any]]  # the harnesses served: spec -> its options
 
 
-def run_renderer(cfg: RunConfig, model_dir: Path | str,
-                 shell_overrides: tuple[ShellOverride, ...] | None = None) -> Renderer:
+def served_harnesses(harnesses: Sequence[HarnessEntry]) -> dict[str, dict[str, Any]]:
+    """A config's harness entries as the harnesses served (spec -> options)."""
+    return {h.name: dict(h.options) for h in harnesses}
+
+
+def shell_tools(served: Served) -> tuple[ShellOverride, ...]:
+    """The shell tools the `command:` harnesses among `served` name (harness/command.py), which the
+    renderer drives with the bash format: the one computation, wherever a config serves."""
+    return shell_tool_overrides(list(served), {spec: dict(opts) for spec, opts in served.items()})
+
+
+def run_renderer(cfg: RunConfig, model_dir: Path | str, served: Served | None = None) -> Renderer:
     """The renderer `cfg` serves with, wherever it serves: render.tool_format and the shell tools of
-    its `command:` harnesses (`shell_overrides` when the caller serves other harnesses than the config's)."""
-    if shell_overrides is None:
-        shell_overrides = harness_shell_tools(cfg.harness_entries())
-    return Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format, shell_overrides=shell_overrides)
+    the `command:` harnesses served (`served`: spec -> options when a command serves other harnesses
+    than the config's; None: the config's own, trained or evaluated through)."""
+    overrides = shell_tools(served if served is not None else served_harnesses(cfg.harness_entries()))
+    return Renderer.from_pretrained(model_dir, tool_format=cfg.render.tool_format, shell_overrides=overrides)
 
 
 def served_model_dir(model: str | None, scripted: bool) -> Path:
@@ -117,14 +125,14 @@ def start_proxy(cfg: RunConfig, engine: Engine, store: RunStore, renderer: Rende
 
 
 @contextlib.contextmanager
-def local_proxy(cfg: RunConfig, store: RunStore, scripted: bool = False,
-                shell_overrides: tuple[ShellOverride, ...] | None = None,
+def local_proxy(cfg: RunConfig, store: RunStore, scripted: bool = False, served: Served | None = None,
                 script: Callable[[Renderer], Any] | None = None) -> Iterator[LocalProxy]:
     """An engine and a started proxy in this process, serving as `cfg` trains (`run_renderer`,
     `start_proxy`): how `harnessrl rollout` / `eval` / `harness check` / the demos stand up serving;
-    the store records how (meta "render" and "serve"). `scripted`: no weights (`scripted_engine`)."""
+    the store records how (meta "render" and "serve"). `served`: the harnesses it serves when other
+    than the config's (`run_renderer`). `scripted`: no weights (`scripted_engine`)."""
     model_dir = served_model_dir(cfg.model.path, scripted)
-    renderer = run_renderer(cfg, model_dir, shell_overrides)
+    renderer = run_renderer(cfg, model_dir, served)
     engine = (scripted_engine(model_dir, renderer, cfg.engine.max_model_len, script) if scripted
               else make_engine(cfg.engine.for_model(str(model_dir))))
     server = None

@@ -130,3 +130,5 @@ def test_one_way_to_stand_up_serving():
     assert renderers <= {"launch.py", "proxy/server.py", "render/renderer.py"}, renderers
     users = {rel for rel, p in modules.items() if _calls(p, "run_renderer")}
     assert {"app/serve.py", "run/runner_collector.py"} <= users
+    # the shell tools a served command: harness names are computed by launch.shell_tools alone
+    assert {rel for rel, p in modules.items() if _calls(p, "shell_tool_overrides")} == {"launch.py"}

@@ -75,22 +75,22 @@ def check_harness(spec: str, run_dir: Path, *, sandbox: str = "bwrap", options: 
     (it answers every call with one fixed sentence) and report what the harness sent.
     Raises HarnessConfigError (bad option, missing binary or path) before anything starts."""
     from harnessrl.harness import check_harnesses
-    from harnessrl.harness.command import shell_tool_overrides
     from harnessrl.rollout.jobs import RolloutsFailed, run_groups
     from harnessrl.config import RunConfig
-    from harnessrl.launch import local_proxy
+    from harnessrl.launch import local_proxy, shell_tools
     from harnessrl.sandbox.base import SandboxConfig
     from harnessrl.store import RunStore
     from harnessrl.tasks.loader import load_tasks
 
     opts = {spec: dict(options)} if options else {}
     check_harnesses([spec], opts)
-    shells = shell_tool_overrides([spec], opts)
+    served = {spec: opts.get(spec, {})}
+    shells = shell_tools(served)  # what the check's renderer drives, shown per call
     task = load_tasks(CHECK_TASK)[0]
     cfg = RunConfig()
     store = RunStore(run_dir)
     try:
-        with local_proxy(cfg, store, scripted=True, shell_overrides=shells) as local:
+        with local_proxy(cfg, store, scripted=True, served=served) as local:
             try:
                 run_groups([task], [spec], 1, proxy=local, store=store, sandbox_cfg=SandboxConfig(type=sandbox),
                            concurrency=1, max_turns=max_turns, harness_timeout_s=timeout_s, start_retries=0,

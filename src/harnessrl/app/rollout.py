@@ -129,7 +129,6 @@ def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_di
 
     from harnessrl.engine.model import ModelNotFound
     from harnessrl.harness import HarnessConfigError, check_harnesses
-    from harnessrl.harness.command import shell_tool_overrides
     from harnessrl.proxy.server import ProxyStartError
     from harnessrl.rollout.proxy_link import ProxyLinkError
     from harnessrl.rollout.jobs import RolloutsFailed, run_groups
@@ -145,7 +144,7 @@ def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_di
     specs, harness_options = harness_specs(cfg, flags.harness, evaluated=split == "eval")
     try:
         local = functools.partial(local_proxy, cfg, scripted=flags.engine == SCRIPTED,
-                                  shell_overrides=shell_tool_overrides(specs, harness_options))
+                                  served={s: harness_options.get(s, {}) for s in specs})
         task_list = load_tasks(tasks) if isinstance(tasks, str) else tasks
         preflight(sandbox_cfg)  # a damaged host is named before the engine loads
         check_harnesses(specs, harness_options)  # so is a missing harness binary or path

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -20,7 +21,6 @@ from typing import TYPE_CHECKING, Any, Iterator
 from harnessrl.sft.reference import reference_plan, reference_script
 
 if TYPE_CHECKING:
-    from harnessrl.render.bash_format import ShellOverride
     from harnessrl.rollout.proxy_link import LocalProxy
     from harnessrl.run.config import RunConfig
     from harnessrl.store.run_store import RunStore
@@ -39,15 +39,16 @@ class DemoResult:
 
 @contextlib.contextmanager
 def reference_proxy(cfg: RunConfig, store: RunStore, tasks: list[Task],
-                    shell_overrides: tuple[ShellOverride, ...] = ()) -> Iterator[LocalProxy]:
-    """A started proxy serving as `cfg` does (run/runner_collector.py `local_proxy`: its renderer and
-    serving policy), over the scripted engine of the reference policy for `tasks`. Only the
-    tokenizer of `cfg`'s model is read, never its weights."""
-    from harnessrl.run.runner_collector import local_proxy
+                    served: Mapping[str, Mapping[str, Any]] | None = None) -> Iterator[LocalProxy]:
+    """A started proxy serving as `cfg` does (harnessrl.launch `local_proxy`: its renderer and
+    serving policy) to the harnesses `served` (spec -> options; None: none of the config's), over
+    the scripted engine of the reference policy for `tasks`. Only the tokenizer of `cfg`'s model is
+    read, never its weights."""
+    from harnessrl.launch import local_proxy
 
     reference_plan(tasks, cfg.render.tool_format)  # refuses before anything starts
     script = partial(reference_script, tasks=tasks, tool_format=cfg.render.tool_format)
-    with local_proxy(cfg, store, scripted=True, shell_overrides=tuple(shell_overrides), script=script) as link:
+    with local_proxy(cfg, store, scripted=True, served=served or {}, script=script) as link:
         yield link
 
 
@@ -56,7 +57,6 @@ def collect_demos(cfg: RunConfig, tasks: list[Task], specs: list[str], run_dir: 
     """Run every task x harness (n rollouts each) under the reference policy, stored in `run_dir`
     with split "demo"; returns what passed. The reference policy is deterministic: n > 1 repeats
     the same rollout unless the harness itself varies."""
-    from harnessrl.harness.command import shell_tool_overrides
     from harnessrl.rollout.jobs import run_groups
     from harnessrl.sandbox.base import SandboxConfig
     from harnessrl.store import RunStore
@@ -64,7 +64,7 @@ def collect_demos(cfg: RunConfig, tasks: list[Task], specs: list[str], run_dir: 
     options = harness_options or {}
     sandbox_cfg = SandboxConfig(type=cfg.sandbox.type, host_uid=cfg.sandbox.host_uid)
     with RunStore(run_dir) as store:
-        with reference_proxy(cfg, store, tasks, shell_tool_overrides(specs, options)) as link:
+        with reference_proxy(cfg, store, tasks, {s: options.get(s, {}) for s in specs}) as link:
             records = run_groups(tasks, specs, n, proxy=link, store=store, sandbox_cfg=sandbox_cfg,
                                  concurrency=cfg.loop.concurrency, max_turns=cfg.loop.max_turns,
                                  harness_timeout_s=cfg.loop.rollout_timeout_s, harness_options=options,
