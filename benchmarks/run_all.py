@@ -52,6 +52,7 @@ QUICK: dict[str, list[str]] = {
     "verifier_view.py": ["--n", "2", "--big-mb", "2"],
     "whitebox_overhead.py": ["--harness", "whitebox", "builtin", "--runs", "1"],
     "workspace_copy.py": ["--n", "1", "--files", "200"],
+    "warm_pool.py": ["--harness", "builtin", "--n", "2", "--rounds", "1"],
 }
 
 # scripts without a quick mode, and why: they read finished runs, or are training runs themselves
@@ -63,6 +64,8 @@ SKIP: dict[str, str] = {
     "learning/branching.py": "a comparison of training runs (hours)",
     "stability.py": "a long training run",
     "optimisations.py": "two 3-step demo trainings (~15 min)",
+    "openclaw_startup.py": "needs OpenClaw installed (harnessrl harness install openclaw); 20-60 s a rollout",
+    "openclaw_profile.py": "needs OpenClaw installed (harnessrl harness install openclaw); one 20-60 s start",
 }
 
 
