@@ -5,7 +5,11 @@ for an annotation and never run: cycles leave them out, but the layering rules c
 
 The app package (`harnessrl.app`: every command and the recipes they share) sits on top: its
 imports are not checked for cycles with the library, and no library module imports it, not even
-for a type. No library package keeps a command module (`cli.py`) of its own."""
+for a type. No library package keeps a command module (`cli.py`) of its own.
+
+The library packages stand in tiers (STACK, bottom to top): a package imports only the tiers below
+its own. The step (run/) sits above what it reports (report/, profile/) and below what is built on
+it (experiment/, sft/); the pure-Python core (tree/, algo/, tasks/) loads without torch or vLLM."""
 
 from __future__ import annotations
 
