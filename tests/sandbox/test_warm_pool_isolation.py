@@ -1,10 +1,11 @@
 """Attack: a warm pool (rollout/jobs.py WarmStarts, sandbox/pool.py) must not let one rollout reach
 the next. The policy of rollout 1 plants what could outlive it — files in HOME, /tmp, /dev/shm and
-the workspace, a harness config file, a setsid daemon — while rollout 2's sandbox, made ahead of need,
-already waits in the pool; rollout 2 (the same script) looks for every one of them and writes "ok"
-only when it finds none. Control: the same probe finds every plant when two runs share one sandbox
-(the first one's daemon kept alive), so a clean second rollout is the pool's isolation, not a blind
-probe. Real bubblewrap, a real proxy (each rollout makes one model call, so both are scored)."""
+the workspace, a harness config file and session, a setsid daemon and a listening socket — while
+rollout 2's sandbox, made ahead of need, already waits in the pool; rollout 2 (the same script)
+looks for every one of them and writes "ok" only when it finds none. Control: the same probe finds
+every plant when two runs share one sandbox (the first one's daemons kept alive), so a clean second
+rollout is the pool's isolation, not a blind probe. Real bubblewrap, a real proxy (each rollout
+makes one model call, so both are scored)."""
 
 from __future__ import annotations
 
@@ -40,11 +41,16 @@ found=""
 [ -e /dev/shm/planted ] && found="$found shm"
 [ -e planted_ws ] && found="$found workspace"
 [ -e "$HOME/.openclaw/openclaw.json" ] && found="$found config"
+[ -e "$HOME/.openclaw/agents/main/sessions/planted.jsonl" ] && found="$found session"
+python3 -c "import socket; socket.create_connection(('127.0.0.1', 45678), timeout=2)" 2>/dev/null && found="$found listener"
 for f in /proc/[0-9]*/cmdline; do
   tr '\0' ' ' < "$f" 2>/dev/null | grep -q harnessrl-planted-daemon && found="$found process" && break
 done
 touch "$HOME/planted" /tmp/planted /dev/shm/planted planted_ws
 mkdir -p "$HOME/.openclaw" && echo '{"agents": {"defaults": {"model": "planted"}}}' > "$HOME/.openclaw/openclaw.json"
+mkdir -p "$HOME/.openclaw/agents/main/sessions" && echo '{"role": "user"}' > "$HOME/.openclaw/agents/main/sessions/planted.jsonl"
+setsid python3 -c "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', 45678)); s.listen(); time.sleep(300)" \
+  > /dev/null 2>&1 < /dev/null &
 setsid bash -c 'exec -a harnessrl-planted-daemon sleep 300' > /dev/null 2>&1 < /dev/null &
 if [ -z "$found" ]; then echo ok > out.txt; else echo "found:$found" > out.txt; fi
 """
@@ -52,7 +58,7 @@ VERIFY = ("import json, pathlib\np = pathlib.Path('out.txt')\n"
           "print(json.dumps({'clean': float(p.is_file() and p.read_text().strip() == 'ok')}))\n")
 TASK = Task(id="warm-attack", instruction="Plant.", files={"in.txt": b"x\n"},
             verifier=Verifier("checks", "python3 .verifier/verify.py", files={"verify.py": VERIFY.encode()}))
-ALL = "found: home tmp shm workspace config process"
+ALL = "found: home tmp shm workspace config session listener process"
 
 
 @pytest.fixture
