@@ -53,6 +53,9 @@ QUICK: dict[str, list[str]] = {
     "whitebox_overhead.py": ["--harness", "whitebox", "builtin", "--runs", "1"],
     "workspace_copy.py": ["--n", "1", "--files", "200"],
     "warm_pool.py": ["--harness", "builtin", "--n", "2", "--rounds", "1"],
+    "reward_integrity.py": ["--n", "2", "--files", "50", "--links", "5"],
+    "stream_ttft.py": ["--engine", "scripted", "--reps", "2", "--max-tokens", "16"],
+    "tree_credit_sim.py": ["--seeds", "2", "--steps", "5"],
 }
 
 # scripts without a quick mode, and why: they read finished runs, or are training runs themselves
