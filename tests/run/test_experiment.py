@@ -192,5 +192,8 @@ def test_a_setting_added_since_a_run_was_recorded_is_no_difference():
     del stored["engine"]["prefix_caching"]
     assert config_differences(stored, planned) == []
     assert config_differences(stored, load_config(None, ["engine.prefix_caching=false"])) == ["engine.prefix_caching"]
+    moved = planned.model_dump(mode="json")  # recorded before serve.max_tokens was loop.max_tokens
+    moved["loop"]["max_tokens"] = moved["serve"].pop("max_tokens")
+    assert config_differences(moved, planned) == []
     stored["engine"]["gone"] = 1
     assert "engine.gone" in config_differences(stored, planned)

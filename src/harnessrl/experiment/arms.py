@@ -216,12 +216,20 @@ def stored_differences(run: PlannedRun) -> list[str]:
 def config_differences(stored: dict[str, Any], planned: Any) -> list[str]:
     """The dotted settings in which a recorded config differs from `planned` (a RunConfig). The
     recorded one is read with today's schema first, so a setting added since then at its default
-    is no difference (a run recorded before it existed resumes); one the schema no longer knows is."""
+    is no difference (a run recorded before it existed resumes); one the schema no longer knows is.
+    A key that moved since (config/migrate.py MOVED_KEYS, e.g. loop.max_tokens) is read at its new place."""
+    import warnings
+
     from pydantic import ValidationError
 
+    from harnessrl.config.migrate import migrate
+
     try:
+        with warnings.catch_warnings():  # the stored config is the run's record, not the user's file
+            warnings.simplefilter("ignore", FutureWarning)
+            stored = migrate(stored)
         stored = type(planned).model_validate(stored).model_dump(mode="json")
-    except ValidationError:
+    except (ValidationError, ValueError):
         pass
     return sorted(_flat_differences(stored, planned.model_dump(mode="json")))
 
