@@ -91,7 +91,7 @@ class EngineCollector:
 def run(lag: int, args, root: Path) -> dict:
     from rich.console import Console
 
-    from harnessrl.run.config import load_config
+    from harnessrl.config import load_config
     from harnessrl.run.loop import run_training
 
     ov = [f"model.path={args.model_dir}" if args.model_dir else "model.path=null", f"algorithm.kl_coef={args.kl}",

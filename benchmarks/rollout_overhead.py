@@ -112,7 +112,7 @@ def fixed_engine(renderer: Any) -> Any:
 
 def bench(spec: str, args: argparse.Namespace, cfg: Any, tasks: list, renderer: Any) -> dict[str, Any]:
     from harnessrl.rollout.jobs import run_groups
-    from harnessrl.run.runner_collector import start_proxy
+    from harnessrl.launch import start_proxy
     from harnessrl.sandbox import SandboxConfig
     from harnessrl.store import RunStore
 
@@ -157,7 +157,7 @@ def main() -> None:
 
     from harnessrl.engine.model import smollm2_tokenizer_dir
     from harnessrl.render.renderer import Renderer
-    from harnessrl.run.config import load_config
+    from harnessrl.config import load_config
     from harnessrl.tasks import load_tasks
 
     cfg = load_config(args.config)

@@ -62,7 +62,7 @@ def test_serving_flags_take_name_default_and_bound_from_the_run_config():
     None unless given (the config's value applies), --help showing the RunConfig key, its default and
     the bound the RunConfig schema declares; the bound itself is enforced once, by the config."""
     from harnessrl.app.flags import FLAG_KEYS
-    from harnessrl.run.config import RunConfig
+    from harnessrl.config import RunConfig
 
     schema, defaults = RunConfig.model_json_schema(), RunConfig().model_dump()
     signs = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}

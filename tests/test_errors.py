@@ -63,7 +63,7 @@ def test_every_error_class_is_in_the_drawn_tree_under_its_parent():
 
 def test_errors_keep_their_standard_bases_and_names():
     from harnessrl.engine.base import EngineError, PromptTooLong
-    from harnessrl.run.config import ConfigError
+    from harnessrl.config import ConfigError
     from harnessrl.run.errors import TrainError
     from harnessrl.sandbox.base import SandboxError, SandboxUnavailable
     from harnessrl.tasks.model import TaskError

@@ -248,6 +248,28 @@ def test_the_step_is_not_imported_by_what_it_reports():
     assert {m: d for m, d in found.items() if d} == {}
 
 
+def test_the_schema_is_imported_from_config_and_launch_names_from_launch():
+    """The config schema has one home (harnessrl.config): no run/config.py re-export is left, and
+    nothing in src/, tests/ or benchmarks/ imports harnessrl.run.config. The serving names
+    (start_proxy, local_proxy, run_renderer, served_model_dir) are imported from harnessrl.launch,
+    not through run/runner_collector."""
+    assert not (SRC / "harnessrl" / "run" / "config.py").exists()
+    root = SRC.parent
+    launch_names = {"start_proxy", "local_proxy", "run_renderer", "served_model_dir"}
+    found = []
+    for d in ("src", "tests", "benchmarks"):
+        for p in (root / d).rglob("*.py"):
+            for node in ast.walk(ast.parse(p.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.level == 0:
+                    mod, names = node.module or "", {a.name for a in node.names}
+                    if mod == "harnessrl.run.config" or (mod == "harnessrl.run" and "config" in names) or \
+                            (mod == "harnessrl.run.runner_collector" and names & launch_names):
+                        found.append(f"{p.relative_to(root)}:{node.lineno}")
+                elif isinstance(node, ast.Import) and any(a.name == "harnessrl.run.config" for a in node.names):
+                    found.append(f"{p.relative_to(root)}:{node.lineno}")
+    assert found == []
+
+
 def test_the_core_imports_without_torch_or_vllm():
     """Every module of tree/, algo/ and tasks/ (the pure-Python core) loads without torch,
     transformers or vLLM."""

@@ -132,7 +132,7 @@ def main() -> None:
     ap.add_argument("--baseline-from", type=Path, default=None,
                     help="every arm starts from this run's step 0 (e.g. another seed's first arm)")
     args, overrides = ap.parse_known_args()
-    from harnessrl.run.config import load_config  # noqa: PLC0415
+    from harnessrl.config import load_config  # noqa: PLC0415
 
     out = (ROOT / args.out).resolve()
     cfg = load_config(ROOT / args.config, overrides)

@@ -56,7 +56,7 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from harnessrl.engine.model import smollm2_tokenizer_dir
-    from harnessrl.run.config import RunConfig
+    from harnessrl.config import RunConfig
 
     with RunStore(args.run_dir) as store:
         cfg = RunConfig.model_validate(store.get_meta("config") or {})

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
-from harnessrl.run.config import load_config  # noqa: E402
+from harnessrl.config import load_config  # noqa: E402
 
 BASELINE_SECTIONS = ("model", "render", "serve", "sandbox", "harnesses", "tasks")
 BASELINE_LOOP_KEYS = ("eval_size", "eval_samples", "max_tokens", "max_turns", "rollout_timeout_s")

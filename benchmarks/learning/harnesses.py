@@ -113,7 +113,7 @@ def main() -> None:
     if args.baseline_from is not None and not run_dir.exists():
         from fork_baseline import fork  # noqa: PLC0415
 
-        from harnessrl.run.config import load_config  # noqa: PLC0415
+        from harnessrl.config import load_config  # noqa: PLC0415
 
         cfg = load_config(ROOT / args.config, overrides + [f"output.run_dir={run_dir}"])
         fork((ROOT / args.baseline_from).resolve(), run_dir, cfg.model_dump(mode="json"))

@@ -11,7 +11,7 @@ import numpy as np
 from harnessrl.algo import ESTIMATORS
 from harnessrl.algo.estimator import ESTIMATOR_NAMES, EstimatorOnly, estimate
 from harnessrl.algo.trained import load_trained, save_trained, trained_path
-from harnessrl.run.config import AlgorithmConfig
+from harnessrl.config import AlgorithmConfig
 
 from .test_advantages import small_tree
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from harnessrl.app.main import app
 from harnessrl.run import loop
-from harnessrl.run.config import ConfigError, load_config
+from harnessrl.config import ConfigError, load_config
 from harnessrl.run.preflight import engine_problems, run_problems
 
 OK = ["harnesses=[{name: builtin}]", "sandbox.type=local", "engine.type=hf"]

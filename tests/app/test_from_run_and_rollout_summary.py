@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from harnessrl.app.main import app
 from harnessrl.app.serve_config import last_checkpoint_policy, serving_config
-from harnessrl.run.config import ConfigError, load_config
+from harnessrl.config import ConfigError, load_config
 from harnessrl.store import RunStore
 from harnessrl.store.records import RolloutRecord
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from harnessrl.app.main import app
 from harnessrl.run import loop
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.run.resume import CHANGES_KEY, is_operational
 from harnessrl.store import RunStore
 

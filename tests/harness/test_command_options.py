@@ -52,7 +52,7 @@ def test_bad_options_name_the_fix(spec, options, needle):
 def test_run_config_rejects_a_misspelled_key():
     from pydantic import ValidationError
 
-    from harnessrl.run.config import RunConfig
+    from harnessrl.config import RunConfig
 
     with pytest.raises(ValidationError) as err:
         RunConfig.model_validate({"harnesses": [{"name": "command:ls {task}", "options": {"rox": ["/opt"]}}]})

@@ -19,7 +19,7 @@ from harnessrl.harness.whitebox import LoopStats, WhiteboxAdapter, model_call
 from harnessrl.proxy.server import ProxyServer
 from harnessrl.proxy.serving import DEFAULT_POLICY, ServingPolicy, check_forced, resolve, stop_cut
 from harnessrl.rollout.proxy_link import LocalProxy
-from harnessrl.run.config import ConfigError, RunConfig, load_config
+from harnessrl.config import ConfigError, RunConfig, load_config
 from harnessrl.store import CallRecord
 
 from .fakes import TextScriptEngine
@@ -169,7 +169,7 @@ def test_a_training_runs_proxy_records_how_it_serves(store, renderer):
     meta "serve" (the run's policy) and "render" (its tool format, exact history), as `harnessrl serve`
     does: a run's calls say how they were served."""
     from harnessrl.render.renderer import Renderer
-    from harnessrl.run.runner_collector import start_proxy
+    from harnessrl.launch import start_proxy
 
     cfg = load_config(None, ["serve.default_temperature=0.45", "serve.max_tokens=64", "render.tool_format=bash"])
     bash = Renderer.from_pretrained(renderer.tokenizer.name_or_path, tool_format="bash")

@@ -51,7 +51,7 @@ def test_one_harness_one_set_has_no_pooled_rows_and_no_eval_after_means_no_table
 
 
 def test_eval_set_entries_with_their_own_size():
-    from harnessrl.run.config import RunConfig
+    from harnessrl.config import RunConfig
 
     t = RunConfig.model_validate(CONFIG | {"harnesses": [{"name": "builtin"}]}).tasks
     assert t.eval_set_names() == ["test", "builtin:chain:test"]
@@ -62,7 +62,7 @@ def test_eval_set_entries_with_their_own_size():
 
 
 def test_train_split_lists_join_their_tasks_and_refuse_repeats():
-    from harnessrl.run.config import RunConfig
+    from harnessrl.config import RunConfig
     from harnessrl.run.errors import TrainError
     from harnessrl.run.task_sets import default_tasks
 

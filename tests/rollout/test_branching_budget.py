@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from harnessrl.rollout.groups import PlannedGroup
 from harnessrl.rollout.plan import GroupPlan
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.run.loop import step_rollout_stats
 from harnessrl.report.record import StepRecord
 from tests.tree.test_branching import branched_group

@@ -15,7 +15,7 @@ from harnessrl.app import rollout as rollout_cli
 from harnessrl.rollout import jobs
 from harnessrl.rollout.plan import next_attempt, plan_cross, plan_eval, plan_step
 from harnessrl.run.evaluate import evaluate
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.report.display import RunDisplay
 from harnessrl.store import RunStore
 from harnessrl.tasks import load_tasks

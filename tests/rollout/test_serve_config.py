@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from harnessrl.app.main import app
 from harnessrl.rollout import jobs
-from harnessrl.run.config import LoopConfig, RunConfig, ServeSection, load_config
+from harnessrl.config import LoopConfig, RunConfig, ServeSection, load_config
 from harnessrl.app.serve_config import FLAG_KEYS, harness_specs, serving_config
 from harnessrl.store import RunStore
 

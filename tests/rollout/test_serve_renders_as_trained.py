@@ -17,7 +17,7 @@ from harnessrl.launch import Transport, run_renderer, scripted_engine, served_mo
 from harnessrl.render.bash_format import ShellOverride
 from harnessrl.render.messages import ToolSpec
 from harnessrl.render.renderer import Renderer
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.store import RunStore
 
 from tests.rollout.test_serve_config import TRAINED, _checkpoint, _train_run_dir  # the run dir as train leaves it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.run.loop import run_training
 
 from fakes import fake_collector_factory, fake_tasks  # noqa: E402  (run with tests/run on sys.path)

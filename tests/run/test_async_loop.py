@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from harnessrl.engine import make_tiny_model
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.run.loop import limit_policy_lag, run_training
 
 from .fakes import fake_collector_factory, fake_tasks

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harnessrl.app.main import app
-from harnessrl.run.config import ConfigError, apply_override, load_config
+from harnessrl.config import ConfigError, apply_override, load_config
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 

@@ -184,7 +184,7 @@ def test_every_shipped_experiment_plans_3_seeds_of_8_steps(path, monkeypatch):
 def test_a_setting_added_since_a_run_was_recorded_is_no_difference():
     """A run recorded before a setting existed (here engine.prefix_caching) still resumes at its
     default; a changed value, or a setting the schema no longer knows, is a difference."""
-    from harnessrl.run.config import load_config
+    from harnessrl.config import load_config
     from harnessrl.experiment.arms import config_differences
 
     planned = load_config(None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.run.loop import harness_ordered, step_line
 from harnessrl.report.metrics_log import flatten_metrics
 from harnessrl.report.record import StepRecord, UpdateStats

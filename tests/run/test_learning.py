@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from harnessrl.engine import make_tiny_model
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.run.loop import run_training
 
 from .fakes import FakeTask, fake_collector_factory

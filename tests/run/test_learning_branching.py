@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.run.loop import run_training
 
 from .test_learning import rollout_logps

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.store import RunStore
 from harnessrl.store.records import RolloutRecord
 from tests.modules import load_file

@@ -16,7 +16,7 @@ import torch
 from rich.console import Console
 
 from harnessrl.engine import SamplingParams, make_tiny_model
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.report.display import RunDisplay
 from harnessrl.run.errors import TrainError
 from harnessrl.run.loop import record_step, run_training, train_step

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from harnessrl.app.main import app
 from harnessrl.engine import make_tiny_model
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.report.display import RunDisplay
 from harnessrl.run.loop import record_step, step_line, train_step
 from harnessrl.run.open_run import close_run, open_run

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harnessrl.run.task_sets import default_tasks
-from harnessrl.run.config import ConfigError, load_config
+from harnessrl.config import ConfigError, load_config
 from harnessrl.run.errors import TrainError
 from harnessrl.tasks.suite import unseen_families
 

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from harnessrl.engine import make_tiny_model
 from harnessrl.report import tracking
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.run.loop import run_training
 from harnessrl.report.tracking import SafeTracker
 from harnessrl.store import RunStore

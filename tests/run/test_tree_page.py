@@ -14,7 +14,7 @@ from rich.console import Console
 
 from harnessrl.engine import make_tiny_model
 from harnessrl.run import loop
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.report.display import RunDisplay
 from harnessrl.run.finish import write_last_trees
 from harnessrl.run.loop import train_step

@@ -34,7 +34,7 @@ def tiny_dir(tmp_path_factory):
 
 
 def _cfg(tiny_dir, run_dir, **extra):
-    from harnessrl.run.config import load_config
+    from harnessrl.config import load_config
 
     ov = [f"model.path={tiny_dir}", "engine.type=hf", "sandbox.type=local", "loop.max_turns=3",
           "loop.concurrency=2", f"output.run_dir={run_dir}", "output.tensorboard=false", "algorithm.token_budget=4096",

@@ -30,7 +30,7 @@ def base_dir():
 
 
 def _cfg(run_dir, world: int):
-    from harnessrl.run.config import load_config
+    from harnessrl.config import load_config
 
     ov = ["engine.type=hf", "sandbox.type=local", "loop.steps=1", "loop.groups_per_step=2", "loop.n_per_group=4",
           "loop.eval_size=0", "loop.max_turns=2", "serve.max_tokens=48", "loop.concurrency=1", "loop.seed=1",

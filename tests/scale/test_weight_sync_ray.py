@@ -42,7 +42,7 @@ def test_two_rank_ray_trainer_syncs_bf16_weights(tiny_dir, tmp_path, cluster):
     from transformers import AutoModelForCausalLM
 
     from harnessrl.cluster.ray_trainer import start_trainer
-    from harnessrl.run.config import load_config
+    from harnessrl.config import load_config
     from harnessrl.run.trainer_setup import make_sharded_trainer
 
     warnings.simplefilter("ignore")

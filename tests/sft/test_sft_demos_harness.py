@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.tasks import load_tasks
 
 pytestmark = [pytest.mark.harness, pytest.mark.bwrap]

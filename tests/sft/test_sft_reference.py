@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from harnessrl.render.bash_format import render_command, render_result
-from harnessrl.run.config import load_config
+from harnessrl.config import load_config
 from harnessrl.sft.reference import DONE, UNKNOWN, ReferencePolicyError, next_reply, reference_plan, reference_script
 from harnessrl.tasks import load_tasks
 

@@ -172,7 +172,7 @@ def test_resolve_compute_dtype_refuses_an_unknown_setting():
 
 
 def test_run_config_resolves_compute_dtype_from_the_engine():
-    from harnessrl.run.config import RunConfig
+    from harnessrl.config import RunConfig
     from harnessrl.run.trainer_setup import compute_dtype
 
     bf16_engine = RunConfig.model_validate({"engine": {"type": "hf", "dtype": "bfloat16"}})

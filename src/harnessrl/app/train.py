@@ -45,7 +45,7 @@ def train(
 ) -> None:
     """Run RL training: rollouts -> trees -> advantages -> tree-packed update -> weight sync. The config is
     checked first (`harnessrl config validate`): nothing is created when it would fail."""
-    from harnessrl.run.config import ConfigError, build_config, load_config
+    from harnessrl.config import ConfigError, build_config, load_config
     from harnessrl.run.resume import stored_run_config
 
     console = Console()
@@ -90,7 +90,7 @@ def train(
 
 def resume_plan(cfg, allowed: list[str], console: Console):
     """The resume of cfg's run (run/resume.py plan_resume); a refusal is one line with the fix, exit 2."""
-    from harnessrl.run.config import ConfigError
+    from harnessrl.config import ConfigError
     from harnessrl.run.resume import plan_resume
 
     try:
@@ -243,7 +243,7 @@ def validate(
     """Check run configs as `train` would before it creates anything; exits 1 when any is invalid."""
     import textwrap
 
-    from harnessrl.run.config import ConfigError, load_config
+    from harnessrl.config import ConfigError, load_config
     from harnessrl.run.preflight import run_problems
 
     console = Console()
@@ -274,7 +274,7 @@ def show(
     """Print the fully resolved config (defaults + file + overrides) as YAML."""
     import yaml
 
-    from harnessrl.run.config import ConfigError, load_config
+    from harnessrl.config import ConfigError, load_config
 
     try:
         cfg = load_config(config, overrides or [])

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 from rich.console import Console
 
 from harnessrl.errors import HarnessRLError
-from harnessrl.run.config import RunConfig, load_config
+from harnessrl.config import RunConfig, load_config
 from harnessrl.report.record import REDONE
 from harnessrl.experiment.shared_baseline import adopt_baseline, baseline_differences
 from harnessrl.store.schema import DB_NAME
@@ -185,7 +185,7 @@ def plan_runs(spec: ExperimentSpec) -> tuple[dict[int, PlannedRun], list[Planned
 
 
 def _config(spec: ExperimentSpec, extra: list[str], arm: str) -> RunConfig:
-    from harnessrl.run.config import ConfigError
+    from harnessrl.config import ConfigError
 
     try:
         return load_config(spec.config, [*spec.overrides, *extra])

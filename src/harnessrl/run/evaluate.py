@@ -13,7 +13,7 @@ from harnessrl.report.record import EvalResult, StepRecord
 from harnessrl.rollout.groups import read_groups
 from harnessrl.rollout.pass_at_k import pass_at_1, summarize
 from harnessrl.rollout.plan import plan_eval
-from harnessrl.run.config import RunConfig
+from harnessrl.config import RunConfig
 from harnessrl.run.phase import run_shown, timed
 from harnessrl.run.step_groups import observe_eval
 

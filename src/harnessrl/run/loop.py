@@ -41,7 +41,7 @@ from harnessrl.rollout.branching import branching_summary, sampling_budget
 from harnessrl.rollout.groups import PlannedGroup
 from harnessrl.rollout.pass_at_k import harness_summary
 from harnessrl.rollout.plan import GroupPlan
-from harnessrl.run.config import RunConfig
+from harnessrl.config import RunConfig
 from harnessrl.run.errors import TrainError
 from harnessrl.run.evaluate import baseline_record, closing_eval, evaluate, is_eval_step
 from harnessrl.run.finish import RunResult, finish_run

@@ -21,7 +21,7 @@ from harnessrl.report.tracking import Tracker, open_tracker
 from harnessrl.rollout.difficulty import DifficultyTracker
 from harnessrl.rollout.plan import next_attempt
 from harnessrl.run.collector_seam import Collector, RolloutsAhead
-from harnessrl.run.config import RunConfig
+from harnessrl.config import RunConfig
 from harnessrl.run.errors import TrainError
 from harnessrl.run.trainer_setup import make_sharded_trainer, make_trainer, seed_everything
 from harnessrl.store.run_store import RunStore

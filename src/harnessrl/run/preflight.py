@@ -12,7 +12,7 @@ import importlib.util
 import shutil
 from pathlib import Path
 
-from harnessrl.run.config import RunConfig
+from harnessrl.config import RunConfig
 
 # engine type (resolved) -> the modules it imports; the trainer itself needs torch and transformers
 ENGINE_MODULES = {"hf": ("torch", "transformers"), "vllm": ("vllm",)}

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from harnessrl.run.config import ConfigError, RunConfig, build_config
+from harnessrl.config import ConfigError, RunConfig, build_config
 from harnessrl.store import RunStore
 from harnessrl.store.schema import DB_NAME
 

@@ -1,9 +1,8 @@
 """The real rollout side of the loop: the job runner behind the proxy, and which collector a run uses.
 
 `RunnerCollector` starts one in-process proxy over the run's engine and store (harnessrl.launch
-`start_proxy`; `local_proxy`, `run_renderer` and `served_model_dir` stay importable from here too),
-and runs the loop's group plans with `harnessrl.rollout.jobs.run_plans` (fresh sandbox, the harness as a black
-box, the verifier; the same runner as `harnessrl rollout` / `harnessrl eval`). `default_collector`
+`start_proxy`, the one proxy constructor), and runs the loop's group plans with
+`harnessrl.rollout.jobs.run_plans` (fresh sandbox, the harness as a black box, the verifier; the same runner as `harnessrl rollout` / `harnessrl eval`). `default_collector`
 picks it, or (cluster.backend=ray) rollout workers as Ray actors, each running a RunnerCollector of
 the run's config over its own proxy and store shard (cluster/ reads no run config and imports
 nothing from run/; the local backend imports nothing from cluster/).
@@ -17,7 +16,7 @@ from typing import Any, Sequence
 
 from harnessrl.engine import resolve_model
 from harnessrl.harness import HarnessAdapter, HarnessConfigError, start_hint
-from harnessrl.launch import local_proxy, run_renderer, served_model_dir, start_proxy
+from harnessrl.launch import run_renderer, start_proxy
 from harnessrl.rollout.jobs import RunOptions, make_adapters, run_plans
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.rollout.proxy_link import LocalProxy
@@ -75,7 +74,7 @@ class RunnerCollector:
         self.proxy.stop()
 
 
-__all__ = ["RunnerCollector", "default_collector", "local_proxy", "run_renderer", "served_model_dir", "start_proxy"]
+__all__ = ["RunnerCollector", "default_collector"]
 
 
 def _warn(message: str) -> None:

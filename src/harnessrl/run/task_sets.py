@@ -10,7 +10,7 @@ from harnessrl.tasks.loader import interleave_families, load_tasks
 from harnessrl.tasks.model import Task, TaskError
 
 if TYPE_CHECKING:
-    from harnessrl.run.config import RunConfig
+    from harnessrl.config import RunConfig
 
 
 def default_tasks(cfg: RunConfig) -> tuple[list[Task], dict[str, list[Task]]]:

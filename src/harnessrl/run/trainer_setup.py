@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from harnessrl.engine.factory import resolved_dtype
-from harnessrl.run.config import RunConfig
+from harnessrl.config import RunConfig
 from harnessrl.train.critic import ValueModel
 from harnessrl.train.checkpoint import load_trainer_state
 from harnessrl.train.fsdp import Ranks, ShardedTrainer, init_ranks, shard_model

@@ -22,7 +22,7 @@ from harnessrl.sft.reference import reference_plan, reference_script
 
 if TYPE_CHECKING:
     from harnessrl.rollout.proxy_link import LocalProxy
-    from harnessrl.run.config import RunConfig
+    from harnessrl.config import RunConfig
     from harnessrl.store.run_store import RunStore
     from harnessrl.tasks.model import Task
 
