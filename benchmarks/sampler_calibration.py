@@ -13,15 +13,23 @@ than nothing about contrast. Then per family x harness: groups, mixed / all-pass
 so a family out of the model's reach (nearly all all-fail) stands out.
 
 Simulation: each run draws families (mean pass rate U(0.25, 0.8)) and per task and harness a pass
-rate from Beta(c m, c (1 - m)) (c = `--concentration`, 0.6: polarised as the demo's tasks are),
+rate from Beta(c m, c (1 - m)) (c = `--concentration`, 0.6: polarised as the issue's demo was),
 then runs `--steps` steps of `--groups` groups of `--n` with dynamic sampling (`--extra`
 replacements). `old`: the point estimate, weight p (1 - p), replacements drawn by weight, no eval
 groups observed, no rescue; `new`: the posterior, weight P(mixed), replacements of the highest
 P(mixed), the baseline eval's groups observed, rescue groups (`--rescue`). Both score both
 predictors on their own picks; informative = informative groups trained per slot of the batch.
+`new, top-up`: the new sampler with dynamic_sampling's top-up (`--target`, `--cap`): with the
+replacements spent, more groups on the tasks of the highest P(mixed), round by round, until the
+target share of the batch is informative or the step sampled `--cap` x groups x n fresh rollouts.
+Each case (`--concentration`, several: 0.6 polarised, 1.5 demo-like) prints per sampler the
+informative share per run (min / median / mean over runs), runs >= 80%, steps that trained
+nothing, the fresh rollouts a step beyond its own groups x n (mean / max) and its rounds of fresh
+groups (each a wait for its slowest rollout).
 
     .venv/bin/python benchmarks/sampler_calibration.py RUN_DIR [RUN_DIR ...] [--prior 2] [--decay 0.7]
-    .venv/bin/python benchmarks/sampler_calibration.py --simulate [--runs-n 100] [--steps 8]
+    .venv/bin/python benchmarks/sampler_calibration.py --simulate [--runs-n 100] [--steps 8] \
+        [--concentration 0.6 1.5] [--target 0.8] [--cap 3]
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import statistics
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
@@ -41,6 +50,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from harnessrl.rollout.difficulty import (DifficultyTracker, Observation, SamplerConfig, brier,  # noqa: E402
                                           point_p_mixed)
+from harnessrl.rollout.informative import step_rollout_cap, topup_target  # noqa: E402
 from harnessrl.rollout.plan import plan_more, plan_step  # noqa: E402
 
 
@@ -111,7 +121,9 @@ def sim_world(rng: random.Random, families: int, per_family: int, harnesses: Seq
               concentration: float) -> tuple[list[SimTask], list[SimTask], dict[tuple[str, str], float]]:
     """(train tasks, eval tasks, (task, harness) -> pass-rate logit): each family's mean pass rate
     drawn from U(0.25, 0.8), each task's rate from Beta(c m, c (1 - m)) around it (c small: polarised)."""
-    train, evals, logit = [], [], {}
+    train: list[SimTask] = []
+    evals: list[SimTask] = []
+    logit: dict[tuple[str, str], float] = {}
     for f in range(families):
         mean = rng.uniform(0.25, 0.8)
         for split, out, count in (("train", train, per_family), ("eval", evals, max(per_family // 2, 1))):
@@ -133,7 +145,10 @@ def sim_group(rng: random.Random, logit: float, step: int, drift: float, n: int)
 def sim_run(seed: int, variant: str, a: argparse.Namespace) -> dict[str, Any]:
     """One simulated run with the `old` sampler (point pass rate, p(1 - p) weight, drawn
     replacements, no eval observations, no rescue) or the `new` one (posterior, P(mixed) weight,
-    best replacements, eval groups observed, rescue). Both record both predictors on their picks."""
+    best replacements, eval groups observed, rescue; with `a.target` > 0 the top-up of
+    `loop.dynamic_sampling.target_share` within `a.cap` x groups x n rollouts a step). Both record
+    both predictors on their picks. Per step: the informative share of the batch, the fresh
+    rollouts sampled, and the rounds (waves of fresh groups) it took."""
     harnesses = [f"h{i}" for i in range(a.harnesses)]
     train, evals, logit = sim_world(random.Random(seed), a.families, a.tasks, harnesses, a.concentration)
     rng = random.Random(seed * 7 + 1)
@@ -148,8 +163,13 @@ def sim_run(seed: int, variant: str, a: argparse.Namespace) -> dict[str, Any]:
                 k = sim_group(rng, logit[(t.id, h)], 0, a.drift, a.eval_samples)
                 new.observe(Observation(0, t.id, t.family, h, k, a.eval_samples, split="eval"))
     n, gps = a.n, a.groups
+    target = topup_target(a.target, gps) if variant == "new" else 0
+    cap = step_rollout_cap(a.cap, gps, n)
     preds: list[tuple[float, float, bool]] = []  # (old predictor, new predictor, mixed)
-    shares, rescued, rollouts = [], 0, 0
+    shares: list[float] = []
+    step_rollouts: list[int] = []
+    rounds: list[int] = []
+    rescued = topped = 0
     for step in range(1, a.steps + 1):
         seen = mine.until(step - 1)
         if variant == "new":
@@ -159,7 +179,9 @@ def sim_run(seed: int, variant: str, a: argparse.Namespace) -> dict[str, Any]:
                 (p := s.pass_rate(t.id, t.family, h, st)) * (1 - p), old_cfg.floor)
         plans = plan_step(step, 1, train, {h: 1.0 for h in harnesses}, gps, n, seed, weight)
         kept, used, budget, rescue = 0, [p.task.id for p in plans], a.extra, (a.rescue if variant == "new" else 0)
+        ran = waves = 0
         while plans:
+            waves += 1
             for p in plans:
                 t = p.task
                 preds.append((point_p_mixed(old.pass_rate(t.id, t.family, p.harness, step), n),
@@ -169,53 +191,68 @@ def sim_run(seed: int, variant: str, a: argparse.Namespace) -> dict[str, Any]:
                 for tr in (old, new):
                     tr.observe(Observation(step, t.id, t.family, p.harness, k, n))
                 kept += 0 < k < n
-                rollouts += n
+                ran += n
             need = gps - kept
             count = min(need, budget)
             first = len(used)
+            chance = lambda t, h: mine.p_mixed(t.id, t.family, h, step, n)  # noqa: E731
             if count > 0:
                 hs = [harnesses[i % len(harnesses)] for i in range(count)]
                 if variant == "new":
-                    chance = lambda t, h: mine.p_mixed(t.id, t.family, h, step, n)  # noqa: E731
                     plans = plan_more(step, 1, train, hs, first, n, seed, chance, exclude=used, best=True)
                 else:
                     plans = plan_more(step, 1, train, hs, first, n, seed, lambda t, h: max(
                         (p := mine.pass_rate(t.id, t.family, h, step)) * (1 - p), old_cfg.floor), exclude=used)
                 budget -= len(plans)
+            elif kept < target and (room := (cap - ran) // n) > 0:
+                hs = [harnesses[i % len(harnesses)] for i in range(min(target - kept, room))]
+                plans = plan_more(step, 1, train, hs, first, n, seed, chance, exclude=used, best=True)
+                topped += len(plans)
             elif kept == 0 and rescue > 0:
-                chance = lambda t, h: (x if (x := mine.p_mixed(t.id, t.family, h, step, n)) >= a.rescue_min else 0.0)  # noqa: E731
-                plans = plan_more(step, 1, train, harnesses[:rescue], first, n, seed, chance, exclude=used, best=True)
+                least = lambda t, h: (x if (x := chance(t, h)) >= a.rescue_min else 0.0)  # noqa: E731
+                plans = plan_more(step, 1, train, harnesses[:rescue], first, n, seed, least, exclude=used, best=True)
                 rescue = rescue - len(plans) if plans else 0
                 rescued += len(plans)
             else:
                 plans = []
             used += [p.task.id for p in plans]
         shares.append(min(kept / gps, 1.0))
-    return {"preds": preds, "shares": shares, "rescued": rescued, "rollouts": rollouts}
+        step_rollouts.append(ran)
+        rounds.append(waves)
+    return {"preds": preds, "shares": shares, "rescued": rescued, "topped": topped, "rollouts": step_rollouts,
+            "rounds": rounds}
 
 
 def simulate(a: argparse.Namespace) -> None:
-    print(f"simulation: {a.runs} runs x {a.steps} steps, {a.families} families x {a.tasks} train tasks, "
-          f"{a.harnesses} harnesses, groups of {a.n}, {a.groups} groups a step (+{a.extra} replacements), task "
-          f"pass rates Beta({a.concentration:g} m, {a.concentration:g} (1 - m)) per family mean m, drift {a.drift:g} "
-          f"logit per step, new sampler's sharpness {a.sharpness:g} (floor {a.floor:g})\n")
-    print("| sampler | Brier old predictor | Brier new predictor | Brier constant | mixed picks | informative "
-          "(batch, mean) | runs >= 80% | worst run | steps training nothing | rescue groups | rollouts per step |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for variant in ("old", "new"):
-        runs = [sim_run(seed, variant, a) for seed in range(a.runs)]
+    cases = list(dict.fromkeys((c, v, t) for c in a.cases for v, t in (("old", 0.0), ("new", 0.0), ("new", a.target))))
+    print(f"simulation: {a.runs} runs x {a.steps} steps a case, {a.families} families x {a.tasks} train tasks, "
+          f"{a.harnesses} harnesses, groups of {a.n}, {a.groups} groups a step (+{a.extra} replacements, "
+          f"{a.rescue} rescue), task pass rates Beta(c m, c (1 - m)) per family mean m, drift {a.drift:g} "
+          f"logit per step, new sampler's sharpness {a.sharpness:g} (floor {a.floor:g}); top-up: target share "
+          f"{a.target:g}, at most {a.cap:g} x {a.groups} x {a.n} = {step_rollout_cap(a.cap, a.groups, a.n)} "
+          f"fresh rollouts a step\n")
+    print("| c | sampler | Brier old predictor | Brier new predictor | Brier constant | informative per run: "
+          "min / median / mean | runs >= 80% | steps training nothing | extra rollouts per step (mean / max) "
+          "| rounds per step (mean / max) |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for c, variant, target in cases:
+        case = argparse.Namespace(**{**vars(a), "concentration": c, "target": target})
+        runs = [sim_run(seed, variant, case) for seed in range(a.runs)]
         preds = [p for r in runs for p in r["preds"]]
         share = sum(m for _, _, m in preds) / len(preds)
         b_old = brier((o, m) for o, _, m in preds)
         b_new = brier((x, m) for _, x, m in preds)
         b_const = brier((share, m) for _, _, m in preds)
-        per_run = [sum(r["shares"]) / len(r["shares"]) for r in runs]
+        per_run = sorted(sum(r["shares"]) / len(r["shares"]) for r in runs)
         zero = sum(s == 0 for r in runs for s in r["shares"])
         steps = a.runs * a.steps
-        print(f"| {variant} | {b_old:.3f} | {b_new:.3f} | {b_const:.3f} | {share:.1%} | "
-              f"{sum(per_run) / len(per_run):.1%} | {sum(x >= 0.8 for x in per_run)}/{len(per_run)} | "
-              f"{min(per_run):.0%} | {zero}/{steps} | {sum(r['rescued'] for r in runs)} | "
-              f"{sum(r['rollouts'] for r in runs) / steps:.1f} |")
+        extra = [x - a.groups * a.n for r in runs for x in r["rollouts"]]
+        rounds = [x for r in runs for x in r["rounds"]]
+        name = variant + (f", top-up to {target:g} (cap {a.cap:g}x)" if target else "")
+        print(f"| {c:g} | {name} | {b_old:.3f} | {b_new:.3f} | {b_const:.3f} | "
+              f"{per_run[0]:.0%} / {statistics.median(per_run):.0%} / {statistics.fmean(per_run):.1%} | "
+              f"{sum(x >= 0.8 for x in per_run)}/{len(per_run)} | {zero}/{steps} | "
+              f"{statistics.fmean(extra):.1f} / {max(extra)} | {statistics.fmean(rounds):.2f} / {max(rounds)} |")
 
 
 def main() -> None:
@@ -237,7 +274,12 @@ def main() -> None:
     ap.add_argument("--rescue", type=int, default=2, help="dynamic_sampling.rescue_groups (new only)")
     ap.add_argument("--rescue-min", type=float, default=0.25)
     ap.add_argument("--eval-samples", type=int, default=3)
-    ap.add_argument("--concentration", type=float, default=0.6, help="c of the task pass rates' Beta")
+    ap.add_argument("--concentration", dest="cases", type=float, nargs="+", default=[0.6, 1.5],
+                    help="c of the task pass rates' Beta, one case each (0.6: polarised, 1.5: demo-like)")
+    ap.add_argument("--target", type=float, default=0.8, help="dynamic_sampling.target_share of the top-up "
+                                                               "(0: no top-up row)")
+    ap.add_argument("--cap", type=float, default=3.0, help="dynamic_sampling.max_rollouts_factor: fresh "
+                                                            "rollouts a step, in units of groups x n")
     ap.add_argument("--drift", type=float, default=0.15, help="logit gained per step (the policy learns)")
     ap.add_argument("--sharpness", type=float, default=1.0, help="loop.sampler.sharpness of the new sampler")
     ap.add_argument("--floor", type=float, default=0.05, help="loop.sampler.floor of the new sampler")

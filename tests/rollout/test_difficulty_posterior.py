@@ -108,7 +108,8 @@ def test_a_step_whose_picks_all_come_back_uniform_tops_up_from_the_task_most_lik
     tasks = [Task(f"t{i}") for i in range(5)]
     mixed_task = "t4"  # passes 1 time in 3; every other task always passes
     loop = SimpleNamespace(groups_per_step=2, n_per_group=3, seed=0, max_policy_lag=0,
-                           dynamic_sampling=DynamicSamplingConfig(enabled=True, max_extra_groups=0, rescue_groups=2),
+                           dynamic_sampling=DynamicSamplingConfig(enabled=True, max_extra_groups=0, rescue_groups=2,
+                                                                  target_share=0.0),
                            branching=BranchingConfig(), sampler=SamplerConfig(type="difficulty"))
     cfg = SimpleNamespace(loop=loop, algorithm=SimpleNamespace(reward="pass"), harnesses=[SimpleNamespace(name="h", weight=1.0)])
     # what earlier steps saw: t4 mixed, t2 and t3 always passing

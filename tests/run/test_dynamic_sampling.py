@@ -92,7 +92,7 @@ def base_tasks(cfg) -> set[str]:
 @pytest.mark.parametrize("budget", [2, 1])
 def test_a_uniform_group_is_replaced_within_the_budget(tiny_dir, tmp_path, budget):
     cfg = load_config(None, overrides(tiny_dir, tmp_path / "run",
-                                      f"loop.dynamic_sampling={{enabled: true, max_extra_groups: {budget}}}"))
+                                      f"loop.dynamic_sampling={{enabled: true, max_extra_groups: {budget}, target_share: 0}}"))
     uniform = base_tasks(cfg)  # the step's own groups all fail; any other task passes 1 time in 3
     rec, collector, tracker = one_step(cfg, lambda task, i: 0.0 if task in uniform else float(i == 0))
     s = rec.sampling
@@ -112,7 +112,7 @@ def test_a_uniform_group_is_replaced_within_the_budget(tiny_dir, tmp_path, budge
 
 def test_a_step_with_no_informative_group_trains_nothing_and_says_so(tiny_dir, tmp_path):
     cfg = load_config(None, overrides(tiny_dir, tmp_path / "run",
-                                      "loop.dynamic_sampling={enabled: true, max_extra_groups: 2}"))
+                                      "loop.dynamic_sampling={enabled: true, max_extra_groups: 2, target_share: 0}"))
     rec, collector, _ = one_step(cfg, lambda task, i: 1.0)  # every group passes: none has contrast
     assert rec.update is None and rec.trees.groups_trained == 0
     assert rec.sampling.informative_groups == 0 and rec.sampling.dropped_groups == {"all_pass": 4.0}

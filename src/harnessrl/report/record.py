@@ -118,6 +118,10 @@ class SamplingStats:
     sampler_picks: list[dict[str, Any]] = field(default_factory=list)
     dropped_log: list[dict[str, Any]] = field(default_factory=list)  # {group, task, harness, reason, rollouts}
     rescue_groups: float | None = None  # groups run because the step had no informative group left
+    topup_groups: float | None = None  # groups run to reach dynamic_sampling.target_share (its top-up)
+    # fresh rollouts of the groups beyond the step's own loop.groups_per_step (oversampled, replacements,
+    # top-up and rescue groups): what dynamic sampling cost the step
+    extra_rollouts: float | None = None
 
 
 @dataclass

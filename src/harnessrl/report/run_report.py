@@ -33,8 +33,9 @@ PANELS = (  # (file stem, title, metric keys; "x/*" = every sub-key of x)
     ("time", "step time split (s)", ["time/*"]),
     ("informative", "informative share (trained, sampled), mean picked p, mixed branch points",
      ["informative_groups", "sampled_informative", "pick_pass_rate", "branch_mixed"]),
-    ("wasted_rollouts", "rollouts sampled / without contrast; groups dropped per reason, extra and rescue groups",
-     ["rollouts_sampled", "wasted_rollouts", "dropped_groups/*", "extra_groups", "rescue_groups"]),
+    ("wasted_rollouts", "rollouts sampled / without contrast / extra; groups dropped per reason, extra, top-up "
+     "and rescue groups", ["rollouts_sampled", "wasted_rollouts", "extra_rollouts", "dropped_groups/*",
+                           "extra_groups", "topup_groups", "rescue_groups"]),
 )
 Y_LIMITS = {"grad_cosine": (-1.05, 1.05)}  # panels with a fixed y range (file stem -> (low, high))
 

@@ -90,6 +90,9 @@ def sampling_lines(records: list[dict[str, Any]], plots: Sequence[Path] = (), ru
              f"{wasted:.0f} of {sampled:.0f} rollouts without contrast"
              + (f", dropped groups: {_dropped(dropped)}" if dropped else "")
              + (f", {rescued:.0f} rescue groups" if (rescued := sum(s.rescue_groups or 0 for _, s in rows)) else "")
+             + (f", {topped:.0f} top-up groups" if (topped := sum(s.topup_groups or 0 for _, s in rows)) else "")
+             + (f", {extra / len(rows):.1f} extra rollouts a step (dynamic sampling)"
+                if (extra := sum(s.extra_rollouts or 0 for _, s in rows)) else "")
              + ".", "", *calibration_lines(rows),
              "| step | informative (trained) | informative (sampled) | groups sampled (+extra) | wasted rollouts | "
              "dropped groups | mean picked p | branch points mixed | picks |",

@@ -6,6 +6,8 @@ their branch waves and (loop.dynamic_sampling) the replacements of groups withou
     rounds: the round's groups are read back and observed by the tracker (rollout/difficulty.py);
             mixed ones (and all-fail ones with a borrowed prefix) branch, uniform ones are dropped;
             replacements for the missing informative groups run with the branch wave
+    top-up: the budget spent and fewer than target_share of the batch informative, more groups on the
+            tasks of the highest P(mixed), round by round, within rollout_cap
     rescue: a step left with no informative group tops up from the tasks of the highest P(mixed)
     -> Collected(groups that train, every group sampled, the step's SamplingStats)
 
@@ -24,7 +26,7 @@ from harnessrl.rollout.branching import branch_plans, branch_point_outcomes
 from harnessrl.rollout.difficulty import DifficultyTracker, Observation, picks_summary, planned_from, task_family
 from harnessrl.rollout.groups import MIXED, PlannedGroup, counted, group_outcome, read_groups
 from harnessrl.rollout.informative import (DroppedGroup, dropped, informative_share, replacement_harnesses,
-                                           triage)
+                                           step_rollout_cap, topup_target, triage)
 from harnessrl.store.records import rollout_passed
 from harnessrl.rollout.plan import GroupPlan, TaskWeight, plan_more, plan_step
 from harnessrl.report.record import SamplingStats
@@ -125,6 +127,9 @@ def collect_groups(cfg: RunConfig, store: RunStore, tracker: DifficultyTracker, 
     budget = ds.max_extra_groups - ds.upfront() if ds.enabled else 0
     rescue = ds.rescue_groups if ds.enabled else 0
     rescued = 0
+    target = topup_target(ds.target_share, loop.groups_per_step) if ds.enabled else 0
+    cap = step_rollout_cap(ds.rollout_cap, loop.groups_per_step, loop.n_per_group)
+    topped = 0
     best = loop.sampler.type == "difficulty"  # replacements: the highest P(mixed), not a draw
     sampled: list[GroupPlan] = list(plans)
     kept: list[PlannedGroup] = []
@@ -142,6 +147,23 @@ def collect_groups(cfg: RunConfig, store: RunStore, tracker: DifficultyTracker, 
         more = plan_more(step, attempt, train_tasks, harnesses, len(sampled), loop.n_per_group, loop.seed,
                          weight, exclude=[p.task.id for p in sampled], best=best)
         budget -= len(more)
+        sampled.extend(more)
+        picks.extend(pick_log(more, tracker, step))
+        return more
+
+    def topups(need: int) -> list[GroupPlan]:
+        """The budget spent and fewer than `target` groups informative: `need` more (at most the
+        rollout cap's room) on the unused tasks of the highest P(mixed), as the step's groups so far
+        left the posterior."""
+        nonlocal topped
+        count = min(need, (cap - sum(p.n for p in sampled)) // loop.n_per_group)
+        if count <= 0:
+            return []
+        harnesses = replacement_harnesses(weights, loop.groups_per_step, [g.plan.harness for g in kept], count)
+        more = plan_more(step, attempt, train_tasks, harnesses, len(sampled), loop.n_per_group, loop.seed,
+                         mixed_chance(tracker, step, loop.n_per_group), exclude=[p.task.id for p in sampled],
+                         best=True)
+        topped += len(more)
         sampled.extend(more)
         picks.extend(pick_log(more, tracker, step))
         return more
@@ -171,6 +193,7 @@ def collect_groups(cfg: RunConfig, store: RunStore, tracker: DifficultyTracker, 
                 lost.append(g)
                 dropped_log.append(dropped(g, why))
             new = replacements(loop.groups_per_step - len(kept) - len(triaged.mixed))
+            new += topups(target - len(kept) - len(triaged.mixed) - len(new))
         else:
             branchable, new = list(groups), []
         waves = branch_plans(store, [g.plan for g in branchable], br, loop.seed, borrow) if br.enabled else []
@@ -185,12 +208,14 @@ def collect_groups(cfg: RunConfig, store: RunStore, tracker: DifficultyTracker, 
                 kept.append(g)
         pending = new
         if not pending and len(kept) < loop.groups_per_step:
-            pending = replacements(loop.groups_per_step - len(kept)) or rescues()
+            pending = replacements(loop.groups_per_step - len(kept)) or topups(target - len(kept)) or rescues()
             if pending:
                 wave(pending, "rollout")
     stats = sampling_stats(kept + lost, kept, dropped_log, picks, loop.groups_per_step, reward,
                            br.placement if br.enabled else None)
     stats.rescue_groups = float(rescued) if ds.enabled else None
+    stats.topup_groups = float(topped) if ds.enabled else None
+    stats.extra_rollouts = float(sum(p.n for p in sampled[loop.groups_per_step:]))
     return Collected(kept, kept + lost, stats, dropped_log)
 
 
@@ -245,8 +270,12 @@ def sampling_text(s: SamplingStats | None, groups_trained: float | None) -> str:
         text += f", {s.wasted_rollouts:.0f} rollouts without contrast"
     if s.branch_mixed is not None:
         text += f", branch points with mixed outcomes {s.branch_mixed:.0%}"
+    if s.topup_groups:
+        text += f", {s.topup_groups:.0f} top-up groups"
     if s.rescue_groups:
         text += f", {s.rescue_groups:.0f} rescue groups (none informative before)"
+    if s.extra_rollouts:
+        text += f", {s.extra_rollouts:.0f} extra rollouts"
     if not groups_trained:
         text += "; nothing trained: no group had mixed outcomes"
     return text
