@@ -234,7 +234,7 @@ class LoopConfig(_Strict):
     # which tasks a step draws (rollout/difficulty.py): uniform, or difficulty (tasks near p = 0.5)
     sampler: SamplerConfig = SamplerConfig()
     # informative groups (rollout/informative.py): a group with one outcome is dropped and replaced,
-    # at most max_extra_groups a step
+    # max_extra_groups a step, then topped up to target_share of the batch within rollout_cap
     dynamic_sampling: DynamicSamplingConfig = DynamicSamplingConfig()
 
     @model_validator(mode="after")
