@@ -34,7 +34,8 @@ def test_whitebox_grpo_raises_the_expected_reward_of_its_groups(tmp_path):
         "loop.concurrency=8", "loop.seed=0",
         # the engine draws seeds in arrival order, so 2 groups can both come back uniform (seen in a
         # fresh-clone run): such a group is replaced, up to 4 times
-        "loop.dynamic_sampling.enabled=true", "loop.dynamic_sampling.max_extra_groups=4"])
+        "loop.dynamic_sampling.enabled=true", "loop.dynamic_sampling.max_extra_groups=4",
+        "loop.dynamic_sampling.target_share=0"])  # the replacement budget only: no top-up rounds (test time)
     res = run_training(cfg, console=Console(quiet=True))
     print("train reward (sampled)", [r["reward"] for r in res.records if r["step"] > 0])
     store = RunStore(run_dir)

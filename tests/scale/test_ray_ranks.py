@@ -39,6 +39,7 @@ def _cfg(run_dir, world: int):
           # concurrency 1: the engine draws each request's seed in arrival order, so both runs sample
           # the same rollouts; the real model can score a whole group alike (no update to compare): replace such groups
           "loop.dynamic_sampling.enabled=true", "loop.dynamic_sampling.max_extra_groups=6",
+          "loop.dynamic_sampling.target_share=0",  # the replacement budget only: no top-up rounds (test time)
           f"output.run_dir={run_dir}", "output.tensorboard=false", "cluster.backend=ray",
           "cluster.ray.rollout_workers=1", f"cluster.ray.trainer_world_size={world}"]
     return load_config(None, ov)
