@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, NoReturn, Optional
 
 import typer
 
@@ -11,6 +11,12 @@ from harnessrl.app.cli_style import CliApp
 from rich.console import Console
 
 from harnessrl.sft.fine_tune import SFTOptions
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from harnessrl.config import RunConfig
+    from harnessrl.run.resume import ResumePlan
 
 SFT = SFTOptions()  # the sft defaults, written once (sft/fine_tune.py); the flags show and take them
 
@@ -73,7 +79,7 @@ def train(
     from harnessrl.run.loop import TrainError, run_training
     from harnessrl.sandbox.base import SandboxUnavailable
 
-    def _stop(signum, frame):  # noqa: ARG001 - SIGTERM unwinds like Ctrl-C, so engines are shut down
+    def _stop(signum: int, frame: FrameType | None) -> NoReturn:  # noqa: ARG001 - SIGTERM unwinds like Ctrl-C, so engines are shut down
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _stop)
@@ -88,7 +94,7 @@ def train(
     console.print(f"[green]done[/green] open {result.report.with_suffix('.html')} in a browser")
 
 
-def resume_plan(cfg, allowed: list[str], console: Console):
+def resume_plan(cfg: RunConfig, allowed: list[str], console: Console) -> ResumePlan:
     """The resume of cfg's run (run/resume.py plan_resume); a refusal is one line with the fix, exit 2."""
     from harnessrl.config import ConfigError
     from harnessrl.run.resume import plan_resume
@@ -100,7 +106,7 @@ def resume_plan(cfg, allowed: list[str], console: Console):
         raise typer.Exit(2) from None
 
 
-def refuse_problems(cfg, console: Console) -> None:
+def refuse_problems(cfg: RunConfig, console: Console) -> None:
     """Exit 2 with one line per problem when train would fail on this machine (run/preflight.py)."""
     from harnessrl.run.preflight import run_problems
 
@@ -111,7 +117,7 @@ def refuse_problems(cfg, console: Console) -> None:
         raise typer.Exit(2)
 
 
-def record_resume(run_dir: Path, plan, console: Console) -> None:
+def record_resume(run_dir: Path, plan: ResumePlan, console: Console) -> None:
     """Record the allowed changes of this resume in the run and say them."""
     from harnessrl.run.resume import CHANGES_KEY, next_attempt_number, record_changes
 
@@ -205,7 +211,7 @@ def experiment(
         from harnessrl.run.loop import TrainError
         from harnessrl.sandbox.base import SandboxUnavailable
 
-        def _stop(signum, frame):  # noqa: ARG001 - SIGTERM unwinds like Ctrl-C, so engines are shut down
+        def _stop(signum: int, frame: FrameType | None) -> NoReturn:  # noqa: ARG001 - SIGTERM unwinds like Ctrl-C, so engines are shut down
             raise KeyboardInterrupt
 
         signal.signal(signal.SIGTERM, _stop)

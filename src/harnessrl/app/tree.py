@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -18,6 +18,9 @@ from harnessrl.algo.views import ESTIMATOR_CHOICES, tree_pairs, write_tree_page
 from harnessrl.app.cli_style import CliApp
 from harnessrl.tree.decode import load_decoder
 from harnessrl.tree.decode import run_model as _run_model
+
+if TYPE_CHECKING:
+    from harnessrl.store.run_store import RunStore
 
 tree_app = CliApp(help="Prefix trees of recorded groups: terminal/HTML views and sharing stats.",
                        no_args_is_help=True)
@@ -28,7 +31,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(tree_app, name="tree")
 
 
-def _open(run_dir: Path, console: Console):
+def _open(run_dir: Path, console: Console) -> RunStore:
     from harnessrl.tree.run_trees import RunNotFound, open_store
 
     try:
@@ -88,7 +91,7 @@ def show(
         raise typer.Exit(1)
 
 
-def _write_html_page(store, run_dir: Path, html_out: Path, task: str | None, group: str | None, step: int | None,
+def _write_html_page(store: RunStore, run_dir: Path, html_out: Path, task: str | None, group: str | None, step: int | None,
                      estimator: str, tokenizer: str, show_all: bool, console: Console) -> None:
     decode = load_decoder(tokenizer, console, _run_model(store))
     what = "all tasks" if task is None else task

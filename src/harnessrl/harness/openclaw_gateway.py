@@ -9,6 +9,8 @@ line `{"final_message", "status", ...}`, stop the gateway. Exit 0 on a reply, 1 
     python openclaw_gateway.py --openclaw BIN --config CFG --task-file T --timeout S
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -20,15 +22,16 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from typing import Any
 
 
-def free_port():
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
-def write_gateway_config(path, port, token):
+def write_gateway_config(path: str, port: int, token: str) -> None:
     with open(path, encoding="utf-8") as f:
         cfg = json.load(f)
     cfg["gateway"] = {"port": port, "mode": "local", "bind": "loopback",
@@ -39,7 +42,7 @@ def write_gateway_config(path, port, token):
         json.dump(cfg, f, indent=2)
 
 
-def wait_healthy(port, proc, deadline):
+def wait_healthy(port: int, proc: subprocess.Popen[bytes], deadline: float) -> str | None:
     url = f"http://127.0.0.1:{port}/health"
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -54,7 +57,7 @@ def wait_healthy(port, proc, deadline):
     return "gateway did not become healthy in time"
 
 
-def chat_turn(port, token, task, timeout_s):
+def chat_turn(port: int, token: str, task: str, timeout_s: float) -> dict[str, Any]:
     body = json.dumps({"model": "openclaw", "stream": False, "user": f"harnessrl-{secrets.token_hex(4)}",
                        "messages": [{"role": "user", "content": task}]}).encode()
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
@@ -64,7 +67,7 @@ def chat_turn(port, token, task, timeout_s):
         return json.loads(r.read())
 
 
-def stop(proc):
+def stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -73,7 +76,7 @@ def stop(proc):
             proc.kill()
 
 
-def main():
+def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--openclaw", required=True)
     p.add_argument("--config", required=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence, cast
 
 from harnessrl.engine import resolve_model
 from harnessrl.harness import HarnessAdapter, HarnessConfigError, start_hint
@@ -25,11 +25,17 @@ from harnessrl.run.collector_seam import Collector, Progress
 from harnessrl.run.errors import TrainError
 from harnessrl.sandbox.base import SandboxConfig
 
+if TYPE_CHECKING:
+    from harnessrl.cluster.ray_engine import RayEngine
+    from harnessrl.config import RunConfig
+    from harnessrl.engine.base import Engine
+    from harnessrl.store.run_store import RunStore
+
 
 class RunnerCollector:
     """Rollouts through the real runner: proxy (in-process) -> sandbox -> harness -> verifier."""
 
-    def __init__(self, cfg, engine: Any, store: Any, model_dir: Path):
+    def __init__(self, cfg: RunConfig, engine: Engine, store: RunStore, model_dir: Path) -> None:
         self.cfg, self.store = cfg, store
         self.proxy = start_proxy(cfg, engine, store, run_renderer(cfg, model_dir))  # the way `harnessrl eval --from-run` serves
         self.sandbox_cfg = SandboxConfig(type=cfg.sandbox.type, host_uid=cfg.sandbox.host_uid)
@@ -83,7 +89,7 @@ def _warn(message: str) -> None:
     Console(stderr=True).print(f"[yellow]warning:[/yellow] {message}")
 
 
-def default_collector(cfg: Any, engine: Any, store: Any, run_dir: Path) -> Collector:
+def default_collector(cfg: RunConfig, engine: Engine, store: RunStore, run_dir: Path) -> Collector:
     """RunnerCollector in this process, or (cluster.backend=ray) rollout workers as Ray actors,
     each running a RunnerCollector of the run's config over its own proxy and store shard."""
     model_dir = Path(resolve_model(cfg.model.path))
@@ -91,6 +97,7 @@ def default_collector(cfg: Any, engine: Any, store: Any, run_dir: Path) -> Colle
         from harnessrl.cluster.ray_rollout import RayCollector
 
         r = cfg.cluster.ray
-        return RayCollector(partial(RunnerCollector, cfg, model_dir=model_dir), engine, store,
+        ray_engine = cast("RayEngine", engine)  # cluster.backend=ray opens the run's engine as a RayEngine (ray_run.py)
+        return RayCollector(partial(RunnerCollector, cfg, model_dir=model_dir), ray_engine, store,
                             workers=r.rollout_workers, cpus=r.worker_cpus, shard_root=r.shard_dir)
     return RunnerCollector(cfg, engine, store, model_dir)
