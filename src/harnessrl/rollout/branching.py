@@ -89,7 +89,24 @@ class BranchingConfig(BaseModel):
 
     @property
     def enabled(self) -> bool:
+        """Whether a step branches (points > 0): the one place that decides it. What depends on
+        it reads this or the properties below; `branch_plans` of a step that does not branch is []."""
         return self.points > 0
+
+    @property
+    def borrows(self) -> bool:
+        """An all-fail group branches a prefix from an earlier step: `borrow` on and the step branching."""
+        return self.enabled and self.borrow
+
+    @property
+    def rollouts_per_group(self) -> int:
+        """The branch rollouts a group may add: points x width (0 when the step does not branch)."""
+        return self.points * self.width if self.enabled else 0
+
+    @property
+    def step_placement(self) -> str | None:
+        """The placement a branching step records (None when the step does not branch)."""
+        return self.placement if self.enabled else None
 
 
 @dataclass(frozen=True)
@@ -235,7 +252,7 @@ def branch_plan(plan: GroupPlan, rollouts: Sequence[RolloutRecord], calls: Seque
     """The wave of branches of one recorded group (None when it has no branch point). `borrowed`:
     (rollout id, its calls) of a passing rollout of the task from an earlier step, branched
     instead when the group's own samples all failed and `cfg.borrow` is on."""
-    if cfg.enabled and cfg.borrow and borrowed is not None and all_failed(rollouts, plan.task):
+    if cfg.borrows and borrowed is not None and all_failed(rollouts, plan.task):
         points = borrowed_points(borrowed[0], borrowed[1], cfg)
     else:
         points = branch_points(rollouts, calls, cfg, seed, plan.task)
@@ -253,13 +270,16 @@ Borrow = Callable[[GroupPlan], "str | None"]  # a plan -> a passing rollout of i
 def branch_plans(store: Any, plans: Sequence[GroupPlan], cfg: BranchingConfig, seed: int = 0,
                  borrow: Borrow | None = None) -> list[GroupPlan]:
     """The branch waves of recorded groups, read from the run store; `borrow` names the prefix
-    from elsewhere of a plan (used when `cfg.borrow` is on and the group's samples all failed)."""
-    out = []
+    from elsewhere of a plan (used when `cfg.borrow` is on and the group's samples all failed); []
+    when the step does not branch."""
+    out: list[GroupPlan] = []
+    if not cfg.enabled:
+        return out
     for plan in plans:
         rollouts = store.list_rollouts(group_id=plan.group_id)
         calls = store.list_calls([r.rollout_id for r in rollouts], as_arrays=True) if rollouts else []
         borrowed = None
-        if cfg.borrow and borrow is not None and all_failed(rollouts, plan.task):
+        if cfg.borrows and borrow is not None and all_failed(rollouts, plan.task):
             parent = borrow(plan)
             if parent:
                 borrowed = (parent, store.list_calls([parent], as_arrays=True))

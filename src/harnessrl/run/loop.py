@@ -162,7 +162,7 @@ def step_rollout_stats(cfg: RunConfig, groups: Sequence[PlannedGroup]) -> Rollou
     br = cfg.loop.branching
     branching = branching_summary([r for g in groups for r in g.rollouts]) if br.enabled else None
     budget = sampling_budget([(g.rollouts, g.calls) for g in groups],
-                             cfg.loop.n_per_group + (br.points * br.width if br.enabled else 0))
+                             cfg.loop.n_per_group + br.rollouts_per_group)
     return RolloutStats(**harness_summary(groups), branching=branching, budget=budget)
 
 

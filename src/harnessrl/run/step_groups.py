@@ -123,7 +123,7 @@ def collect_groups(cfg: RunConfig, store: RunStore, tracker: DifficultyTracker, 
     step = plans[0].step
     weights = {h.name: h.weight for h in cfg.harnesses}
     picks = pick_log(plans, tracker.until(planned_from(step, loop.max_policy_lag)), step)
-    borrow = _borrow(tracker, step) if br.enabled and br.borrow else None
+    borrow = _borrow(tracker, step) if br.borrows else None
     budget = ds.max_extra_groups - ds.upfront() if ds.enabled else 0
     rescue = ds.rescue_groups if ds.enabled else 0
     rescued = 0
@@ -196,7 +196,7 @@ def collect_groups(cfg: RunConfig, store: RunStore, tracker: DifficultyTracker, 
             new += topups(target - len(kept) - len(triaged.mixed) - len(new))
         else:
             branchable, new = list(groups), []
-        waves = branch_plans(store, [g.plan for g in branchable], br, loop.seed, borrow) if br.enabled else []
+        waves = branch_plans(store, [g.plan for g in branchable], br, loop.seed, borrow)
         if waves or new:
             wave([*waves, *new], "rollout" if new else "branch")
         for g in read_groups(store, [g.plan for g in branchable]) if waves else branchable:
@@ -212,7 +212,7 @@ def collect_groups(cfg: RunConfig, store: RunStore, tracker: DifficultyTracker, 
             if pending:
                 wave(pending, "rollout")
     stats = sampling_stats(kept + lost, kept, dropped_log, picks, loop.groups_per_step, reward,
-                           br.placement if br.enabled else None)
+                           br.step_placement)
     stats.rescue_groups = float(rescued) if ds.enabled else None
     stats.topup_groups = float(topped) if ds.enabled else None
     stats.extra_rollouts = float(sum(p.n for p in sampled[loop.groups_per_step:]))
