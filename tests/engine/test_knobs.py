@@ -12,7 +12,7 @@ import pytest
 from harnessrl.config import RunConfig
 from harnessrl.engine.base import SamplingParams
 from harnessrl.engine.checks import validate_params
-from harnessrl.engine.knobs import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, knob_error
+from harnessrl.engine.knobs import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Sent, knob_error
 from harnessrl.proxy.serving import ServingPolicy
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "harnessrl"
@@ -28,12 +28,12 @@ def test_every_layer_takes_the_one_default():
 @pytest.mark.parametrize("values, knob", [((-0.1, None, None), "temperature"), ((None, 0.0, None), "top_p"),
                                           ((None, 1.5, None), "top_p"), ((None, None, 0), "max_tokens")])
 def test_one_check_for_a_request_and_an_engine_call(values, knob):
-    message, named = knob_error(*values)
+    message, named = knob_error(Sent(*values))
     assert named == knob and knob in message
     with pytest.raises(ValueError, match=knob):
         validate_params(SamplingParams(*(v if v is not None else d for v, d in
                                          zip(values, (DEFAULT_TEMPERATURE, DEFAULT_TOP_P, DEFAULT_MAX_TOKENS)))))
-    assert knob_error(0.0, 1.0, 1) is None  # greedy is a value a request may ask
+    assert knob_error(Sent(0.0, 1.0, 1)) is None  # greedy is a value a request may ask
 
 
 def test_no_other_module_writes_a_knob_default_or_bound():
@@ -47,3 +47,19 @@ def test_no_other_module_writes_a_knob_default_or_bound():
                 re.search(r"Annotated\[(float|int), Field\(g[te]=", text):
             found.add(rel)
     assert found - {"engine/sampling.py"} <= own, found  # sampling.py: T = 0 is greedy (not a check)
+
+
+def test_the_knobs_travel_as_one_object():
+    """A request (ChatRequest), an engine call (SamplingParams) or a harness option (`Sent`) is
+    checked, resolved and bounded whole: no caller splits it into temperature, top_p, max_tokens
+    arguments (knob_error, ServingPolicy.resolve, fit_max_tokens)."""
+    from harnessrl.proxy.canonical import ChatRequest
+
+    req = ChatRequest(messages=[], tools=[], model="m", temperature=-1.0)
+    assert knob_error(req) == ("temperature must be >= 0, got -1.0", "temperature")
+    used = ServingPolicy().resolve(ChatRequest(messages=[], tools=[], model="m", max_tokens=7))
+    assert (used.temperature, used.top_p, used.max_tokens) == (DEFAULT_TEMPERATURE, DEFAULT_TOP_P, 7)
+    split = re.compile(r"\.temperature,\s*\w+\.top_p,\s*\w+\.max_tokens\)|\b(knob_error|resolve)\((None|\w+\.temperature)\b"
+                       r"|fit_max_tokens\([^,]+,\s*\w+\.max_tokens\b")
+    found = sorted(p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py") if split.search(p.read_text()))
+    assert found == []

@@ -268,8 +268,8 @@ def test_whitebox_and_proxy_paths_write_identical_call_records(store, renderer, 
         wb_key = server.register_rollout("r-wb")
         loop = asyncio.new_event_loop()
         try:
-            replies = [model_call(adapter.proxy, wb_key, loop, messages, "m", adapter.temperature, adapter.max_tokens,
-                                  LoopStats()) for messages in _conversation()]
+            replies = [model_call(adapter.proxy, wb_key, loop, messages, "m", adapter.sent, LoopStats())
+                       for messages in _conversation()]
         finally:
             loop.close()
         server.close_rollout(wb_key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
 from harnessrl.engine.base import PromptTooLong, SamplingParams
 from harnessrl.engine.knobs import knob_error
@@ -26,13 +27,20 @@ def validate_prompt(prompt_ids: list[int], vocab_size: int) -> None:
 
 def validate_params(params: SamplingParams) -> None:
     """ValueError when a knob is out of bounds (knobs.py `knob_error`: the one check)."""
-    bad = knob_error(params.temperature, params.top_p, params.max_tokens)
+    bad = knob_error(params)
     if bad is not None:
         raise ValueError(bad[0])
 
 
-def fit_max_tokens(prompt_len: int, max_tokens: int, max_model_len: int) -> int:
-    """max_tokens clamped to what fits the context; PromptTooLong when not even one token fits."""
+class AsksTokens(Protocol):
+    """What a call asks of max_tokens: the engine's SamplingParams, the proxy's used values."""
+
+    @property
+    def max_tokens(self) -> int: ...
+
+
+def fit_max_tokens(prompt_len: int, asked: AsksTokens, max_model_len: int) -> int:
+    """`asked.max_tokens` clamped to what fits the context; PromptTooLong when not even one token fits."""
     if prompt_len + 1 > max_model_len:
         raise PromptTooLong(prompt_len, max_model_len)
-    return min(max_tokens, max_model_len - prompt_len)
+    return min(asked.max_tokens, max_model_len - prompt_len)

@@ -153,7 +153,7 @@ class HFEngine:
             raise EngineError("engine is closed")
         validate_params(params)
         validate_prompt(prompt_ids, self._vocab_size)
-        max_new = fit_max_tokens(len(prompt_ids), params.max_tokens, self.max_model_len)
+        max_new = fit_max_tokens(len(prompt_ids), params, self.max_model_len)
         if self._queue.qsize() >= self._max_pending:
             raise EngineOverloaded(
                 f"{self._queue.qsize()} requests already wait (max_pending={self._max_pending})"

@@ -16,7 +16,8 @@ recorded with it and is the one the loss divides the logits by (train/: `CallRec
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Protocol
 
 from pydantic import Field
 
@@ -29,10 +30,37 @@ TopP = Annotated[float, Field(gt=0, le=1)]
 MaxTokens = Annotated[int, Field(ge=1)]
 
 
-def knob_error(temperature: float | None, top_p: float | None, max_tokens: int | None) -> tuple[str, str] | None:
+class Asked(Protocol):
+    """The knobs a request sends or an engine call asks, as one object (None: not asked): a
+    protocol's ChatRequest, the engine's SamplingParams, or `Sent`. Layers pass it whole."""
+
+    @property
+    def temperature(self) -> float | None: ...
+
+    @property
+    def top_p(self) -> float | None: ...
+
+    @property
+    def max_tokens(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class Sent:
+    """Knobs asked outside a request object (a harness option); `NOT_SENT`: none asked."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+
+
+NOT_SENT = Sent()
+
+
+def knob_error(asked: Asked) -> tuple[str, str] | None:
     """(message, knob) when a value asked of the engine is out of bounds, else None (None: not
     asked). The one check of what a request sends and of an engine call's SamplingParams (a
     request may ask for greedy, temperature 0)."""
+    temperature, top_p, max_tokens = asked.temperature, asked.top_p, asked.max_tokens
     if max_tokens is not None and max_tokens < 1:
         return f"max_tokens must be at least 1, got {max_tokens}", "max_tokens"
     if temperature is not None and temperature < 0:

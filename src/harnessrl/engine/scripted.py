@@ -16,7 +16,7 @@ from harnessrl.engine.checks import fit_max_tokens, stop_ids_for
 def _fit(prompt_ids: list[int], params: SamplingParams, max_model_len: int) -> int:
     if not prompt_ids:
         raise ValueError("prompt_ids is empty")
-    return fit_max_tokens(len(prompt_ids), params.max_tokens, max_model_len)
+    return fit_max_tokens(len(prompt_ids), params, max_model_len)
 
 
 def _cut(ids: Sequence[int], limit: int, stop_ids: frozenset[int]) -> tuple[list[int], str]:

@@ -224,7 +224,7 @@ class VLLMEngine:
     def _max_new(self, prompt_ids: list[int], params: SamplingParams) -> int:
         validate_params(params)
         validate_prompt(prompt_ids, self._vocab_size)
-        return fit_max_tokens(len(prompt_ids), params.max_tokens, self.max_model_len)
+        return fit_max_tokens(len(prompt_ids), params, self.max_model_len)
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
         max_new = self._max_new(prompt_ids, params)
@@ -292,8 +292,9 @@ class VLLMEngine:
     async def prompt_logprobs(self, token_ids: list[int]) -> list[float]:
         """log p(token_i | token_<i) under the current weights for i >= 1 (len(token_ids) - 1 values)."""
         validate_prompt(token_ids, self._vocab_size)
-        fit_max_tokens(len(token_ids), 1, self.max_model_len)
-        vparams = self._vllm_params(SamplingParams(temperature=0.0, max_tokens=1), 1, prompt_logprobs=0)
+        probe = SamplingParams(temperature=0.0, max_tokens=1)
+        fit_max_tokens(len(token_ids), probe, self.max_model_len)
+        vparams = self._vllm_params(probe, 1, prompt_logprobs=0)
         out = await self._submit(list(token_ids), vparams)
         return [float(out.prompt_logprobs[i][t].logprob) for i, t in enumerate(token_ids) if i > 0]
 

@@ -147,7 +147,7 @@ class VLLMServerEngine:
         validate_params(params)
         if not prompt_ids:
             raise ValueError("prompt_ids is empty")
-        max_new = fit_max_tokens(len(prompt_ids), params.max_tokens, self.max_model_len)
+        max_new = fit_max_tokens(len(prompt_ids), params, self.max_model_len)
         if self._inflight >= self._max_pending:
             raise EngineOverloaded(f"{self._inflight} requests in flight (max_pending={self._max_pending})")
         return max_new

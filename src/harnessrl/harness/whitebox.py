@@ -32,7 +32,7 @@ from typing import Any, Protocol, TypedDict
 from harnessrl.harness import builtin_agent as agent
 from harnessrl.harness.base import HarnessAdapter, HarnessConfigError, HarnessResult, SandboxLike
 from harnessrl.harness.profiles import Profile, profile_table, resolve
-from harnessrl.engine.knobs import knob_error
+from harnessrl.engine.knobs import Sent, knob_error
 from harnessrl.render.messages import Role
 
 PROFILES = profile_table(Profile("full", "the builtin agent's loop in the run process (text mode, direct token ids)"))
@@ -89,12 +89,12 @@ class WhiteboxAdapter(HarnessAdapter):
     profile: Profile
 
     def __init__(self, temperature: float | None = None, max_tokens: int = agent.REPLY_TOKENS, profile: str | None = None) -> None:
-        bad = knob_error(temperature, None, max_tokens)  # what the agent sends, checked as a request is
+        # what the agent sends with every call (builtin_agent's request), checked as a request is
+        self.sent = Sent(temperature=None if temperature is None else float(temperature), max_tokens=int(max_tokens))
+        bad = knob_error(self.sent)
         if bad is not None:
             raise HarnessConfigError(f"whitebox: {bad[0]}, got temperature {temperature}, max_tokens {max_tokens}")
         self.profile = resolve(self.name, PROFILES, profile, self.default_profile)
-        self.temperature = None if temperature is None else float(temperature)
-        self.max_tokens = int(max_tokens)
         self.proxy: InProcessProxy | None = None
 
     def bind_proxy(self, link: Any) -> None:
@@ -115,8 +115,7 @@ class WhiteboxAdapter(HarnessAdapter):
         loop = asyncio.new_event_loop()
         try:
             stats = run_loop(self.proxy, api_key, loop, sandbox, instruction, model, max_turns=max_turns,
-                             deadline=t0 + timeout_s, temperature=self.temperature, max_tokens=self.max_tokens,
-                             workdir=workdir)
+                             deadline=t0 + timeout_s, sent=self.sent, workdir=workdir)
         finally:
             loop.close()
         elapsed = time.monotonic() - t0
@@ -127,8 +126,7 @@ class WhiteboxAdapter(HarnessAdapter):
 
 
 def run_loop(proxy: InProcessProxy, key: str, loop: asyncio.AbstractEventLoop, sandbox: SandboxLike, task: str,
-             model: str, *, max_turns: int, deadline: float, temperature: float | None, max_tokens: int,
-             workdir: str | None) -> LoopStats:
+             model: str, *, max_turns: int, deadline: float, sent: Sent, workdir: str | None) -> LoopStats:
     """builtin_agent.run (bash format) with the proxy called in-process."""
     messages: list[TextTurn] = agent.first_messages("bash", task)
     stats = LoopStats()
@@ -136,7 +134,7 @@ def run_loop(proxy: InProcessProxy, key: str, loop: asyncio.AbstractEventLoop, s
         if time.monotonic() >= deadline:
             stats.stop = "timeout"
             break
-        reply = model_call(proxy, key, loop, messages, model, temperature, max_tokens, stats)
+        reply = model_call(proxy, key, loop, messages, model, sent, stats)
         if reply is None:  # refused (the conversation no longer fits the context): builtin's "rejected"
             stats.stop = "rejected"
             break
@@ -167,12 +165,12 @@ def run_command(sandbox: SandboxLike, command: str, timeout_s: float, workdir: s
 
 
 def model_call(proxy: InProcessProxy, key: str, loop: asyncio.AbstractEventLoop, messages: list[TextTurn],
-               model: str, temperature: float | None, max_tokens: int, stats: LoopStats) -> str | None:
+               model: str, sent: Sent, stats: LoopStats) -> str | None:
     """One call, builtin_agent's request through the proxy's call path (ProxyServer.call). The
     reply's text, or None when refused (the conversation no longer fits the context, or any other
     error answer: builtin's "rejected")."""
-    sent = {} if temperature is None else {"temperature": temperature}  # builtin_agent's request
-    request = {"model": model, "messages": [dict(m) for m in messages], **sent, "max_tokens": max_tokens}
+    temperature = {} if sent.temperature is None else {"temperature": sent.temperature}  # builtin_agent's request
+    request = {"model": model, "messages": [dict(m) for m in messages], **temperature, "max_tokens": sent.max_tokens}
     reply = loop.run_until_complete(proxy.call(key, request))
     if reply.status != 200:
         return None

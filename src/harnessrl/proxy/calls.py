@@ -29,7 +29,7 @@ from harnessrl.proxy.jsonutil import MAX_JSON_DEPTH, DecodeError, TooDeep, dumps
 from harnessrl.proxy.replay import ReplayHit
 from harnessrl.proxy.rollouts import RolloutState
 from harnessrl.proxy.sse import StreamedBody
-from harnessrl.engine.knobs import knob_error
+from harnessrl.engine.knobs import NOT_SENT, knob_error
 from harnessrl.proxy.serving import Sampled, ServingPolicy, sampling_params, stop_cut
 from harnessrl.proxy.stream_text import ReplyStream
 from harnessrl.proxy.wire import WireProtocol
@@ -321,10 +321,10 @@ class CallHandler:
     def _sampling(self, req: ChatRequest) -> Sampled:
         """The values the call samples with (the serving policy applied to what the harness sent).
         A prompt with no room left for one token is the protocol's "too long" (`_params`)."""
-        bad = knob_error(req.temperature, req.top_p, req.max_tokens)
+        bad = knob_error(req)
         if bad is not None:
             raise bad_request(*bad)
-        return self.policy.resolve(req.temperature, req.top_p, req.max_tokens)
+        return self.policy.resolve(req)
 
     def _params(self, req: ChatRequest, used: Sampled, n_prompt: int, route_key: str) -> SamplingParams:
         stops = self.stop_ids + tuple(i for i in (self._stop_id(s) for s in req.stop) if i is not None)
@@ -368,8 +368,7 @@ class CallHandler:
         charged = min(len(call.raw), ERROR_REQUEST_LIMIT) + 512
         call.rollout.usage.stored_bytes += charged
         req = call.req
-        used = (self.policy.resolve(None, None, None) if req is None
-                else self.policy.resolve(req.temperature, req.top_p, req.max_tokens))
+        used = self.policy.resolve(NOT_SENT if req is None else req)
         record = error_record(self._head(call), n_prompt=call.n_prompt, used=used,
                               policy_version=self.engine.policy_version, request=request, response=body,
                               error=err.message, error_kind=err.kind, delivered=False, quota_bytes=charged)

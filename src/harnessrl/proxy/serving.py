@@ -36,7 +36,8 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from harnessrl.engine.base import SamplingParams
 from harnessrl.engine.checks import fit_max_tokens
-from harnessrl.engine.knobs import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, MaxTokens, Temperature, TopP
+from harnessrl.engine.knobs import (DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Asked, MaxTokens, Temperature,
+                                   TopP)
 
 KNOBS = ("temperature", "top_p", "max_tokens")
 MODES = ("default", "force")
@@ -78,9 +79,10 @@ class ServingPolicy(BaseModel):
     def _known_knobs(cls, v: Collection[str]) -> tuple[str, ...]:
         return check_forced(v)
 
-    def resolve(self, temperature: float | None, top_p: float | None, max_tokens: int | None) -> Sampled:
-        """The values a call that sent these samples with (None: the harness sent none)."""
-        sent: dict[str, float | int | None] = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+    def resolve(self, asked: Asked) -> Sampled:
+        """The values a call that sent `asked` samples with (None: the harness sent none)."""
+        sent: dict[str, float | int | None] = {"temperature": asked.temperature, "top_p": asked.top_p,
+                                              "max_tokens": asked.max_tokens}
         serving: dict[str, float | int] = {"temperature": self.default_temperature, "top_p": self.default_top_p,
                                            "max_tokens": self.max_tokens}
         return resolve(sent, serving, self.force, self.max_tokens_cap)
@@ -94,7 +96,7 @@ def sampling_params(used: Sampled, n_prompt: int, max_model_len: int, stop_ids: 
     """What the engine is asked: the used values, max_tokens bounded by what the context leaves
     (engine/checks.py `fit_max_tokens`, the engines' own bound: PromptTooLong when not one token fits)."""
     return SamplingParams(temperature=used.temperature, top_p=used.top_p,
-                          max_tokens=fit_max_tokens(n_prompt, used.max_tokens, max_model_len),
+                          max_tokens=fit_max_tokens(n_prompt, used, max_model_len),
                           stop_token_ids=tuple(dict.fromkeys(stop_ids)), route_key=route_key)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -80,8 +80,7 @@ class DriftRow:
 
 
 async def _sample(engine: Engine, prompts: Sequence[Sequence[int]], group: int, params: SamplingParams, seed: int) -> list[Generation]:
-    jobs = [engine.generate(list(p), SamplingParams(temperature=params.temperature, top_p=params.top_p,
-                                                    max_tokens=params.max_tokens, seed=seed + i))
+    jobs = [engine.generate(list(p), replace(params, seed=seed + i))
             for i, p in enumerate(p for p in prompts for _ in range(group))]
     return list(await asyncio.gather(*jobs))
 
