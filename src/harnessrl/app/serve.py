@@ -12,7 +12,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional
 
 import typer
 
@@ -20,11 +20,21 @@ from harnessrl.app.flags import (CONFIG, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, FRO
                                  MODEL, SCRIPTED, TEMPERATURE_MODE, TOOL_FORMAT, TOP_P_MODE, config_option)
 from harnessrl.engine.factory import IN_PROCESS_ENGINES
 
+if TYPE_CHECKING:
+    from harnessrl.config import RunConfig
+    from harnessrl.engine.base import Engine
+    from harnessrl.engine.factory import EngineSettings
+    from harnessrl.launch import Transport
+    from harnessrl.proxy.server import ProxyServer
+    from harnessrl.proxy.serving import ServingPolicy
+    from harnessrl.render.renderer import Renderer
+    from harnessrl.store import RunStore
+
 SERVE_ENGINES = IN_PROCESS_ENGINES  # serve runs its engine in this process (no *_server client)
 
 
 def build_engine(kind: str, model_dir: Path, max_model_len: int | None, renderer: Any = None,
-                 scripted_latency_s: float = 0.0, settings: Any = None) -> Any:
+                 scripted_latency_s: float = 0.0, settings: EngineSettings | None = None) -> Engine:
     """An engine of `kind` over `model_dir`: with `settings` (a run's EngineSettings), built as that
     run built its engine; else the engine's own defaults. `scripted`: harnessrl.launch's scripted
     engine (one fixed sentence after `scripted_latency_s`; no model weights)."""
@@ -48,10 +58,10 @@ class ServePlan:
     --from-run / the defaults, the flags on top), the engine type, the serving policy, and the engine
     settings to build with (a named run's, else None: the engine's own defaults)."""
 
-    cfg: Any
+    cfg: RunConfig
     engine: str
-    policy: Any
-    engine_settings: Any
+    policy: ServingPolicy
+    engine_settings: EngineSettings | None
 
 
 def serve_plan(config: Optional[Path], from_run: Optional[Path], flags: Mapping[str, Any],
@@ -173,7 +183,8 @@ def serve_engine(plan: ServePlan, scripted_latency_s: float = 0.0) -> tuple[Path
     return model_dir, renderer, eng
 
 
-def open_served(plan: ServePlan, model_dir: Path, renderer: Any, engine: Any, store: Any, transport: Any) -> Any:
+def open_served(plan: ServePlan, model_dir: Path, renderer: Renderer, engine: Engine, store: RunStore,
+                transport: Transport) -> ProxyServer:
     """The started proxy of `serve` (harnessrl.launch `open_proxy`: the plan's serving policy, the
     model named by its directory). ProxyStartError when it cannot listen."""
     from harnessrl.launch import open_proxy
@@ -181,7 +192,7 @@ def open_served(plan: ServePlan, model_dir: Path, renderer: Any, engine: Any, st
     return open_proxy(plan.policy, renderer, engine, store, transport, served_model=Path(model_dir).name)
 
 
-def serving_policy(cfg: Any, max_tokens_cap: Optional[int]) -> Any:
+def serving_policy(cfg: RunConfig, max_tokens_cap: Optional[int]) -> ServingPolicy:
     """The ServingPolicy `cfg` serves with (`serve.policy()`: serve.max_tokens is also the cap, so a
     harness asking for 32k gets at most that), with `max_tokens_cap` as the cap when given. A cap out
     of its bound is a usage error (exit 2) that names the flag."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -23,6 +23,9 @@ from harnessrl.proxy.errors import admin_disabled, admin_unauthorized, bad_reque
 from harnessrl.proxy.httputil import json_response, read_body
 from harnessrl.proxy.jsonutil import DecodeError, TooDeep, loads_bounded
 from harnessrl.proxy.rollouts import RolloutRegistry
+
+if TYPE_CHECKING:
+    from harnessrl.proxy.replay import ReplayScript
 
 
 class AdminAuth:
@@ -55,11 +58,11 @@ def bearer_token(header: str) -> str:
 def admin_routes(registry: RolloutRegistry, max_body_bytes: int, body_timeout_s: float,
                  base_urls: Callable[[str | None], dict[str, str]], drain_bytes: int,
                  flush: Callable[[], None] = lambda: None,
-                 load_replay: Callable[[str, int], Any] | None = None,
+                 load_replay: Callable[[str, int], ReplayScript] | None = None,
                  info: Callable[[], dict[str, Any]] = dict) -> list[Route]:
     """`flush`: commits queued delivery marks (a closed key's calls read final once DELETE answers);
     `load_replay(parent, branch_call)`: the ReplayScript of a branch (proxy/replay.py)."""
-    def no_replay(parent: str, branch_call: int) -> Any:
+    def no_replay(parent: str, branch_call: int) -> ReplayScript:
         raise ValueError("this proxy cannot replay: it has no run store")
 
     load_replay = load_replay or no_replay

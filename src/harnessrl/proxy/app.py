@@ -35,7 +35,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from harnessrl.proxy.admin import AdminAuth, admin_routes
 from harnessrl.proxy.calls import CallHandler, Reply
@@ -321,7 +321,7 @@ async def _on_crash(request: Request, exc: Exception) -> Response:
 
 
 def build_app(handler: CallHandler, registry: RolloutRegistry, cfg: AppConfig) -> Starlette:
-    routes: list[Any] = _Endpoints(handler, registry, cfg).routes()
+    routes: list[BaseRoute] = list(_Endpoints(handler, registry, cfg).routes())
     routes.append(Mount("/admin", routes=admin_routes(registry, cfg.max_body_bytes, cfg.body_timeout_s, cfg.base_urls,
                                                       cfg.drain_bytes, handler.writer.flush,
                                                       lambda parent, n: load_script(handler.writer.store, parent, n),

@@ -37,7 +37,7 @@ class CallHead:
     model: str | None = None  # as the request names it; None: the body was not parsed
     stream: bool = False
     stop: list[str] = field(default_factory=list)
-    dropped: Any = None  # request fields the protocol dropped (ChatRequest.dropped)
+    dropped: list[dict[str, str]] | None = None  # request fields the protocol dropped (ChatRequest.dropped)
     requested_max_tokens: int | None = None
     parsed: bool = True  # False: the request body was never parsed (no model, stream, stop in meta)
 

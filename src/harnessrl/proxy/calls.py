@@ -16,9 +16,9 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from harnessrl.engine.base import (Engine, EngineOverloaded, Generation, PromptTooLong, SamplingParams, StreamItem,
                                    stream_generation)
@@ -36,7 +36,12 @@ from harnessrl.proxy.wire import WireProtocol
 from harnessrl.proxy.writer import CallWriter
 from harnessrl.render.messages import ParsedCompletion
 
+if TYPE_CHECKING:
+    from harnessrl.render.conversation import Conversation
+    from harnessrl.render.turns import RenderedPrompt
+
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 ERROR_REQUEST_LIMIT = 65536  # bytes of a failed call's request body kept in its record
 DEFAULT_ROLLOUT_QUOTA = 256 * 1024 * 1024  # bytes of request + response a rollout key may store
 # Bodies above this size are decoded (JSON, schema) and rendered in a worker thread, so the event
@@ -67,8 +72,8 @@ class _Job:
     """A call rendered and ready for the engine."""
 
     req: ChatRequest
-    conversation: Any
-    rendered: Any
+    conversation: Conversation
+    rendered: RenderedPrompt
     prompt_ids: list[int]
     used: Sampled
     params: SamplingParams
@@ -309,10 +314,10 @@ class CallHandler:
             return await asyncio.to_thread(script.take, prompt_ids, decode)
         return script.take(prompt_ids, decode)
 
-    def _decode_ids(self, ids: Any) -> str:
+    def _decode_ids(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
 
-    def _prepare(self, conversation: Any, req: ChatRequest) -> Any:
+    def _prepare(self, conversation: Conversation, req: ChatRequest) -> RenderedPrompt:
         try:
             return conversation.prepare(req.messages, req.tools)
         except ValueError as e:  # TemplateError and other rendering refusals
@@ -380,7 +385,7 @@ class CallHandler:
         return Reply(call.protocol.error_status(err), dumps(body), error=err, call_id=call.call_id)
 
 
-async def _run_for(rollout: RolloutState, off_loop: bool, fn: Any, *args: Any) -> Any:
+async def _run_for(rollout: RolloutState, off_loop: bool, fn: Callable[..., T], *args: Any) -> T:
     """`fn(*args)` for `rollout`: here, or in a worker thread (counted in `rollout.off_loop`)."""
     if not off_loop:
         return fn(*args)

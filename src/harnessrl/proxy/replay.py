@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from harnessrl.render.normalize import mask_volatile
 from harnessrl.store.records import served_calls
+
+if TYPE_CHECKING:
+    from harnessrl.store.run_store import RunStore
 
 EXACT, MEANING = "exact", "meaning"
 
@@ -92,7 +95,7 @@ class ReplayScript:
             return ReplayHit(None, "diverged", expected)
 
 
-def load_script(store: Any, parent_rollout: str, n_calls: int) -> ReplayScript:
+def load_script(store: RunStore, parent_rollout: str, n_calls: int) -> ReplayScript:
     """The first `n_calls` served calls of `parent_rollout`, read from the proxy's run store
     (ValueError when it has fewer)."""
     if n_calls < 1:

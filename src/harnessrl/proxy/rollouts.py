@@ -14,7 +14,11 @@ from __future__ import annotations
 import secrets
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from harnessrl.proxy.replay import ReplayScript
+    from harnessrl.render.conversation import Conversation
 
 ADHOC = "adhoc"
 ADHOC_MAX_TURNS = 2048  # the ad-hoc rollout never closes: past this many turns its history starts afresh
@@ -39,7 +43,7 @@ class QuotaUsage:
 class RolloutState:
     key: str
     rollout_id: str
-    conversation: Any  # render.conversation.Conversation (or a test double with prepare/commit)
+    conversation: Conversation  # (or a test double with prepare/commit)
     next_seq: int = 0
     usage: QuotaUsage = field(default_factory=QuotaUsage)
     inflight: int = 0  # calls of this key being served now
@@ -47,7 +51,7 @@ class RolloutState:
     off_loop: int = 0  # this key's renderings running in worker threads now (they hold its Conversation)
     max_calls: int | None = None  # model calls this key may make (None: no limit); later ones get a 400
     admitted: int = 0  # model calls admitted under max_calls
-    replay: Any = None  # proxy.replay.ReplayScript: recorded answers to give first (a branch), or None
+    replay: ReplayScript | None = None  # recorded answers to give first (a branch), or None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def take_seq(self) -> int:
@@ -68,7 +72,7 @@ class RolloutState:
 class RolloutRegistry:
     """Key -> RolloutState. Thread-safe: the runner registers from its own thread or over HTTP."""
 
-    def __init__(self, new_conversation: Callable[[], Any], first_seq: Callable[[str], int],
+    def __init__(self, new_conversation: Callable[[], Conversation], first_seq: Callable[[str], int],
                  on_close: Callable[[str], None] | None = None,
                  usage: Callable[[str], tuple[int, int]] | None = None):
         """`usage(rollout_id)` -> (bytes, quota refusals) the store already holds for a rollout."""
@@ -86,7 +90,7 @@ class RolloutRegistry:
         return QuotaUsage(stored, refused)
 
     def register(self, rollout_id: str, key: str | None = None, max_calls: int | None = None,
-                 replay: Any = None) -> str:
+                 replay: ReplayScript | None = None) -> str:
         """A fresh secret key for `rollout_id` (a rollout may hold several keys, e.g. after a retry);
         `max_calls`: the model calls the key may make; `replay`: a ReplayScript whose recorded
         answers the key's first calls get (proxy/replay.py)."""

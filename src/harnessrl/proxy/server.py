@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harnessrl.engine.base import Engine
 from harnessrl.errors import HarnessRLError
@@ -35,6 +35,9 @@ from harnessrl.render.conversation import Conversation
 from harnessrl.render.fingerprint import record_tokenizer
 from harnessrl.store import RunStore
 
+if TYPE_CHECKING:
+    from harnessrl.render.renderer import Renderer
+
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # per request, every route (docs/proxy.md)
 
 
@@ -42,7 +45,7 @@ class ProxyStartError(HarnessRLError, RuntimeError):
     """The proxy could not start listening (port in use, bad socket path)."""
 
 
-def load_renderer(renderer_or_model_dir: Any) -> Any:
+def load_renderer(renderer_or_model_dir: Renderer | str | os.PathLike[str]) -> Renderer:
     """A Renderer from a model directory / HF id, or the given object when it already renders."""
     if not isinstance(renderer_or_model_dir, (str, os.PathLike)):
         return renderer_or_model_dir
@@ -51,7 +54,7 @@ def load_renderer(renderer_or_model_dir: Any) -> Any:
     return Renderer.from_pretrained(str(renderer_or_model_dir))
 
 
-def record_serving(store: Any, renderer: Any, policy: ServingPolicy, history: str) -> None:
+def record_serving(store: RunStore, renderer: Renderer, policy: ServingPolicy, history: str) -> None:
     """Record in the store how its calls are served: meta "render" (the tool format the renderer
     writes, the history mode) and "serve" (the serving policy). Every started proxy writes them:
     `harnessrl serve`, `rollout` / `eval`, and a training run alike."""
@@ -63,7 +66,8 @@ def record_serving(store: Any, renderer: Any, policy: ServingPolicy, history: st
 
 
 class ProxyServer:
-    def __init__(self, engine: Engine, store: RunStore, renderer_or_model_dir: Any, host: str = "127.0.0.1",
+    def __init__(self, engine: Engine, store: RunStore, renderer_or_model_dir: Renderer | str | os.PathLike[str],
+                 host: str = "127.0.0.1",
                  port: int = 0, history_mode: str = "exact", *, uds: str | os.PathLike | None = None,
                  admin_token: str | None = None, served_model: str | None = None,
                  policy: ServingPolicy | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from harnessrl.render.messages import ParsedCompletion, ToolSpec
 from harnessrl.render.parsing import THINK_CLOSE, THINK_OPEN
+
+if TYPE_CHECKING:
+    from harnessrl.render.renderer import Renderer
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,7 @@ def _held_suffix(text: str, needles: Sequence[str]) -> int:
 class _Decoder:
     """The decoded text of the ids fed so far (complete characters only)."""
 
-    def __init__(self, renderer: Any):
+    def __init__(self, renderer: Renderer):
         tok = getattr(renderer, "tokenizer", None)
         backend = getattr(tok, "backend_tokenizer", None)
         self._stream: Any = None
@@ -74,7 +77,7 @@ class _Decoder:
 class ReplyStream:
     """Feed sampled ids as they come (`feed` -> deltas to send); `rest(parsed)` at the end."""
 
-    def __init__(self, renderer: Any, tools: list[ToolSpec], stop: Sequence[str]):
+    def __init__(self, renderer: Renderer, tools: list[ToolSpec], stop: Sequence[str]):
         self._decoder = _Decoder(renderer)
         self._stop_ids = frozenset(getattr(renderer, "stop_ids", ()) or ())
         self._think_opened = bool(getattr(renderer, "think_opened", False))

@@ -61,7 +61,7 @@ import random
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,6 +70,9 @@ from harnessrl.rollout.groups import counted, trained_outcome
 from harnessrl.rollout.plan import Branch, GroupPlan
 from harnessrl.store.records import CallRecord, Lineage, RolloutRecord, is_scored, rollout_passed, served_calls
 from harnessrl.tasks.model import Task
+
+if TYPE_CHECKING:
+    from harnessrl.store.run_store import RunStore
 
 
 class BranchingConfig(BaseModel):
@@ -267,7 +270,7 @@ def branch_plan(plan: GroupPlan, rollouts: Sequence[RolloutRecord], calls: Seque
 Borrow = Callable[[GroupPlan], "str | None"]  # a plan -> a passing rollout of its task from an earlier step
 
 
-def branch_plans(store: Any, plans: Sequence[GroupPlan], cfg: BranchingConfig, seed: int = 0,
+def branch_plans(store: RunStore, plans: Sequence[GroupPlan], cfg: BranchingConfig, seed: int = 0,
                  borrow: Borrow | None = None) -> list[GroupPlan]:
     """The branch waves of recorded groups, read from the run store; `borrow` names the prefix
     from elsewhere of a plan (used when `cfg.borrow` is on and the group's samples all failed); []
@@ -289,7 +292,7 @@ def branch_plans(store: Any, plans: Sequence[GroupPlan], cfg: BranchingConfig, s
     return out
 
 
-def branch_lineage(store: Any, rollout_id: str, lineage: Lineage) -> Lineage:
+def branch_lineage(store: RunStore, rollout_id: str, lineage: Lineage) -> Lineage:
     """A finished branch's lineage from what its calls record (`meta["replay"]`, proxy/replay.py)."""
     replays = [c["meta"].get("replay") for c in store.list_call_summaries([rollout_id])]
     hits = [r for r in replays if isinstance(r, dict) and "of" in r]
