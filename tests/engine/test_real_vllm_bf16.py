@@ -37,6 +37,15 @@ def drift(engine, model_dir, compute_dtype):
     return rows
 
 
+def _bf16_is_emulated() -> bool:
+    """A CPU without bf16 instructions: vLLM emulates bf16 (the tier's slowest test, ~15 min beside
+    other work) and `engine.dtype: auto` serves fp32 there, which the fp32 vLLM tests cover."""
+    from harnessrl.engine.factory import cpu_has_bf16
+
+    return not torch.cuda.is_available() and not cpu_has_bf16()
+
+
+@pytest.mark.skipif(_bf16_is_emulated(), reason="this CPU has no bf16 (amx_bf16/avx512_bf16): runs serve fp32 here")
 def test_bf16_compute_tracks_a_bf16_engine_closer_than_an_fp32_trainer():
     from harnessrl.engine.model import resolve_model
     from harnessrl.engine.vllm_engine import VLLMEngine
