@@ -108,8 +108,10 @@ def test_profile_of_a_scripted_run_adds_up_to_the_measured_wall_and_cpu(tiny_dir
 
 
 def test_profile_refuses_a_dir_without_a_run(tmp_path):
-    out = CliRunner().invoke(app, ["profile", str(tmp_path)])
-    assert out.exit_code == 2 and "holds no run" in out.output
+    deep = tmp_path / ("a-long-directory-name-" * 4) / "run"  # the path is not wrapped, however long
+    deep.mkdir(parents=True)
+    out = CliRunner().invoke(app, ["profile", str(deep)])
+    assert out.exit_code == 2 and f"{deep} holds no run" in out.output
 
 
 def test_rollout_components_come_from_the_records():

@@ -22,7 +22,7 @@ def profile(run_dir: Path = typer.Argument(..., help="a run dir (harnessrl train
 
     console = Console()
     if not (run_dir / DB_NAME).is_file():
-        Console(stderr=True).print(f"[red]profile refused:[/red] {run_dir} holds no run (no {DB_NAME})")
+        Console(stderr=True).print(f"[red]profile refused:[/red] {run_dir} holds no run (no {DB_NAME})", soft_wrap=True)
         raise typer.Exit(2)
     prof = profile_run_dir(run_dir)
     if as_json:
