@@ -121,7 +121,7 @@ def scripted_engine(model_dir: Path, renderer: Renderer, max_model_len: int | No
 def start_proxy(cfg: RunConfig, engine: Engine, store: RunStore, renderer: Renderer) -> ProxyServer:
     """The started proxy that serves `cfg`'s way (its serving policy, `serve.policy()`), in this
     process on a free loopback port: training and `rollout` / `eval` come here."""
-    return open_proxy(cfg.serving_policy(), renderer, engine, store)
+    return open_proxy(cfg.serve.policy(), renderer, engine, store)
 
 
 @contextlib.contextmanager

@@ -155,9 +155,9 @@ def test_scripted_serve_engine_has_the_window_serve_help_names(renderer):
 def test_run_config_builds_the_policy_from_its_serve_settings():
     cfg = load_config(None, ["serve.default_temperature=0.45", "serve.default_top_p=0.9", "serve.max_tokens=64",
                              "serve.temperature_mode=force", "serve.max_tokens_mode=force"])
-    assert cfg.serving_policy() == ServingPolicy(default_temperature=0.45, default_top_p=0.9, max_tokens=64,
+    assert cfg.serve.policy() == ServingPolicy(default_temperature=0.45, default_top_p=0.9, max_tokens=64,
                                                  max_tokens_cap=64, force=("temperature", "max_tokens"))
-    run = RunConfig().serving_policy()  # the run's defaults are the policy's, plus the run's per-call cap
+    run = RunConfig().serve.policy()  # the run's defaults are the policy's, plus the run's per-call cap
     assert run.model_copy(update={"max_tokens_cap": None}) == DEFAULT_POLICY == ServingPolicy()
     assert run.max_tokens_cap == run.max_tokens == RunConfig().serve.max_tokens
     with pytest.raises(ValidationError, match="frozen"):
@@ -175,7 +175,7 @@ def test_a_training_runs_proxy_records_how_it_serves(store, renderer):
     bash = Renderer.from_pretrained(renderer.tokenizer.name_or_path, tool_format="bash")
     server = start_proxy(cfg, TextScriptEngine(bash.encode, bash.eot_id), store, bash)
     server.stop()
-    assert store.get_meta("serve") == cfg.serving_policy().model_dump(mode="json")
+    assert store.get_meta("serve") == cfg.serve.policy().model_dump(mode="json")
     assert store.get_meta("render") == {"tool_format": "bash", "history": "exact"}
 
 
@@ -205,7 +205,7 @@ def test_the_policy_and_serve_refuse_values_with_the_same_bounds():
     served = serving_policy(cfg, None)
     assert served == ServingPolicy(default_temperature=0.5, max_tokens=64, max_tokens_cap=64, force=("top_p",))
     # serve caps the way a run does: the max-tokens default is the cap unless --max-tokens-cap is given
-    assert serving_policy(RunConfig(), None) == RunConfig().serving_policy()
+    assert serving_policy(RunConfig(), None) == RunConfig().serve.policy()
     assert serving_policy(cfg, 128).max_tokens_cap == 128
 
 

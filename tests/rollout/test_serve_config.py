@@ -75,7 +75,7 @@ def test_serve_takes_the_same_defaults():
 
     run = RunConfig()
     plan = serve_plan(None, None, {name: None for name in FLAG_KEYS}, None)
-    assert (plan.engine, plan.policy, plan.engine_settings) == (run.engine.type, run.serving_policy(), None)
+    assert (plan.engine, plan.policy, plan.engine_settings) == (run.engine.type, run.serve.policy(), None)
     assert plan.cfg.render.tool_format is None and plan.cfg.model.path is None
     given = serve_plan(None, None, {"engine": "hf", "max_tokens": 99, "default_temperature": 0.5,
                                     "max_tokens_mode": "force", "tool_format": "bash"}, None)
@@ -94,7 +94,7 @@ def test_serve_from_run_plans_the_stored_serving(tmp_path):
     with RunStore(run) as store:
         stored = RunConfig.model_validate(store.get_meta("config"))
     plan = serve_plan(None, run, {}, None)
-    assert plan.policy == stored.serving_policy() and plan.policy.force == ("top_p",)
+    assert plan.policy == stored.serve.policy() and plan.policy.force == ("top_p",)
     assert (plan.policy.default_temperature, plan.policy.max_tokens_cap) == (0.45, 64)
     assert (plan.engine, plan.engine_settings) == ("hf", stored.engine)
     assert plan.cfg.model.path == str(run / "checkpoints" / "step_000002" / "policy")  # its last checkpoint
@@ -166,7 +166,7 @@ def test_serve_from_run_serves_as_the_run_trained(tmp_path):
         proc.terminate()
         proc.wait(timeout=60)
     with RunStore(out) as store:
-        assert store.get_meta("serve") == stored.serving_policy().model_dump(mode="json")
+        assert store.get_meta("serve") == stored.serve.policy().model_dump(mode="json")
         assert store.get_meta("render") == {"tool_format": stored.render.tool_format, "history": "exact"}
         (call,) = store.list_calls()
     assert (call.temperature, call.meta["sampling"]["max_tokens"]) == (0.45, 64)

@@ -114,7 +114,7 @@ def test_moved_keys_migrate_with_a_warning_at_any_depth():
 
     with pytest.warns(FutureWarning, match="loop.max_tokens is now serve.max_tokens"):
         cfg = load_config(None, ["loop.max_tokens=48"])
-    assert cfg.serve.max_tokens == 48 and cfg.serving_policy().max_tokens_cap == 48
+    assert cfg.serve.max_tokens == 48 and cfg.serve.policy().max_tokens_cap == 48
     with pytest.warns(FutureWarning, match="loop.branching.policy is now loop.branching.placement"):
         cfg = load_config(None, ["loop.branching={points: 1, policy: entropy}"])
     assert cfg.loop.branching.placement == "entropy"

@@ -13,7 +13,6 @@ from harnessrl.config.sections import (AlgorithmConfig, ClusterSection, EngineSe
                                        ModelConfig, OptimizerConfig, OutputConfig, RenderSection, SandboxSection,
                                        ServeSection, TasksSection, _Strict)
 from harnessrl.engine.factory import SERVER_ENGINES, TRAINABLE_ENGINES
-from harnessrl.proxy.serving import ServingPolicy
 from harnessrl.tree.filters import FilterConfig
 
 
@@ -43,10 +42,6 @@ class RunConfig(_Strict):
         if v is not None and (not v or len(set(names)) != len(names)):
             raise ValueError(f"harnesses must be a non-empty list of distinct names, got {names}")
         return v
-
-    def serving_policy(self) -> ServingPolicy:
-        """How this run's proxy serves (`serve.policy()`: serve.max_tokens as every call's default and cap)."""
-        return self.serve.policy()
 
     def eval_harness_entries(self) -> list[HarnessEntry]:
         """The harnesses the held-out sets are evaluated through."""

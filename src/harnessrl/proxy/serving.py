@@ -14,8 +14,8 @@ values used, `meta.sampling.sent` what the harness sent and `meta.sampling.force
 sent value was overridden. `max_tokens_cap` bounds max_tokens in both modes (a run's serve.max_tokens).
 
 `ServingPolicy` holds these values, each with its one default and its one bound: a RunConfig builds
-it (`RunConfig.serving_policy()`), `harnessrl serve` builds it from its flags, and the proxy server,
-its call handler and the white-box loop take it unchanged. Its `model_dump()` is what the store's
+it (`RunConfig.serve.policy()`), `harnessrl serve` builds it from its flags, and the proxy server and
+its call handler take it unchanged (white-box calls the proxy's call method). Its `model_dump()` is what the store's
 "serve" meta and `GET /admin/info`'s "serving" hold.
 
 Stop strings: a completion ends at the first occurrence of any stop string in its decoded text,
@@ -62,7 +62,7 @@ class Sampled:
 class ServingPolicy(BaseModel):
     """How a proxy serves: the values a call samples with when the harness sends none, the cap on
     one reply, and the knobs whose serving value replaces what the harness sends. Frozen: built once
-    (RunConfig.serving_policy(), or `harnessrl serve`'s flags) and passed unchanged."""
+    (RunConfig.serve.policy(), or `harnessrl serve`'s flags) and passed unchanged."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
