@@ -11,8 +11,7 @@ import pytest
 
 from harnessrl.config import RunConfig
 from harnessrl.engine.base import SamplingParams
-from harnessrl.engine.checks import validate_params
-from harnessrl.engine.knobs import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Sent, knob_error
+from harnessrl.engine.knobs import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Sent, knob_error, validate_params
 from harnessrl.proxy.serving import ServingPolicy
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "harnessrl"

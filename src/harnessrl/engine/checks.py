@@ -6,7 +6,6 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from harnessrl.engine.base import PromptTooLong, SamplingParams
-from harnessrl.engine.knobs import knob_error
 
 
 def stop_ids_for(params: SamplingParams, eos_ids: Iterable[int]) -> frozenset[int]:
@@ -23,13 +22,6 @@ def validate_prompt(prompt_ids: list[int], vocab_size: int) -> None:
         raise ValueError(
             f"prompt_ids hold {len(bad)} ids outside the vocabulary [0, {vocab_size}): {bad[:5]}"
         )
-
-
-def validate_params(params: SamplingParams) -> None:
-    """ValueError when a knob is out of bounds (knobs.py `knob_error`: the one check)."""
-    bad = knob_error(params)
-    if bad is not None:
-        raise ValueError(bad[0])
 
 
 class AsksTokens(Protocol):

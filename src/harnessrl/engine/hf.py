@@ -30,7 +30,8 @@ import torch
 
 from harnessrl.engine.base import (EngineError, EngineOverloaded, Generation, NamedTensors, SamplingParams, StreamItem,
                                    TokenDelta)
-from harnessrl.engine.checks import fit_max_tokens, stop_ids_for, validate_params, validate_prompt
+from harnessrl.engine.checks import fit_max_tokens, stop_ids_for, validate_prompt
+from harnessrl.engine.knobs import validate_params
 from harnessrl.engine.kv_batch import KVBatch
 from harnessrl.engine.sampling import sample_token
 

@@ -68,3 +68,11 @@ def knob_error(asked: Asked) -> tuple[str, str] | None:
     if top_p is not None and not 0 < top_p <= 1:
         return f"top_p must be in (0, 1], got {top_p}", "top_p"
     return None
+
+
+def validate_params(asked: Asked) -> None:
+    """ValueError when a knob an engine call asks is out of bounds (`knob_error`): what every
+    engine checks of its SamplingParams before it samples."""
+    bad = knob_error(asked)
+    if bad is not None:
+        raise ValueError(bad[0])

@@ -28,7 +28,8 @@ from typing import Any
 import httpx
 
 from harnessrl.engine.base import EngineError, EngineOverloaded, Generation, NamedTensors, PromptTooLong, SamplingParams
-from harnessrl.engine.checks import fit_max_tokens, validate_params
+from harnessrl.engine.checks import fit_max_tokens
+from harnessrl.engine.knobs import validate_params
 
 
 class SGLangServerEngine:

@@ -33,7 +33,8 @@ from typing import Any
 
 from harnessrl.engine.base import (EngineError, EngineOverloaded, Generation, NamedTensors, SamplingParams, StreamItem,
                                    TokenDelta)
-from harnessrl.engine.checks import fit_max_tokens, validate_params, validate_prompt
+from harnessrl.engine.checks import fit_max_tokens, validate_prompt
+from harnessrl.engine.knobs import validate_params
 from harnessrl.engine.engine_stats import EngineCounters, process_cpu_seconds, request_stats
 from harnessrl.engine.reaper import child_pids, start_reaper, stop_reaper
 from harnessrl.engine.vllm_worker import WORKER_EXTENSION, write_weights_file

@@ -32,7 +32,8 @@ import httpx
 
 from harnessrl.engine.base import (EngineError, EngineOverloaded, Generation, NamedTensors, PromptTooLong, SamplingParams,
                                    StreamItem, TokenDelta)
-from harnessrl.engine.checks import fit_max_tokens, validate_params
+from harnessrl.engine.checks import fit_max_tokens
+from harnessrl.engine.knobs import validate_params
 from harnessrl.engine.engine_stats import EngineCounters, usage_stats
 from harnessrl.engine.vllm_worker import WORKER_EXTENSION, write_weights_file
 
