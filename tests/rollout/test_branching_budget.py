@@ -1,4 +1,4 @@
-"""The step records what a branched group cost in sampling (run/loop.py step_rollout_stats,
+"""The step records what a branched group cost in sampling (run/step_groups.py step_rollout_stats,
 rollout/branching.py sampling_budget): replayed prefix tokens cost no sampling, and rollouts per
 group are set against the nominal budget n_per_group + points x width."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from harnessrl.rollout.groups import PlannedGroup
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.config import load_config
-from harnessrl.run.loop import step_rollout_stats
+from harnessrl.run.step_groups import step_rollout_stats
 from harnessrl.report.record import StepRecord
 from tests.tree.test_branching import branched_group
 

@@ -37,10 +37,10 @@ def test_branch_plans_of_a_step_that_does_not_branch_read_nothing():
 def test_only_the_branching_module_and_the_config_checks_read_enabled():
     """The step (run/) and the rest read the derived properties, not `.enabled` and the raw knobs
     side by side; the config's validators refuse settings that need branching."""
-    allowed = {"rollout/branching.py", "config/sections.py", "config/schema.py", "run/loop.py"}
+    allowed = {"rollout/branching.py", "config/sections.py", "config/schema.py", "run/step_groups.py"}
     pattern = re.compile(r"(branching|\bbr|\bcfg)\.enabled\b|\.points\s*\*|\.points\s*>")
     found = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
                    if pattern.search(p.read_text()) and str(p.relative_to(SRC)) not in allowed)
     assert found == []
-    loop = (SRC / "run" / "loop.py").read_text()
-    assert len(re.findall(r"\bbr\.enabled\b|branching\.enabled\b", loop)) == 1  # the step's branching summary
+    step = (SRC / "run" / "step_groups.py").read_text()
+    assert len(re.findall(r"\bbr\.enabled\b|branching\.enabled\b", step)) == 1  # the step's branching summary

@@ -35,11 +35,8 @@ from harnessrl.profile.run_profile import CpuMeter, cache_text
 from harnessrl.report.display import RunDisplay
 from harnessrl.report.dynamics import harness_dynamics
 from harnessrl.report.metrics_log import MetricsLog
-from harnessrl.report.record import PolicyLag, RolloutStats, StepRecord, TreeTotals, UpdateStats
+from harnessrl.report.record import PolicyLag, StepRecord, TreeTotals, UpdateStats
 from harnessrl.report.run_report import kl_text
-from harnessrl.rollout.branching import branching_summary, sampling_budget
-from harnessrl.rollout.groups import PlannedGroup
-from harnessrl.rollout.pass_at_k import harness_summary
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.config import RunConfig
 from harnessrl.run.errors import TrainError
@@ -49,7 +46,7 @@ from harnessrl.run.logs import library_logs
 from harnessrl.run.open_run import CollectorFactory, RunParts, TasksLoader, close_run, open_run, with_run_dir
 from harnessrl.run.phase import run_shown, timed
 from harnessrl.run.runner_collector import default_collector
-from harnessrl.run.step_groups import collect_groups, sampling_text, step_plans
+from harnessrl.run.step_groups import collect_groups, sampling_text, step_plans, step_rollout_stats
 from harnessrl.run.task_sets import default_tasks
 from harnessrl.store.run_store import RunStore
 from harnessrl.train.batch import TrainBatch, concat_batch
@@ -156,14 +153,6 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
                       trees=tree_totals(trees, len(collected.sampled)), lag=lag, update=update, eval=ev,
                       sampling=collected.stats, dynamics=harness_dynamics(collected.sampled, trees),
                       engine=meter.engine_work(), cpu=meter.phases, wall_s=time.perf_counter() - t_step)
-
-
-def step_rollout_stats(cfg: RunConfig, groups: Sequence[PlannedGroup]) -> RolloutStats:
-    br = cfg.loop.branching
-    branching = branching_summary([r for g in groups for r in g.rollouts]) if br.enabled else None
-    budget = sampling_budget([(g.rollouts, g.calls) for g in groups],
-                             cfg.loop.n_per_group + br.rollouts_per_group)
-    return RolloutStats(**harness_summary(groups), branching=branching, budget=budget)
 
 
 def start_ahead(parts: RunParts, step: int) -> None:

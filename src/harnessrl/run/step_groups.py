@@ -10,6 +10,10 @@ their branch waves and (loop.dynamic_sampling) the replacements of groups withou
             tasks of the highest P(mixed), round by round, within rollout_cap
     rescue: a step left with no informative group tops up from the tasks of the highest P(mixed)
     -> Collected(groups that train, every group sampled, the step's SamplingStats)
+    step_rollout_stats(cfg, sampled)               # the step's RolloutStats: branches, sampling cost
+
+The step's branching (loop.branching: its branch waves, borrowed prefixes, placement, summary and
+budget) is read here alone in run/; the BranchingConfig goes whole to rollout/branching.py.
 
 Without dynamic sampling every group branches and trains, as before; the stats still say how many
 had contrast (rollout/informative.py).
@@ -22,14 +26,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harnessrl.rollout.branching import branch_plans, branch_point_outcomes
+from harnessrl.rollout.branching import branch_plans, branch_point_outcomes, branching_summary, sampling_budget
 from harnessrl.rollout.difficulty import DifficultyTracker, Observation, picks_summary, planned_from, task_family
 from harnessrl.rollout.groups import MIXED, PlannedGroup, counted, group_outcome, read_groups
 from harnessrl.rollout.informative import (DroppedGroup, dropped, informative_share, replacement_harnesses,
                                            step_rollout_cap, topup_target, triage)
 from harnessrl.store.records import rollout_passed
+from harnessrl.rollout.pass_at_k import harness_summary
 from harnessrl.rollout.plan import GroupPlan, TaskWeight, plan_more, plan_step
-from harnessrl.report.record import SamplingStats
+from harnessrl.report.record import RolloutStats, SamplingStats
 
 if TYPE_CHECKING:
     from harnessrl.config import RunConfig
@@ -217,6 +222,17 @@ def collect_groups(cfg: RunConfig, store: RunStore, tracker: DifficultyTracker, 
     stats.topup_groups = float(topped) if ds.enabled else None
     stats.extra_rollouts = float(sum(p.n for p in sampled[loop.groups_per_step:]))
     return Collected(kept, kept + lost, stats, dropped_log)
+
+
+def step_rollout_stats(cfg: RunConfig, groups: Sequence[PlannedGroup]) -> RolloutStats:
+    """The step's RolloutStats (report/record.py) from every group it sampled: per harness, the
+    branches' summary when the step branches, and what the groups cost in sampling against the
+    nominal rollouts per group (n_per_group + the branch rollouts loop.branching adds)."""
+    br = cfg.loop.branching
+    branching = branching_summary([r for g in groups for r in g.rollouts]) if br.enabled else None
+    budget = sampling_budget([(g.rollouts, g.calls) for g in groups],
+                             cfg.loop.n_per_group + br.rollouts_per_group)
+    return RolloutStats(**harness_summary(groups), branching=branching, budget=budget)
 
 
 def _borrow(tracker: DifficultyTracker, step: int) -> Callable[[GroupPlan], str | None]:
