@@ -147,7 +147,8 @@ def test_the_report_scores_the_difficulty_estimate_against_a_constant():
            "groups_sampled": 4.0, "extra_groups": 0.0, "wasted_rollouts": 8.0, "rollouts_sampled": 16.0,
            "pick_pass_rate": 0.5, "sampler_picks": picks}
     text = "\n".join(sampling_lines([rec]))
-    assert "| posterior P(mixed) at the pick (the sampler's) | 0.025 |" in text  # (0.1^2 + 0.1^2 + 0.2^2 + 0.2^2) / 4
-    assert "| constant: the run's mixed share, 0.50 | 0.250 |" in text
+    assert "| P(mixed) at the pick (the sampler's estimate) | 0.025 |" in text  # (0.1^2 + 0.1^2 + 0.2^2 + 0.2^2) / 4
+    assert "| constant: the run's mixed share, 0.50 (known once the run ended) | 0.250 |" in text
+    assert "| constant: the mixed share of the steps before the pick's | 0.250 |" in text  # 0.5 at the first step
     assert "| the pick's p as a point estimate, 1 - p^n - (1 - p)^n | 0.391 |" in text  # (7/8 - y)^2, half mixed
-    assert "is better than a constant" in text
+    assert "is better than the run's mixed share as a constant" in text

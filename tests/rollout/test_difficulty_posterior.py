@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from harnessrl.rollout.branching import BranchingConfig
-from harnessrl.rollout.difficulty import (DifficultyTracker, Observation, SamplerConfig, beta_moment, brier,
-                                          fit_concentration, p_mixed, point_p_mixed)
+from harnessrl.rollout.difficulty import (DEFAULT_DISPERSION, DifficultyTracker, Observation, SamplerConfig,
+                                          beta_moment, brier, fit_concentration, p_mixed, point_p_mixed)
 from harnessrl.rollout.informative import DynamicSamplingConfig
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.run.step_groups import collect_groups
@@ -43,7 +43,12 @@ def test_p_mixed_under_a_beta_posterior_on_hand_made_cases():
     t = DifficultyTracker([Observation(1, "a", "f", "h", 2, 4)], cfg)
     f = (2 * 0.5 + 2) / (2 + 4)
     assert t.posterior("a", "f", "h", at=2) == pytest.approx((2 * f + 2, 2 * (1 - f) + 2))
-    assert t.p_mixed("a", "f", "h", 2, 4) == pytest.approx(p_mixed(2 * f + 2, 2 * (1 - f) + 2, 4))
+    assert t.posterior_p_mixed("a", "f", "h", 2, 4) == pytest.approx(p_mixed(2 * f + 2, 2 * (1 - f) + 2, 4))
+    # the sampler's: the next group's rate Beta(k mu, k (1 - mu)) around the posterior mean, k = 2
+    # before two groups could fit it
+    mu = (2 * f + 2) / (2 + 4)
+    assert t.dispersion("h", 2) == DEFAULT_DISPERSION == 2.0
+    assert t.p_mixed("a", "f", "h", 2, 4) == pytest.approx(p_mixed(2 * mu, 2 * (1 - mu), 4))
     sharp = DifficultyTracker(t.observations, cfg.model_copy(update={"sharpness": 2.0, "floor": 0.0}))
     assert sharp.weight("a", "f", "h", 2, 4) == pytest.approx(t.p_mixed("a", "f", "h", 2, 4) ** 2)
 
@@ -74,7 +79,7 @@ def simulated_groups(seed: int, steps: int = 8, tasks: int = 6, n: int = 6) -> l
     return out
 
 
-def test_the_posterior_predicts_a_mixed_group_better_than_a_constant_and_the_point_estimate_does_not():
+def test_the_estimate_predicts_a_mixed_group_better_than_a_constant_and_the_point_estimate_does_not():
     new_pairs, old_pairs, outcomes = [], [], []
     for seed in range(12):
         obs = simulated_groups(seed)

@@ -60,7 +60,7 @@ def test_tracker_shrinks_a_new_task_to_its_family_and_weights_near_one_half():
     assert t.pass_rate("a", "chain", "h", at=2) == pytest.approx((2 * 0.1 + 0) / 10)
     assert t.posterior("b", "file", "h", at=2) == pytest.approx((2 * 0.5 + 4, 2 * 0.5 + 4))
     assert t.weight("b", "file", "h", at=2, n=4) == pytest.approx(t.p_mixed("b", "file", "h", 2, 4))  # near 0.5
-    assert t.weight("b", "file", "h", at=2, n=4) > 0.7
+    assert t.weight("b", "file", "h", at=2, n=4) > 0.6  # k fitted 2.8: a group's rate Beta(1.4, 1.4)
     assert t.weight("a", "chain", "h", at=2, n=4) == pytest.approx(0.1)  # P(mixed) = 0.07: the floor
     assert t.pass_rate("a", "chain", "other", at=2) == pytest.approx(0.5)  # per harness: nothing known
     uniform = DifficultyTracker(t.observations, SamplerConfig())

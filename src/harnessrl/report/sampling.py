@@ -2,7 +2,8 @@
 teach (mixed outcomes), what the step paid for groups without contrast, what dynamic sampling
 dropped and why, which tasks the sampler picked (run/step_groups.py fills `SamplingStats`), and how
 well the sampler's difficulty estimate predicted which picked groups would have contrast (Brier
-score of P(mixed) at the pick against a constant, over the run's own groups).
+score of P(mixed) at the pick against two constants, over the run's own groups: the run's mixed
+share, known only once it ended, and the mixed share of the steps before the pick's).
 
 The plots are two panels of report/run_report.py's PANELS (`informative`, `wasted_rollouts`); this
 module writes the table and links them.
@@ -33,19 +34,35 @@ def picks_text(picks: Sequence[dict[str, Any]], most: int = MAX_PICKS) -> str:
     return ", ".join(named) + (f", +{rest} more" if rest > 0 else "") or "-"
 
 
+def causal_shares(rows: Sequence[tuple[int, list[bool]]]) -> list[float]:
+    """Per pick, in step order: the mixed share of the picks of the steps before its own,
+    (1 + mixed) / (2 + picks) (0.5 at the first step)."""
+    out: list[float] = []
+    mixed = seen = 0
+    for _, outcomes in sorted(rows, key=lambda r: r[0]):
+        out += [(1 + mixed) / (2 + seen)] * len(outcomes)
+        mixed, seen = mixed + sum(outcomes), seen + len(outcomes)
+    return out
+
+
 def calibration(rows: Sequence[tuple[int, SamplingStats]]) -> dict[str, float] | None:
-    """Brier scores of the run's picked groups: the posterior P(mixed) recorded at the pick, the
-    pick's p as a point estimate (1 - p^n - (1 - p)^n) and the run's mixed share as a constant
-    (known only afterwards: the best constant there is); None when no pick recorded both."""
-    picks = [p for _, s in rows for p in s.sampler_picks
-             if isinstance(p.get("p_mixed"), (int, float)) and isinstance(p.get("mixed"), bool)]
+    """Brier scores of the run's picked groups: the sampler's P(mixed) recorded at the pick, the
+    pick's p as a point estimate (1 - p^n - (1 - p)^n), the run's mixed share as a constant (known
+    only afterwards: the best constant there is) and the mixed share of the steps before (a constant
+    the sampler could have used); None when no pick recorded both."""
+    per_step = [(step, [p for p in s.sampler_picks
+                        if isinstance(p.get("p_mixed"), (int, float)) and isinstance(p.get("mixed"), bool)])
+                for step, s in rows]
+    picks = [p for _, ps in sorted(per_step, key=lambda r: r[0]) for p in ps]
     if not picks:
         return None
     share = sum(p["mixed"] for p in picks) / len(picks)
+    causal = causal_shares([(step, [p["mixed"] for p in ps]) for step, ps in per_step])
     return {"groups": float(len(picks)), "mixed share": share,
             "posterior": brier((float(p["p_mixed"]), p["mixed"]) for p in picks) or 0.0,
             "point": brier((point_p_mixed(float(p["p"]), int(p.get("n", 0))), p["mixed"]) for p in picks) or 0.0,
-            "constant": brier((share, p["mixed"]) for p in picks) or 0.0}
+            "constant": brier((share, p["mixed"]) for p in picks) or 0.0,
+            "causal": brier((c, p["mixed"]) for c, p in zip(causal, picks)) or 0.0}
 
 
 def calibration_lines(rows: Sequence[tuple[int, SamplingStats]]) -> list[str]:
@@ -55,10 +72,12 @@ def calibration_lines(rows: Sequence[tuple[int, SamplingStats]]) -> list[str]:
         return []
     verdict = "better" if c["posterior"] < c["constant"] else "no better"
     return [f"Difficulty estimate ({c['groups']:.0f} picked groups, {c['mixed share']:.0%} mixed): P(mixed) "
-            f"predicted at the pick is {verdict} than a constant (Brier, lower is better).", "",
-            "| predictor of a mixed group | Brier |", "|---|---:|",
-            f"| posterior P(mixed) at the pick (the sampler's) | {c['posterior']:.3f} |",
-            f"| constant: the run's mixed share, {c['mixed share']:.2f} | {c['constant']:.3f} |",
+            f"predicted at the pick is {verdict} than the run's mixed share as a constant (Brier, lower is better).",
+            "", "| predictor of a mixed group | Brier |", "|---|---:|",
+            f"| P(mixed) at the pick (the sampler's estimate) | {c['posterior']:.3f} |",
+            f"| constant: the run's mixed share, {c['mixed share']:.2f} (known once the run ended) | "
+            f"{c['constant']:.3f} |",
+            f"| constant: the mixed share of the steps before the pick's | {c['causal']:.3f} |",
             f"| the pick's p as a point estimate, 1 - p^n - (1 - p)^n | {c['point']:.3f} |", ""]
 
 

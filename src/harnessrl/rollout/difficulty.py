@@ -7,22 +7,33 @@ rollouts has both a pass and a fail; the floor keeps every task in reach (a task
 pass after a few updates; the estimate only moves if the task is sampled again).
 
 Pass rates are polarised per task: within one family most tasks pass nearly always or nearly
-never. So a task's rate is a distribution, not a number (empirical Bayes, Beta-binomial):
+never. And a task's rate moves between groups: the policy is trained on the task a group ran, so a
+mixed group is often followed by an all-pass one. So a task's rate is a distribution, not a number
+(empirical Bayes, Beta-binomial), and the next group's own rate is another draw around it:
 
     family rate  f = (prior * 0.5 + sum_w passes over the family) / (prior + sum_w n over the family)
     task prior   p ~ Beta(m f, m (1 - f))      m: `concentration`, or fitted per harness (below)
     posterior    p ~ Beta(m f + sum_w passes of the task, m (1 - f) + sum_w fails of the task)
-    P(mixed | n) = 1 - E[p^n] - E[(1 - p)^n],  E[p^n] = prod_{i<n} (a + i) / (a + b + i)
+    task mean    mu = the posterior's mean (the pick's `p`)
+    next group   q ~ Beta(k mu, k (1 - mu))    k: `dispersion`, or fitted per harness (below)
+    P(mixed | n) = 1 - E[q^n] - E[(1 - q)^n],  E[q^n] = prod_{i<n} (k mu + i) / (k + i)
 
 with each group's counts weighted by decay ** (steps since it ran): the policy changes, so an old
-group says less about today's pass rate. The pseudo-count m is how alike a family's tasks are:
-small m (polarised tasks) lets one group move a task's estimate most of the way, and leaves an
-unseen task's P(mixed) low even at f = 0.5. Fitted, it maximises the Beta-binomial marginal
-likelihood of the harness's groups (each group a draw of a task's rate at the time it ran, so a
-policy that drifts does not make tasks look alike), with a weak log-normal prior around 1, over a
-grid (`fit_concentration`); m = 1 before two groups ran. P(mixed) under the
-point estimate p instead (1 - p^n - (1 - p)^n) overstates contrast: it scored a Brier of 0.305
-against a constant's 0.239 in the demo runs (benchmarks/sampler_calibration.py).
+group says less about today's pass rate. The pseudo-count m is how alike a family's tasks are (how
+far a task's own groups move its mean); k is how far one group's rate lands from its task's mean.
+Both are fitted per harness on the run's groups (training and eval), maximising a Beta-binomial
+marginal likelihood with a weak log-normal prior (around 1 for m, 2 for k) over a grid
+(`fit_concentration`): m on each group against its family rate, k on each group against its task's
+mean without that group (leave one out). Before two groups of two rollouts ran: m = 1, k = 2.
+
+Why k and not the posterior itself (P(mixed) = 1 - E[p^n] - E[(1 - p)^n] under Beta(a, b)): the
+posterior grows surer with every group, so a task seen mixed once got P(mixed) ~ 0.9, and the
+sampler's replacements and top-ups went back to it; in the recorded demo runs those repeats came
+back mixed 61% of the time (28 picks), unseen tasks 73% (48 picks). Replayed at the 76 picks of
+the two recorded runs (benchmarks/difficulty_replay.py, docs/training.md): the posterior 0.262
+Brier, this estimate 0.231, the runs' own mixed shares as constants (known only once a run ended)
+0.226, the mixed share of the steps before 0.252. It beats the posterior and the causal constant,
+and ties the hindsight one (+0.005 [-0.036, +0.043]).
 
 Observed: each group's fresh samples (a branch's outcome depends on the prefix it replayed,
 rollout/branching.py), and every held-out eval group (`split="eval"`: its tasks are other tasks of
@@ -58,11 +69,13 @@ FILE_NAME = "difficulty.json"
 # Beta(0.5, 0.5) at a family rate of 0.5, polarised as the demo's tasks are (docs/benchmarks.md)
 CONCENTRATION_GRID = tuple(round(0.25 * 2 ** (k / 2), 4) for k in range(17))
 DEFAULT_CONCENTRATION = 1.0
+# k before there is data to fit: a group's rate Beta(1, 1) around a task mean of 0.5
+DEFAULT_DISPERSION = 2.0
 
 
 class SamplerConfig(BaseModel):
     """`loop.sampler` of a run config: `uniform` (every task alike) or `difficulty` (weight
-    max(P(mixed), floor) from the tracker's posterior). `loop.sampler: difficulty` is short for
+    max(P(mixed), floor) from the tracker's estimate). `loop.sampler: difficulty` is short for
     `{type: difficulty}`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -72,6 +85,9 @@ class SamplerConfig(BaseModel):
     prior: float = Field(2.0, gt=0)  # pseudo-rollouts at 0.5 of a family's rate
     # pseudo-rollouts of the family rate in a task's prior; null: fitted per harness (empirical Bayes)
     concentration: float | None = Field(None, gt=0)
+    # pseudo-rollouts of a group's own pass rate around its task's mean (small: the next group of a
+    # task may land far from its past ones); null: fitted per harness (empirical Bayes)
+    dispersion: float | None = Field(None, gt=0)
     decay: float = Field(0.7, gt=0, le=1)  # weight of a group per step of age
     # weight = max(P(mixed) ** sharpness, floor): above 1, the picks lean harder on the tasks most
     # likely mixed (fewer distinct tasks trained; benchmarks/sampler_calibration.py --simulate)
@@ -139,10 +155,11 @@ def _log_marginal(m: float, rows: Sequence[tuple[float, float, float]]) -> float
 
 def fit_concentration(rows: Sequence[tuple[float, float, float]], default: float = DEFAULT_CONCENTRATION,
                       grid: Sequence[float] = CONCENTRATION_GRID) -> float:
-    """The pseudo-count m on `grid` that best explains the groups' (family rate, passes, n) rows:
-    the Beta-binomial marginal likelihood times a log-normal prior around `default` (sd ln 4, so
-    a few groups cannot pull m to the grid's ends); `default` until two groups have two rollouts
-    each (one rollout says nothing about m)."""
+    """The pseudo-count m on `grid` that best explains the groups' (mean, passes, n) rows, each
+    group's rate a draw Beta(m mean, m (1 - mean)) (the mean: its family rate for m, its task's
+    mean without it for k): the Beta-binomial marginal likelihood times a log-normal prior around
+    `default` (sd ln 4, so a few groups cannot pull m to the grid's ends); `default` until two groups
+    have two rollouts each (one rollout says nothing about m)."""
     rows = [r for r in rows if r[2] >= 2.0]
     if len(rows) < 2:
         return default
@@ -155,12 +172,13 @@ def fit_concentration(rows: Sequence[tuple[float, float, float]], default: float
 
 @dataclass
 class _Counts:
-    """Decayed (passes, n) per (family, harness) and per (task, harness), and m per harness."""
+    """Decayed (passes, n) per (family, harness) and per (task, harness), and m and k per harness."""
 
     family: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     task: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     task_family: dict[tuple[str, str], str] = field(default_factory=dict)
     m: dict[str, float] = field(default_factory=dict)
+    k: dict[str, float] = field(default_factory=dict)
 
 
 class DifficultyTracker:
@@ -203,23 +221,43 @@ class DifficultyTracker:
             self._cache = {key: self._count(at)}  # one `at` at a time: plans ask for one step
         return self._cache[key]
 
+    def _weight(self, o: Observation, at: int) -> float:
+        return self.cfg.decay ** max(at - 1 - o.step, 0)
+
     def _count(self, at: int) -> _Counts:
         c = _Counts()
         for o in self.observations:
-            w = self.cfg.decay ** max(at - 1 - o.step, 0)
+            w = self._weight(o, at)
             for table, k in ((c.family, (o.family, o.harness)), (c.task, (o.task, o.harness))):
                 row = table.setdefault(k, [0.0, 0.0])
                 row[0] += w * o.passes
                 row[1] += w * o.n
             c.task_family[(o.task, o.harness)] = o.family
         for harness in {h for _, h in c.task}:
+            mine = [o for o in self.observations if o.harness == harness]
             if self.cfg.concentration is not None:
                 c.m[harness] = self.cfg.concentration
-                continue
-            rows = [(self._family_rate(c, o.family, harness), float(o.passes), float(o.n))
-                    for o in self.observations if o.harness == harness]
-            c.m[harness] = fit_concentration(rows)
+            else:
+                c.m[harness] = fit_concentration([(self._family_rate(c, o.family, harness), float(o.passes),
+                                                   float(o.n)) for o in mine])
+            if self.cfg.dispersion is not None:
+                c.k[harness] = self.cfg.dispersion
+            else:  # each group against its task's mean without it (leave one out)
+                rows = [(self._task_mean(c, o.task, o.family, harness, (self._weight(o, at), o)), float(o.passes),
+                         float(o.n)) for o in mine]
+                c.k[harness] = fit_concentration(rows, DEFAULT_DISPERSION)
         return c
+
+    def _task_mean(self, c: _Counts, task: str, family: str, harness: str,
+                   without: tuple[float, Observation] | None = None) -> float:
+        """The posterior mean of a task's rate; `without` (weight, group): less that group's counts."""
+        f = self._family_rate(c, family, harness)
+        m = c.m.get(harness, self.cfg.concentration or DEFAULT_CONCENTRATION)
+        passes, n = c.task.get((task, harness), (0.0, 0.0))
+        if without is not None:
+            w, o = without
+            passes, n = max(passes - w * o.passes, 0.0), max(n - w * o.n, 0.0)
+        return (m * f + passes) / (m + n)
 
     def _family_rate(self, c: _Counts, family: str, harness: str) -> float:
         passes, n = c.family.get((family, harness), (0.0, 0.0))
@@ -231,6 +269,10 @@ class DifficultyTracker:
     def concentration(self, harness: str, at: int) -> float:
         """The pseudo-count m of a task's prior for `harness` (configured, or fitted)."""
         return self._counts(at).m.get(harness, self.cfg.concentration or DEFAULT_CONCENTRATION)
+
+    def dispersion(self, harness: str, at: int) -> float:
+        """The pseudo-count k of a group's rate around its task's mean for `harness` (configured, or fitted)."""
+        return self._counts(at).k.get(harness, self.cfg.dispersion or DEFAULT_DISPERSION)
 
     def posterior(self, task: str, family: str, harness: str, at: int) -> tuple[float, float]:
         """(a, b) of the Beta posterior of `task`'s pass rate through `harness` when step `at` is planned."""
@@ -246,7 +288,14 @@ class DifficultyTracker:
         return a / (a + b)
 
     def p_mixed(self, task: str, family: str, harness: str, at: int, n: int) -> float:
-        """The chance that a group of n fresh rollouts of `task` has mixed outcomes (posterior)."""
+        """The chance that a group of n fresh rollouts of `task` has mixed outcomes: its rate a draw
+        Beta(k mu, k (1 - mu)) around the task's posterior mean mu (see the module docstring)."""
+        mu, k = self.pass_rate(task, family, harness, at), self.dispersion(harness, at)
+        return p_mixed(k * mu, k * (1.0 - mu), n)
+
+    def posterior_p_mixed(self, task: str, family: str, harness: str, at: int, n: int) -> float:
+        """The same chance under the task's posterior itself, 1 - E[p^n] - E[(1 - p)^n] (the
+        sampler's estimate before issue 43: surer with every group; kept for the comparison)."""
         return p_mixed(*self.posterior(task, family, harness, at), n)
 
     def weight(self, task: str, family: str, harness: str, at: int, n: int) -> float:
