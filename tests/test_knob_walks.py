@@ -9,7 +9,7 @@ each walk hop by hop), or add the module to the pin on purpose.
   launch.py and proxy/server.py to proxy/calls.py, which checks a request (engine/knobs.py),
   resolves it and makes the engine's SamplingParams in one call (proxy/serving.py sampling_params);
 - the recorded temperature: the store, the tree and the trainer read it; the step (run/), algo/
-  and report/ never touch it;
+  and report/ never touch it (train/ may read it wherever it computes the policy's logprobs);
 - loop.branching: read by the config checks and, in the step, by run/step_groups.py alone, which
   passes the BranchingConfig whole to rollout/branching.py.
 """
@@ -93,9 +93,11 @@ def test_one_call_makes_the_engines_params_and_one_check_guards_them():
 
 
 def test_the_recorded_temperature_goes_from_the_store_to_the_loss_past_the_step():
-    readers = _where(_reads("temperature"), under=("store/", "tree/", "train/", "algo/", "run/", "report/"))
-    assert readers == {"store/schema.py", "store/export.py", "tree/build.py", "tree/view_html.py", "train/batch.py",
-                       "train/trainer.py", "train/sft.py"}
+    temperature = _reads("temperature")
+    assert _where(temperature, under=("run/", "algo/", "report/")) == set()  # the step never relays it
+    assert _where(temperature, under=("store/", "tree/")) == {"store/schema.py", "store/export.py", "tree/build.py",
+                                                             "tree/view_html.py"}
+    assert {"train/batch.py", "train/trainer.py"} <= _where(temperature, under=("train/",))  # the batch, the loss
 
 
 def test_loop_branching_is_read_by_the_config_checks_and_one_step_module():
