@@ -4,8 +4,10 @@ polarised per-task pass rates, where the old sampler and the new one run side by
 
 Finished runs: for every recorded training group, in step order, the tracker is rebuilt from the
 groups of the earlier steps (eval groups included) and predicts the chance of a mixed group two
-ways: the posterior's P(mixed) = 1 - E[p^n] - E[(1 - p)^n] (the sampler's, today), and the old
-point estimate 1 - p^n - (1 - p)^n with p the task's rate shrunk by `--prior` pseudo-rollouts. The
+ways: the sampler's P(mixed) (today: a group's rate drawn around its task's mean with the fitted
+dispersion k), and the old point estimate 1 - p^n - (1 - p)^n with p the task's rate shrunk by
+`--prior` pseudo-rollouts. benchmarks/difficulty_replay.py scores them at the runs' real picks with
+what the loop knew then (timed from the store), against a causal constant too. The
 script prints their Brier scores against what happened, next to two references: a constant (the
 runs' overall mixed share) and each family x harness's own mixed share so far (a beta prior of
 `--prior` groups at the constant). Lower is better; above the constant means the estimate says less
@@ -16,20 +18,25 @@ Simulation: each run draws families (mean pass rate U(0.25, 0.8)) and per task a
 rate from Beta(c m, c (1 - m)) (c = `--concentration`, 0.6: polarised as the issue's demo was),
 then runs `--steps` steps of `--groups` groups of `--n` with dynamic sampling (`--extra`
 replacements). `old`: the point estimate, weight p (1 - p), replacements drawn by weight, no eval
-groups observed, no rescue; `new`: the posterior, weight P(mixed), replacements of the highest
-P(mixed), the baseline eval's groups observed, rescue groups (`--rescue`). Both score both
-predictors on their own picks; informative = informative groups trained per slot of the batch.
+groups observed, no rescue; `new`: the tracker's P(mixed) (`--estimate k`, the sampler's;
+`posterior`: the estimate before issue 43, 1 - E[p^n] - E[(1 - p)^n] under the task's posterior),
+weight P(mixed), replacements of the highest P(mixed), the baseline eval's groups observed, rescue
+groups (`--rescue`). `--learn L`: after a step, each task whose group there was mixed (it trained)
+gains L logit through that harness, as trained tasks do in real runs (0: only the drift of all).
+Both score both predictors on their own picks; informative = informative groups trained per slot
+of the batch.
 `new, top-up`: the new sampler with dynamic_sampling's top-up (`--target`, `--cap`): with the
 replacements spent, more groups on the tasks of the highest P(mixed), round by round, until the
 target share of the batch is informative or the step sampled `--cap` x groups x n fresh rollouts.
 Each case (`--concentration`, several: 0.6 polarised, 1.5 demo-like) prints per sampler the
 informative share per run (min / median / mean over runs), runs >= 80%, steps that trained
-nothing, the fresh rollouts a step beyond its own groups x n (mean / max) and its rounds of fresh
-groups (each a wait for its slowest rollout).
+nothing, the fresh rollouts a step beyond its own groups x n (mean / max), its rounds of fresh
+groups (each a wait for its slowest rollout), and the mixed share of picks that revisit a task seen
+mixed at an earlier step against the other picks (the two recorded runs: 62% of 26 against 64% of 50).
 
     .venv/bin/python benchmarks/sampler_calibration.py RUN_DIR [RUN_DIR ...] [--prior 2] [--decay 0.7]
     .venv/bin/python benchmarks/sampler_calibration.py --simulate [--runs-n 100] [--steps 8] \
-        [--concentration 0.6 1.5] [--target 0.8] [--cap 3]
+        [--concentration 0.6 1.5] [--target 0.8] [--cap 3] [--learn 0] [--estimate k|posterior]
 """
 
 from __future__ import annotations
@@ -62,7 +69,7 @@ def scores(runs: list[list[Observation]], prior: float, decay: float) -> dict[st
     """Brier scores of the four predictors over every training group of every run."""
     every = [o for obs in runs for o in obs if o.split != "eval"]
     base = sum(map(mixed, every)) / len(every)
-    sums = {"posterior P(mixed) (new)": 0.0, "point estimate (old)": 0.0, "constant": 0.0,
+    sums = {"sampler's P(mixed) (new)": 0.0, "point estimate (old)": 0.0, "constant": 0.0,
             "family mixed share": 0.0}
     new_cfg = SamplerConfig(type="difficulty", prior=prior, decay=decay)
     old_cfg = SamplerConfig(type="difficulty", prior=prior, concentration=prior, decay=decay)
@@ -73,7 +80,7 @@ def scores(runs: list[list[Observation]], prior: float, decay: float) -> dict[st
             same = [x for x in old.observations if x.family == o.family and x.harness == o.harness]
             fam = (prior * base + sum(map(mixed, same))) / (prior + len(same))
             y = float(mixed(o))
-            sums["posterior P(mixed) (new)"] += (new.p_mixed(o.task, o.family, o.harness, o.step, o.n) - y) ** 2
+            sums["sampler's P(mixed) (new)"] += (new.p_mixed(o.task, o.family, o.harness, o.step, o.n) - y) ** 2
             sums["point estimate (old)"] += (point_p_mixed(old.pass_rate(o.task, o.family, o.harness, o.step),
                                                            o.n) - y) ** 2
             sums["constant"] += (base - y) ** 2
@@ -95,7 +102,7 @@ def finished_runs(args: argparse.Namespace) -> None:
     s = scores(runs, args.prior, args.decay)
     print(f"{len(runs)} runs, {s['groups']:.0f} groups, {s['mixed share']:.1%} mixed")
     print("| predictor of a mixed group | Brier |\n|---|---:|")
-    for k in ("posterior P(mixed) (new)", "point estimate (old)", "constant", "family mixed share"):
+    for k in ("sampler's P(mixed) (new)", "point estimate (old)", "constant", "family mixed share"):
         print(f"| {k} | {s[k]:.4f} |")
     table: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for o in (o for obs in runs for o in obs if o.split != "eval"):
@@ -142,6 +149,14 @@ def sim_group(rng: random.Random, logit: float, step: int, drift: float, n: int)
     return sum(rng.random() < p for _ in range(n))
 
 
+class PosteriorTracker(DifficultyTracker):
+    """The sampler's estimate before issue 43: P(mixed) under the task's posterior itself
+    (`--estimate posterior`)."""
+
+    def p_mixed(self, task: str, family: str, harness: str, at: int, n: int) -> float:
+        return self.posterior_p_mixed(task, family, harness, at, n)
+
+
 def sim_run(seed: int, variant: str, a: argparse.Namespace) -> dict[str, Any]:
     """One simulated run with the `old` sampler (point pass rate, p(1 - p) weight, drawn
     replacements, no eval observations, no rescue) or the `new` one (posterior, P(mixed) weight,
@@ -155,7 +170,8 @@ def sim_run(seed: int, variant: str, a: argparse.Namespace) -> dict[str, Any]:
     old_cfg = SamplerConfig(type="difficulty", prior=a.prior, concentration=a.prior, decay=a.decay)
     new_cfg = SamplerConfig(type="difficulty", prior=a.prior, decay=a.decay, sharpness=a.sharpness,
                             floor=a.floor)
-    old, new = DifficultyTracker((), old_cfg), DifficultyTracker((), new_cfg)
+    old = DifficultyTracker((), old_cfg)
+    new = (PosteriorTracker if a.estimate == "posterior" else DifficultyTracker)((), new_cfg)
     mine = new if variant == "new" else old
     if variant == "new":  # the baseline eval: every eval task through every harness
         for t in evals:
@@ -165,13 +181,15 @@ def sim_run(seed: int, variant: str, a: argparse.Namespace) -> dict[str, Any]:
     n, gps = a.n, a.groups
     target = topup_target(a.target, gps) if variant == "new" else 0
     cap = step_rollout_cap(a.cap, gps, n)
-    preds: list[tuple[float, float, bool]] = []  # (old predictor, new predictor, mixed)
+    preds: list[tuple[float, float, bool, bool]] = []  # (old predictor, new predictor, mixed, a revisit)
+    was_mixed: set[tuple[str, str]] = set()  # (task, harness) with a mixed group at an earlier step
     shares: list[float] = []
     step_rollouts: list[int] = []
     rounds: list[int] = []
     rescued = topped = 0
     for step in range(1, a.steps + 1):
         seen = mine.until(step - 1)
+        trained: set[tuple[str, str]] = set()  # the step's mixed groups: the update learns their tasks
         if variant == "new":
             weight = lambda t, h, s=seen, st=step: s.weight(t.id, t.family, h, st, n)  # noqa: E731
         else:
@@ -184,14 +202,16 @@ def sim_run(seed: int, variant: str, a: argparse.Namespace) -> dict[str, Any]:
             waves += 1
             for p in plans:
                 t = p.task
-                preds.append((point_p_mixed(old.pass_rate(t.id, t.family, p.harness, step), n),
-                               new.p_mixed(t.id, t.family, p.harness, step, n), False))
                 k = sim_group(rng, logit[(t.id, p.harness)], step, a.drift, n)
-                preds[-1] = (*preds[-1][:2], 0 < k < n)
+                preds.append((point_p_mixed(old.pass_rate(t.id, t.family, p.harness, step), n),
+                               new.p_mixed(t.id, t.family, p.harness, step, n), 0 < k < n,
+                               (t.id, p.harness) in was_mixed))
                 for tr in (old, new):
                     tr.observe(Observation(step, t.id, t.family, p.harness, k, n))
                 kept += 0 < k < n
                 ran += n
+                if 0 < k < n:
+                    trained.add((t.id, p.harness))
             need = gps - kept
             count = min(need, budget)
             first = len(used)
@@ -216,6 +236,9 @@ def sim_run(seed: int, variant: str, a: argparse.Namespace) -> dict[str, Any]:
             else:
                 plans = []
             used += [p.task.id for p in plans]
+        for key in trained:  # the policy learns the tasks it trained on (beyond the drift of all)
+            logit[key] += a.learn
+        was_mixed |= trained
         shares.append(min(kept / gps, 1.0))
         step_rollouts.append(ran)
         rounds.append(waves)
@@ -233,16 +256,18 @@ def simulate(a: argparse.Namespace) -> None:
           f"fresh rollouts a step\n")
     print("| c | sampler | Brier old predictor | Brier new predictor | Brier constant | informative per run: "
           "min / median / mean | runs >= 80% | steps training nothing | extra rollouts per step (mean / max) "
-          "| rounds per step (mean / max) |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| rounds per step (mean / max) | mixed: revisits of a mixed task / other picks |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for c, variant, target in cases:
         case = argparse.Namespace(**{**vars(a), "concentration": c, "target": target})
         runs = [sim_run(seed, variant, case) for seed in range(a.runs)]
         preds = [p for r in runs for p in r["preds"]]
-        share = sum(m for _, _, m in preds) / len(preds)
-        b_old = brier((o, m) for o, _, m in preds)
-        b_new = brier((x, m) for _, x, m in preds)
-        b_const = brier((share, m) for _, _, m in preds)
+        share = sum(m for _, _, m, _ in preds) / len(preds)
+        b_old = brier((o, m) for o, _, m, _ in preds)
+        b_new = brier((x, m) for _, x, m, _ in preds)
+        b_const = brier((share, m) for _, _, m, _ in preds)
+        again = [m for _, _, m, r in preds if r]
+        others = [m for _, _, m, r in preds if not r]
         per_run = sorted(sum(r["shares"]) / len(r["shares"]) for r in runs)
         zero = sum(s == 0 for r in runs for s in r["shares"])
         steps = a.runs * a.steps
@@ -252,7 +277,9 @@ def simulate(a: argparse.Namespace) -> None:
         print(f"| {c:g} | {name} | {b_old:.3f} | {b_new:.3f} | {b_const:.3f} | "
               f"{per_run[0]:.0%} / {statistics.median(per_run):.0%} / {statistics.fmean(per_run):.1%} | "
               f"{sum(x >= 0.8 for x in per_run)}/{len(per_run)} | {zero}/{steps} | "
-              f"{statistics.fmean(extra):.1f} / {max(extra)} | {statistics.fmean(rounds):.2f} / {max(rounds)} |")
+              f"{statistics.fmean(extra):.1f} / {max(extra)} | {statistics.fmean(rounds):.2f} / {max(rounds)} | "
+              f"{statistics.fmean(again) if again else 0:.0%} of {len(again)} / "
+              f"{statistics.fmean(others) if others else 0:.0%} of {len(others)} |")
 
 
 def main() -> None:
@@ -281,6 +308,10 @@ def main() -> None:
     ap.add_argument("--cap", type=float, default=3.0, help="dynamic_sampling.max_rollouts_factor: fresh "
                                                             "rollouts a step, in units of groups x n")
     ap.add_argument("--drift", type=float, default=0.15, help="logit gained per step (the policy learns)")
+    ap.add_argument("--learn", type=float, default=0.0, help="logit a task gains through a harness after a "
+                                                              "step in which its group there was mixed (trained)")
+    ap.add_argument("--estimate", choices=("k", "posterior"), default="k",
+                    help="the new sampler's P(mixed): the tracker's (k dispersion) or the posterior's (before)")
     ap.add_argument("--sharpness", type=float, default=1.0, help="loop.sampler.sharpness of the new sampler")
     ap.add_argument("--floor", type=float, default=0.05, help="loop.sampler.floor of the new sampler")
     args = ap.parse_args()

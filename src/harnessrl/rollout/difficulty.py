@@ -26,14 +26,14 @@ marginal likelihood with a weak log-normal prior (around 1 for m, 2 for k) over 
 (`fit_concentration`): m on each group against its family rate, k on each group against its task's
 mean without that group (leave one out). Before two groups of two rollouts ran: m = 1, k = 2.
 
-Why k and not the posterior itself (P(mixed) = 1 - E[p^n] - E[(1 - p)^n] under Beta(a, b)): the
-posterior grows surer with every group, so a task seen mixed once got P(mixed) ~ 0.9, and the
-sampler's replacements and top-ups went back to it; in the recorded demo runs those repeats came
-back mixed 61% of the time (28 picks), unseen tasks 73% (48 picks). Replayed at the 76 picks of
-the two recorded runs (benchmarks/difficulty_replay.py, docs/training.md): the posterior 0.262
-Brier, this estimate 0.231, the runs' own mixed shares as constants (known only once a run ended)
-0.226, the mixed share of the steps before 0.252. It beats the posterior and the causal constant,
-and ties the hindsight one (+0.005 [-0.036, +0.043]).
+Why k and not the posterior itself (P(mixed) = 1 - E[p^n] - E[(1 - p)^n] under Beta(a, b),
+`posterior_p_mixed`): the posterior grows surer with every group, so a task seen mixed once got
+P(mixed) ~ 0.9, and the sampler's replacements and top-ups went back to it. In the two recorded
+runs those repeats came back mixed 57% of the time (28 picks; the posterior said 0.84 on
+average), unseen tasks 67% (48). Replayed at the runs' 76 picks (benchmarks/difficulty_replay.py,
+docs/benchmarks.md), Brier: the posterior 0.262, this estimate 0.231, each run's own mixed share as
+a constant (known only once the run ended) 0.226, the mixed share of the steps before 0.252. It
+beats the posterior and the causal constant, and ties the hindsight one (+0.005 [-0.036, +0.043]).
 
 Observed: each group's fresh samples (a branch's outcome depends on the prefix it replayed,
 rollout/branching.py), and every held-out eval group (`split="eval"`: its tasks are other tasks of
@@ -206,7 +206,7 @@ class DifficultyTracker:
     def until(self, step: int) -> "DifficultyTracker":
         """The tracker as its plans saw it after step `step`: training groups of steps <= step, and
         eval groups that had run by then (`eval_delay` steps later; the baseline's at once)."""
-        return DifficultyTracker([o for o in self.observations if self._seen(o, step)], self.cfg, self.eval_delay)
+        return type(self)([o for o in self.observations if self._seen(o, step)], self.cfg, self.eval_delay)
 
     def _seen(self, o: Observation, step: int) -> bool:
         if o.split != "eval" or o.step == 0:
