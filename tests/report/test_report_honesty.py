@@ -151,4 +151,4 @@ def test_the_report_scores_the_difficulty_estimate_against_a_constant():
     assert "| constant: the run's mixed share, 0.50 (known once the run ended) | 0.250 |" in text
     assert "| constant: the mixed share of the steps before the pick's | 0.250 |" in text  # 0.5 at the first step
     assert "| the pick's p as a point estimate, 1 - p^n - (1 - p)^n | 0.391 |" in text  # (7/8 - y)^2, half mixed
-    assert "is better than the run's mixed share as a constant" in text
+    assert "is better than the run's mixed share as a constant, and better than the mixed share" in text

@@ -71,8 +71,10 @@ def calibration_lines(rows: Sequence[tuple[int, SamplingStats]]) -> list[str]:
     if c is None:
         return []
     verdict = "better" if c["posterior"] < c["constant"] else "no better"
+    causal = "better" if c["posterior"] < c["causal"] else "no better"
     return [f"Difficulty estimate ({c['groups']:.0f} picked groups, {c['mixed share']:.0%} mixed): P(mixed) "
-            f"predicted at the pick is {verdict} than the run's mixed share as a constant (Brier, lower is better).",
+            f"predicted at the pick is {verdict} than the run's mixed share as a constant, and {causal} than "
+            "the mixed share of the steps before (Brier, lower is better).",
             "", "| predictor of a mixed group | Brier |", "|---|---:|",
             f"| P(mixed) at the pick (the sampler's estimate) | {c['posterior']:.3f} |",
             f"| constant: the run's mixed share, {c['mixed share']:.2f} (known once the run ended) | "
