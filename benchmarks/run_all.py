@@ -25,6 +25,7 @@ QUICK: dict[str, list[str]] = {
                         "--build-calls", "100", "--call-tokens", "2000", "--repeats", "1"],
     "render_prepare.py": ["--turns", "5"],
     "train_speed.py": ["--layers", "2", "--prefix", "256", "--rollouts", "2", "--turns", "2", "--budget", "1024"],
+    "update_cost.py": ["--layers", "2", "--repeats", "1", "--candidates", "cosine,fused"],
     "proxy_overhead.py": ["--quick"],
     "sandbox_startup.py": ["--n", "5"],
     "gpu_smoke.py": ["--device", "cpu", "--quick", "--budget-s", "120"],

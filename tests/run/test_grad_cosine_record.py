@@ -42,7 +42,7 @@ def test_the_run_plots_and_reports_the_cosine_per_step_and_pair(tmp_path):
     assert {"grad_cosine.png", "grad_norm.png"} <= names
     assert (tmp_path / "plots" / "grad_cosine.png").stat().st_size > 0
     md = write_report(records, tmp_path, plots, "run x", "a: 1\n").read_text()
-    assert f"mean cosine over the steps: {PAIR} +0.200" in md
+    assert f"mean cosine over the 2 of 2 steps that trained two harnesses or more: {PAIR} +0.200" in md
     plain = [{"step": 1, **StepRecord(policy_version=1, update=UpdateStats(loss=0.0)).to_json()}]
     assert "grad_cosine.png" not in {p.name for p in write_plots(plain, tmp_path / "plain")}
 

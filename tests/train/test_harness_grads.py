@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from harnessrl.train.batch import TrainBatch
-from harnessrl.train.harness_grads import HarnessGradients, gradient_agreement, harness_pieces
+from harnessrl.train.harness_grads import HarnessGradients, chunk_harness, gradient_agreement, harness_breaks
 from harnessrl.train.losses import PPOSettings
-from harnessrl.train.packing import Forest
+from harnessrl.train.packing import Forest, pack_forest
 from harnessrl.train.trainer import Trainer
 
 from .helpers import branching_paths, path_fields, tiny_llama
@@ -111,12 +111,43 @@ def test_harness_codes_of_the_batch_tokens():
     assert set(codes[:n_first]) == {1} and set(codes[n_first:]) == {0}
 
 
-def test_pieces_put_the_accumulating_harness_first():
-    labels = np.asarray(["b", "a", "b", "c"], dtype=object)
-    pieces = harness_pieces(labels, first="a")
-    assert [h for h, _ in pieces] == ["a", "b", "c"]
-    assert [list(sel) for _, sel in pieces if sel is not None] == [[1], [0, 2], [3]]
-    assert harness_pieces(np.asarray(["a", "a"], dtype=object), first="b") == [("a", None)]
+def test_breaks_where_the_trees_change_harness_and_a_chunk_of_two_harnesses_is_refused():
+    assert harness_breaks(np.asarray([0, 5, 9, 14, 20]), ["a", "a", "b", "a"]) == [9, 14]
+    assert harness_breaks(np.asarray([0, 5, 9]), ["a", "a"]) == []
+    assert chunk_harness(np.asarray(["b", "b"], dtype=object)) == "b"
+    assert chunk_harness(np.asarray([], dtype=object)) is None
+    with pytest.raises(ValueError, match="several harnesses"):
+        chunk_harness(np.asarray(["a", "b"], dtype=object))
+
+
+def count_backwards(model: torch.nn.Module) -> list[int]:
+    """A counter of backward passes through the model's output projection."""
+    n = [0]
+    model.get_output_embeddings().register_full_backward_hook(lambda *_: n.__setitem__(0, n[0] + 1))
+    return n
+
+
+@pytest.mark.parametrize("budget", [4096, 40, 12])  # the whole batch fits one chunk / a few trees a chunk / many chunks
+def test_the_split_runs_one_backward_per_chunk_and_no_chunk_mixes_harnesses(budget):
+    other = branching_paths(5, n_paths=3)
+    batch = mixed_batch([("a", PATHS, ADV), ("a", other, [0.5, -1.0, 1.0]), ("b", other, [1.0, 0.2, -0.3]),
+                         ("b", PATHS, [-a for a in ADV])])
+    trainer = sgd_trainer(3, budget)
+    backwards = count_backwards(trainer.policy)
+    stats = trainer.update(batch)
+    assert stats.grad_cosine is not None and "a|b" in stats.grad_cosine
+    assert backwards[0] == stats.chunks  # before 2026-12-07 a chunk of both harnesses ran two
+    plain = sgd_trainer(3, budget, split=False)
+    plain_backwards = count_backwards(plain.policy)
+    s_plain = plain.update(batch)
+    assert s_plain.chunks == plain_backwards[0]
+    assert stats.chunks <= s_plain.chunks + 1  # the break at the one change of harness adds one at most
+    if budget >= len(batch):  # a break at a tree's root recomputes no prefix
+        assert stats.tokens_computed == s_plain.tokens_computed == len(batch)
+    breaks = harness_breaks(batch.tree_offsets, batch.tree_harness or [])
+    names, codes = batch.harness_codes()
+    for chunk in pack_forest(batch.forest, budget, breaks):
+        assert len(set(codes[chunk.index].tolist())) == 1
 
 
 def test_gradient_parts_are_the_differences_between_switches():

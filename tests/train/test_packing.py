@@ -157,3 +157,40 @@ def test_dfs_layout_rejects_split_subtrees():
         dfs_layout(np.array([-1, 0, 0, 1]))  # token 3's parent (1) was left already
     depth, tout = dfs_layout(np.array([-1, 0, 1, 0, 3]))
     assert depth.tolist() == [0, 1, 2, 1, 2] and tout.tolist() == [5, 3, 3, 5, 5]
+
+
+def two_trees() -> tuple[Forest, int]:
+    """Two prefix trees one after the other in one forest; the second tree's first token."""
+    first, _ = forest_from_paths(branching_paths(1, n_paths=4))
+    second, _ = forest_from_paths(branching_paths(2, n_paths=3))
+    n = len(first)
+    parent = np.concatenate([first.parent, np.where(second.parent >= 0, second.parent + n, -1)])
+    return Forest(np.concatenate([first.ids, second.ids]), parent.astype(np.int64)), n
+
+
+@pytest.mark.parametrize("budget", [10_000, 13])
+def test_a_break_starts_a_chunk_and_changes_no_logprob(budget):
+    forest, start = two_trees()
+    model = tiny_llama(2)
+    broken = pack_forest(forest, budget, breaks=[start])
+    for chunk in broken:  # no chunk holds tokens of both trees
+        assert chunk.index.max() < start or chunk.index.min() >= start
+    owned = np.concatenate([c.index[c.owned.numpy()] for c in broken])
+    assert sorted(owned.tolist()) == list(range(len(forest)))  # every token trained once
+    assert [c.index.tolist() for c in pack_forest(forest, budget, breaks=[])] == \
+        [c.index.tolist() for c in pack_forest(forest, budget)]
+    with torch.no_grad():
+        plain = packed_logprobs(model, forest, budget, temp=0.9)
+        out = {}
+        for chunk in broken:
+            tgt = torch.nonzero(chunk.owned & (chunk.pred_pos >= 0))[:, 0]
+            lp, _ = token_logprobs(model, chunk, tgt, torch.full((len(tgt),), 0.9))
+            out.update({int(g): lp[k] for k, g in enumerate(chunk.index[tgt.numpy()])})
+    assert out.keys() == plain.keys()
+    assert max(abs(float(out[g] - plain[g])) for g in out) <= 1e-5
+
+
+def test_a_break_inside_a_tree_is_refused():
+    forest, start = two_trees()
+    with pytest.raises(ForestOrderError, match="inside a tree"):
+        pack_forest(forest, 10_000, breaks=[start + 3])

@@ -196,7 +196,9 @@ def write_report(records: list[dict[str, Any]], run_dir: Path, plots: list[Path]
                  + (f" ({per_call / unique:.1f}x)" if unique else "")]
         cos = grad_cosine_means(train_steps)
         if cos:
-            facts.append("per-harness policy gradients, mean cosine over the steps: "
+            n_cos = sum(1 for rec in train_steps if rec.update and rec.update.grad_cosine)
+            facts.append(f"per-harness policy gradients, mean cosine over the {n_cos} of {len(train_steps)} steps "
+                         "that trained two harnesses or more: "
                          + ", ".join(f"{pair} {v:+.3f}" for pair, v in cos.items()))
         if gaps:
             facts.append(f"trainer/engine mismatch KL(engine||trainer): first {kl_text(gaps[0])}, last "

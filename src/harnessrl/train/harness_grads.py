@@ -3,12 +3,13 @@
 In a mixed-harness batch the policy gradient is a sum over harnesses, g = sum_h g_h, with g_h the
 gradient of harness h's share of the batch loss (the PPO terms of its trees' tokens over the batch
 denominator). `HarnessGradients` splits the gradient the trainer accumulates into those g_h with
-no extra forward pass: whenever the trainer moves on to another harness's tokens it copies the
-accumulated flat gradient, and the difference to the previous copy is the part of the harness
-before. The trainer backpropagates each harness's tokens of a chunk that holds several harnesses
-separately (from one forward), and the loop puts each harness's trees together, so a switch
-happens about once per harness. The gradient the optimizer steps on is the same sum as without
-the split (equal within float rounding).
+no extra forward or backward pass: the trainer packs a mixed batch so that no chunk holds two
+harnesses' trees (a chunk break wherever the trees change harness, `harness_breaks`), so each
+chunk's one backward is one harness's; whenever the trainer moves on to another harness's chunk
+it copies the accumulated flat gradient, and the difference to the previous copy is the part of
+the harness before. The loop puts each harness's trees together, so a switch happens once per
+harness. The gradient the optimizer steps on is the same sum as without the split (equal within
+float rounding: the chunks differ, and with them the order of the sums).
 
 Reported per update (`UpdateStats.grad_cosine`, `.harness_grad_norm`): cos(g_a, g_b) for every
 pair of harnesses, keyed "a|b" (names sorted), and |g_h|, before gradient clipping and of the
@@ -17,8 +18,10 @@ other's update.
 
 Cost: up to H + 2 flat float32 copies of the trainable parameters' gradient on their device while
 the first epoch runs (H harnesses; 135M trainable parameters and two harnesses: 2.2 GB), one copy of
-the gradient per switch of harness, and one more backward pass through a chunk per extra harness
-it holds.
+the gradient per switch of harness, and at most one more chunk per switch (a chunk ends at the
+switch instead of running on into the next harness's trees; a break at a tree's root recomputes no
+prefix). Until 2026-12-07 a chunk holding two harnesses ran one backward per harness, a second
+backward on about every step of a two-harness demo (docs/benchmarks.md "The update's cost").
 """
 
 from __future__ import annotations
@@ -81,13 +84,17 @@ def gradient_agreement(parts: dict[str, torch.Tensor]) -> tuple[dict[str, float]
     return cosine, norms
 
 
-def harness_pieces(harness: np.ndarray, first: str | None = None) -> list[tuple[str | None, np.ndarray | None]]:
-    """A chunk's trained tokens split by their harness (`harness[i]`: token i's): (harness, the
-    tokens' positions in `harness`), or one piece (harness, None) for a chunk of one harness. The
-    harness `first` (the one whose gradient is accumulating) goes first, the others in the order
-    they appear."""
-    present = list(dict.fromkeys(str(h) for h in harness))
-    if len(present) <= 1:
-        return [(present[0] if present else None, None)]
-    present.sort(key=lambda h: h != first)  # stable: the others keep their order
-    return [(h, np.flatnonzero(harness == h)) for h in present]
+def harness_breaks(tree_offsets: np.ndarray, tree_harness: Sequence[str]) -> list[int]:
+    """The token indices where a batch's trees change harness (each the first token of a tree):
+    the chunk breaks that keep every chunk to one harness (train/packing.py `pack_forest`)."""
+    return [int(tree_offsets[i]) for i in range(1, len(tree_harness)) if tree_harness[i] != tree_harness[i - 1]]
+
+
+def chunk_harness(harness: np.ndarray) -> str | None:
+    """The one harness of a chunk's trained tokens (`harness[i]`: token i's; None for no tokens).
+    A chunk that holds two is an error: it would put one harness's gradient into another's part."""
+    present = {str(h) for h in harness}
+    if len(present) > 1:
+        raise ValueError(f"a chunk holds the tokens of several harnesses ({sorted(present)}): pack the "
+                         "batch with a chunk break where the trees change harness (harness_breaks)")
+    return next(iter(present), None)

@@ -23,7 +23,7 @@ the same scores, softmax and gradients); "sdpa-dense" is the one dense call, kep
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -146,9 +146,20 @@ def pack_chunk(forest: Forest, index: np.ndarray, n_prefix: int) -> PackedChunk:
     )
 
 
-def pack_forest(forest: Forest, budget: int) -> list[PackedChunk]:
-    """Split a forest under `budget` tokens per chunk and build each chunk's model input."""
-    return [pack_chunk(forest, index, n_prefix) for index, n_prefix in split_forest(forest.parent, budget)]
+def pack_forest(forest: Forest, budget: int, breaks: Sequence[int] = ()) -> list[PackedChunk]:
+    """Split a forest under `budget` tokens per chunk and build each chunk's model input. `breaks`:
+    token indices, each a tree's root, where a chunk must start (no chunk holds tokens from both
+    sides of one; the trainer breaks where the batch's trees change harness)."""
+    n = len(forest)
+    bounds = [0, *sorted({int(b) for b in breaks if 0 < b < n}), n]
+    chunks = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        parent = forest.parent[a:b]
+        if np.any((parent >= 0) & (parent < a)):
+            raise ForestOrderError(f"a chunk break at token {a} is inside a tree (breaks go at tree roots)")
+        local = np.where(parent >= 0, parent - a, -1)
+        chunks += [pack_chunk(forest, index + a, n_prefix) for index, n_prefix in split_forest(local, budget)]
+    return chunks
 
 
 def tree_mask(tout: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,9 @@ policy on each chunk once per epoch, sums the PPO token objective over decision 
 by the batch's summed path weight (computed over the whole batch, so chunking changes nothing),
 then takes one optimizer step per epoch. A critic, when present, is trained on the same chunks.
 When the batch mixes harnesses (and `harness_grad_cosine`), the first epoch also splits the policy
-gradient by harness and reports how the harnesses' gradients agree (train/harness_grads.py).
+gradient by harness and reports how the harnesses' gradients agree (train/harness_grads.py): the
+chunks then break where the trees change harness, so each chunk is one harness's and its one
+backward is that harness's part; nothing is computed twice.
 
 `compute_dtype` (bfloat16 under a bf16 engine: `model.compute_dtype`, train/precision.py): every
 forward and backward, the old-logprob and reference passes included, computes with the master
@@ -30,7 +32,7 @@ import torch
 from harnessrl.train.batch import TrainBatch, forest_of_flat
 from harnessrl.train.checkpoint import save_checkpoint
 from harnessrl.train.critic import forest_values
-from harnessrl.train.harness_grads import HarnessGradients, gradient_agreement, harness_pieces
+from harnessrl.train.harness_grads import HarnessGradients, chunk_harness, gradient_agreement, harness_breaks
 from harnessrl.train.losses import PPOSettings, policy_loss, value_loss
 from harnessrl.train.packing import PackedChunk, model_attention, pack_forest, token_logprobs
 from harnessrl.train.precision import compute_weights
@@ -67,11 +69,6 @@ def chunk_targets(chunk: PackedChunk, batch: TrainBatch) -> ChunkTargets:
 
     return ChunkTargets(torch.as_tensor(local, dtype=torch.long), t(batch.temperature), t(batch.engine_logp),
                         t(batch.adv_pos), t(batch.adv_neg), t(batch.weight))
-
-
-def _take(x: torch.Tensor, sel: np.ndarray | None) -> torch.Tensor:
-    """x at positions `sel` (None: all of x)."""
-    return x if sel is None else x[torch.as_tensor(sel, dtype=torch.long, device=x.device)]
 
 
 class Trainer:
@@ -133,7 +130,9 @@ class Trainer:
 
     def update(self, batch: TrainBatch) -> UpdateStats:
         """One PPO/GRPO update on a batch; returns the update's statistics."""
-        chunks = pack_forest(batch.forest, self.token_budget)
+        token_harness = self._token_harness(batch)
+        breaks = () if token_harness is None else harness_breaks(batch.tree_offsets, batch.tree_harness or [])
+        chunks = pack_forest(batch.forest, self.token_budget, breaks)  # a harness's chunks are its own
         targets = [chunk_targets(c, batch) for c in chunks]
         work = self._work(chunks, targets)
         t_old = time.perf_counter()
@@ -141,7 +140,6 @@ class Trainer:
         seconds = {"old_logprobs_s": time.perf_counter() - t_old, "forward_backward_s": 0.0, "optimizer_s": 0.0}
         denom = self._denominator(work, old, batch.denom)
         world = 1 if self.ranks is None else self.ranks.world
-        token_harness = self._token_harness(batch)
         sums = TokenSums()
         grad_norm = torch.zeros(())
         cosine: dict[str, float] | None = None
@@ -187,28 +185,23 @@ class Trainer:
                         world: int, live: bool, split: HarnessGradients | None,
                         token_harness: np.ndarray | None) -> TokenSums:
         """Forward one chunk and backpropagate its loss over `denom` (several ranks: times the world
-        size, 0 for padding); with `split`, each harness's tokens separately, from the one forward.
-        Returns the chunk's sums (entropy and loss filled in)."""
+        size, 0 for padding); with `split`, into the part of the chunk's harness (a chunk holds one:
+        `update` breaks the chunks where the harness changes). Returns the chunk's sums (entropy and
+        loss filled in)."""
+        if split is not None and token_harness is not None:
+            harness = chunk_harness(token_harness[chunk.index[tg.local.numpy()]])
+            if harness is not None:
+                split.switch(harness)
         logp, ent = token_logprobs(self.policy, chunk, tg.local, tg.temperature, self.backend, with_entropy=True)
         old_lp = logp.detach() if old_lp is None else old_lp
         ref = self._ref_logprobs(chunk, tg)
         scale = 1.0 if world == 1 else (float(world) if live else 0.0)  # sharded: averaged over ranks
-        pieces: list[tuple[str | None, np.ndarray | None]] = [(None, None)]
-        if split is not None and token_harness is not None:
-            pieces = harness_pieces(token_harness[chunk.index[tg.local.numpy()]], split.current)
-        sums = TokenSums()
-        for k, (harness, sel) in enumerate(pieces):
-            if split is not None and harness is not None:
-                split.switch(harness)
-            parts = policy_loss(_take(logp, sel), _take(old_lp, sel), _take(tg.engine_logp, sel),
-                                _take(tg.adv_pos, sel), _take(tg.adv_neg, sel), _take(tg.weight, sel),
-                                self.settings, None if ref is None else _take(ref, sel))
-            with model_attention(self.policy, self.backend):  # checkpointed layers recompute in backward
-                (parts.loss * scale / denom).backward(retain_graph=k < len(pieces) - 1)
-            parts.sums.entropy = float((_take(ent, sel) * _take(tg.weight, sel)).sum())
-            parts.sums.loss = float(parts.loss.detach()) / denom
-            sums.add(parts.sums)
-        return sums
+        parts = policy_loss(logp, old_lp, tg.engine_logp, tg.adv_pos, tg.adv_neg, tg.weight, self.settings, ref)
+        with model_attention(self.policy, self.backend):  # checkpointed layers recompute in backward
+            (parts.loss * scale / denom).backward()
+        parts.sums.entropy = float((ent * tg.weight).sum()) if ent is not None else 0.0
+        parts.sums.loss = float(parts.loss.detach()) / denom
+        return parts.sums
 
     def _token_harness(self, batch: TrainBatch) -> np.ndarray | None:
         """Each token's harness, when this update splits its gradient by harness: the setting is on,
