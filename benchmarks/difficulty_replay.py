@@ -192,8 +192,8 @@ def main() -> None:
             continue
         pred = predictions(cfg, picks)
         y = [mixed(p.obs) for p in picks]
-        check = [abs(b - p.recorded) for b, p in zip(pred["posterior (before)"], picks) if p.recorded is not None]
-        rows.append((str(d), len(picks), sum(y) / len(y), score(pred, y), max(check, default=float("nan"))))
+        gaps = [abs(b - p.recorded) for b, p in zip(pred["posterior (before)"], picks) if p.recorded is not None]
+        rows.append((str(d), len(picks), sum(y) / len(y), score(pred, y), max(gaps, default=float("nan"))))
         for k in PREDICTORS:
             pooled[k] += pred[k]
         outcomes += y
