@@ -152,6 +152,20 @@ def test_split_under_a_long_shared_prefix_recomputes_it_a_bounded_number_of_time
     assert all(len(ix) <= 3000 + 900 + 1024 for ix, _ in chunks)  # path + owned tokens: bounded
 
 
+def test_a_chunk_ends_at_a_tree_root_rather_than_recompute_the_next_tree_s_prompt():
+    """Two demo-sized trees (a 400-token prompt, then 4 rollouts of 200 tokens), budget 2,048: the
+    last node start that fits is a branch point of the second tree, after its prompt; a cut there
+    recomputed the prompt in the next chunk (before 2026-12-07). The cut goes at the tree's root."""
+    def tree(base: int) -> list[list[int]]:
+        return [[base + t for t in range(400)] + [base + 1000 * (r + 1) + t for t in range(200)] for r in range(4)]
+
+    forest, _ = forest_from_paths(tree(0) + tree(100_000))
+    assert len(forest) == 2 * 1200
+    chunks = split_forest(forest.parent, 2048)
+    assert [n for _, n in chunks] == [0, 0]  # nothing recomputed
+    assert chunks[1][0][0] == 1200 and sum(len(ix) for ix, _ in chunks) == len(forest)
+
+
 def test_dfs_layout_rejects_split_subtrees():
     with pytest.raises(ForestOrderError):
         dfs_layout(np.array([-1, 0, 0, 1]))  # token 3's parent (1) was left already
