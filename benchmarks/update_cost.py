@@ -7,6 +7,8 @@ backend), the batch one demo step: two harnesses' trees put together by harness,
 `--trees-per-harness` groups per harness of `--rollouts` rollouts x `--turns` calls under a
 `--prefix`-token prompt: ~4,400 tree tokens, ~1,100 trained, the size of the demo's first step);
 `--run-dir RUN --step N` trains on the trees a finished run trained at step N instead.
+`--run-dir RUN --count` times nothing: per trained step of the run, the chunks, tokens computed and
+backward passes the trainer needs now, next to the tokens computed and chunks the run recorded.
 
 Each candidate is a pair of settings (a / b) of the same trainer, timed alternately in one process
 (a b, b a, a b, ...; `--repeats` pairs), so a neighbour's load falls on both. Printed per setting:
@@ -129,6 +131,43 @@ def candidates(cfg) -> dict[str, tuple[str, str, Setter]]:
             "attention": ("block tree attention", "dense SDPA", attention)}
 
 
+def count_steps(cfg, run_dir: str) -> None:
+    """Per trained step of a finished run: what the update packs now (chunks, tokens computed,
+    backward passes: one per chunk and harness in it) against what the run recorded."""
+    from harnessrl.algo.trained import trained_steps
+    from harnessrl.train.harness_grads import harness_breaks
+    from harnessrl.train.packing import pack_forest
+    from harnessrl.train.trainer import chunk_targets
+
+    recorded = {}
+    for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if "tokens_computed" in row:
+            recorded[row["step"]] = row
+    print("| step | trees | tree tokens | trained tokens | recorded: chunks, tokens computed | now: chunks, tokens "
+          "computed, backward passes |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    total = [0, 0, 0]
+    for step in trained_steps(run_dir):
+        trees = run_trees(run_dir, step)
+        batch = demo_batch(cfg, trees)
+        _, codes = batch.harness_codes()
+        two = cfg.algorithm.harness_grad_cosine and len(set(batch.tree_harness or [])) > 1
+        breaks = harness_breaks(batch.tree_offsets, batch.tree_harness or []) if two else []
+        chunks = pack_forest(batch.forest, cfg.algorithm.token_budget, breaks)
+        backwards = 0
+        for c in chunks:
+            local = chunk_targets(c, batch).local.numpy()
+            backwards += len(set(codes[c.index[local]].tolist())) if two else int(len(local) > 0)
+        computed = sum(len(c) for c in chunks)
+        rec = recorded.get(step, {})
+        total = [total[0] + len(batch), total[1] + int(rec.get("tokens_computed", 0)), total[2] + computed]
+        print(f"| {step} | {len(trees)} | {len(batch)} | {int(batch.decision.sum())} | "
+              f"{rec.get('chunks', 0):.0f}, {rec.get('tokens_computed', 0):.0f} | {len(chunks)}, {computed}, {backwards} |")
+    print(f"tree tokens {total[0]}; tokens computed: recorded {total[1]} ({total[1] / total[0]:.3f}x), "
+          f"now {total[2]} ({total[2] / total[0]:.3f}x)")
+
+
 def backward_counter(model) -> list[int]:
     """How many backward passes went through the model's output projection (one per chunk and
     harness piece)."""
@@ -203,6 +242,7 @@ def main() -> None:
     ap.add_argument("--prefix", type=int, default=350)
     ap.add_argument("--run-dir", default=None, help="train on the trees this run trained at --step instead")
     ap.add_argument("--step", type=int, default=1)
+    ap.add_argument("--count", action="store_true", help="with --run-dir: count chunks and tokens per step, time nothing")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default, one per core, as a run has)")
     ap.add_argument("--json", default=None)
@@ -211,6 +251,11 @@ def main() -> None:
     from harnessrl.config import load_config
 
     cfg = load_config(args.config)
+    if args.count:
+        if not args.run_dir:
+            raise SystemExit("--count needs --run-dir")
+        count_steps(cfg, args.run_dir)
+        return
     if args.threads:
         torch.set_num_threads(args.threads)
     trees = (run_trees(args.run_dir, args.step) if args.run_dir else

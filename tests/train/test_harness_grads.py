@@ -157,8 +157,13 @@ def test_gradient_parts_are_the_differences_between_switches():
         split.switch(harness)
         (w * torch.tensor(g)).sum().backward()
     split.finish()
-    assert split.parts["a"].tolist() == [2.0, 0.0, 1.0] and split.parts["b"].tolist() == [0.0, 2.0, 0.0]
+    assert [t.tolist() for t in split.parts["a"]] == [[2.0, 0.0, 1.0]]
+    assert [t.tolist() for t in split.parts["b"]] == [[0.0, 2.0, 0.0]]
     assert w.grad is not None and w.grad.tolist() == [2.0, 2.0, 1.0]  # what the optimizer sees is untouched
     cosine, norms = gradient_agreement(split.parts)
     assert cosine == {"a|b": 0.0} and norms["b"] == 2.0
-    assert gradient_agreement({"a": torch.ones(2), "b": torch.zeros(2)})[0] == {}  # a zero gradient: no cosine
+    assert gradient_agreement({"a": [torch.ones(2)], "b": [torch.zeros(2)]})[0] == {}  # a zero gradient: no cosine
+    # per parameter: the cosine and norms of the concatenated gradients
+    a, b = [torch.tensor([1.0, 2.0]), torch.tensor([[3.0]])], [torch.tensor([2.0, 0.0]), torch.tensor([[-1.0]])]
+    cos, norm = gradient_agreement({"a": a, "b": b})
+    assert norm["a"] == pytest.approx(14 ** 0.5) and cos["a|b"] == pytest.approx(-1 / (14 ** 0.5 * 5 ** 0.5))

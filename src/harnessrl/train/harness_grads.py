@@ -16,9 +16,9 @@ pair of harnesses, keyed "a|b" (names sorted), and |g_h|, before gradient clippi
 first epoch. Near +1 the harnesses push the shared weights the same way; near -1 they undo each
 other's update.
 
-Cost: up to H + 2 flat float32 copies of the trainable parameters' gradient on their device while
-the first epoch runs (H harnesses; 135M trainable parameters and two harnesses: 2.2 GB), one copy of
-the gradient per switch of harness, and at most one more chunk per switch (a chunk ends at the
+Cost: up to H + 1 float32 copies of the trainable parameters' gradient on their device while the
+first epoch runs (H harnesses; two harnesses: 2 copies, 1.1 GB for 135M trainable parameters), one
+copy of the gradient per switch of harness, and at most one more chunk per switch (a chunk ends at the
 switch instead of running on into the next harness's trees; a break at a tree's root recomputes no
 prefix). Until 2026-12-07 a chunk holding two harnesses ran one backward per harness, a second
 backward on about every step of a two-harness demo (docs/benchmarks.md "The update's cost").
@@ -26,61 +26,70 @@ backward on about every step of a two-harness demo (docs/benchmarks.md "The upda
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
 
 
-def flat_grad(params: Sequence[torch.Tensor]) -> torch.Tensor:
-    """The parameters' accumulated gradients as one new float32 vector (zeros where none yet)."""
-    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).float()
-                      for p in params])
+Grads = list[torch.Tensor]  # one tensor per parameter, in the order of `HarnessGradients.params`
 
 
 class HarnessGradients:
     """The accumulated gradient of `params`, split by the harness whose tokens produced it.
 
     Call `switch(h)` before backpropagating harness h's tokens and `finish()` after the last
-    backward; `parts` then maps each harness to its gradient (flat float32)."""
+    backward; `parts` then maps each harness to its gradient (float32, one tensor per parameter).
+    Per parameter, never one flat vector: a flat copy (torch.cat) of a 135M-parameter gradient
+    at every switch cost ~5 CPU-s an update on the 2-core box, page faults included."""
 
     def __init__(self, params: Sequence[torch.Tensor]):
         self.params = list(params)
         self.current: str | None = None
-        self.parts: dict[str, torch.Tensor] = {}
-        self._settled = flat_grad(self.params)  # the accumulated gradient at the last switch
+        self.parts: dict[str, Grads] = {}
+        self._settled: Grads | None = None  # the accumulated gradient at the last switch (None: zero)
 
     def switch(self, harness: str) -> None:
         """What accumulates from here on is `harness`'s (what accumulated until now: the one before)."""
         if harness != self.current:
-            self._settle()
+            self._settle(last=False)
             self.current = harness
 
     def finish(self) -> None:
         """The gradient accumulated since the last switch is the current harness's."""
-        self._settle()
+        self._settle(last=True)
 
-    def _settle(self) -> None:
+    def _grads(self) -> Grads:
+        return [(p.grad if p.grad is not None else torch.zeros_like(p)).detach().float() for p in self.params]
+
+    def _settle(self, last: bool) -> None:
         if self.current is None:
             return
-        delta = flat_grad(self.params).sub_(self._settled)
-        self._settled.add_(delta)
+        grads = self._grads()
+        if self._settled is None:  # the first part: the gradient as it is (one copy)
+            delta = [g.clone() for g in grads]
+        else:
+            delta = [g - s for g, s in zip(grads, self._settled)]
+        if not last:  # never changed in place: the first part may be this very list
+            self._settled = delta if self._settled is None else [g.clone() for g in grads]
         if self.current in self.parts:
-            self.parts[self.current].add_(delta)
+            for part, d in zip(self.parts[self.current], delta):
+                part.add_(d)
         else:
             self.parts[self.current] = delta
 
 
-def gradient_agreement(parts: dict[str, torch.Tensor]) -> tuple[dict[str, float], dict[str, float]]:
-    """(cosine of every pair of harness gradients, keyed "a|b" with a < b; the norm of each). A pair
-    with a zero gradient has no cosine."""
+def gradient_agreement(parts: Mapping[str, Sequence[torch.Tensor]]) -> tuple[dict[str, float], dict[str, float]]:
+    """(cosine of every pair of harness gradients, keyed "a|b" with a < b; the norm of each), each
+    gradient given per parameter. A pair with a zero gradient has no cosine."""
     names = sorted(parts)
-    norms = {h: float(torch.linalg.vector_norm(parts[h])) for h in names}
+    norms = {h: sum(float(torch.linalg.vector_norm(t)) ** 2 for t in parts[h]) ** 0.5 for h in names}
     cosine = {}
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             if norms[a] > 0 and norms[b] > 0:
-                cosine[f"{a}|{b}"] = float(torch.dot(parts[a], parts[b])) / (norms[a] * norms[b])
+                dot = sum(float(torch.dot(x.reshape(-1), y.reshape(-1))) for x, y in zip(parts[a], parts[b]))
+                cosine[f"{a}|{b}"] = dot / (norms[a] * norms[b])
     return cosine, norms
 
 
