@@ -78,3 +78,18 @@ def test_a_bound_at_a_rounding_residue_of_zero_does_not_exclude_zero():
     interval = hierarchical_interval(per_seed, resamples=2000)
     assert 0 < interval.ci95[0] < 1e-12
     assert not interval.excludes_zero()
+
+
+def test_the_training_table_shows_the_branch_points_and_their_mixed_share_of_a_branching_arm_only():
+    from harnessrl.experiment.results import run_training, training_markdown
+    tree = run_training([(0, {"informative_groups": 0.0}),  # the baseline eval step is left out
+                         (1, {"informative_groups": 0.5, "branch_points": 4, "branch_mixed": 0.25}),
+                         (2, {"informative_groups": 1.0, "branch_points": 2, "branch_mixed": 0.5})])
+    flat = run_training([(1, {"informative_groups": 1.0}), (2, {"informative_groups": 0.5})])
+    assert tree["branch_mixed"] == pytest.approx(0.375) and tree["branch_points"] == pytest.approx(3.0)
+    assert "branch_mixed" not in flat and flat["informative_groups"] == pytest.approx(0.75)
+    lines = training_markdown({"tree": {0: tree}, "flat": {0: flat}})
+    header = next(line for line in lines if line.startswith("| arm"))
+    col = header.split(" | ").index("branch points with mixed outcomes")
+    row = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in lines if line.startswith(("| tree", "| flat"))}
+    assert row["tree"][col] == "38%" and row["flat"][col] == "-"

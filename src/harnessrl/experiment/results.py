@@ -34,6 +34,8 @@ TRAINING_COLUMNS: tuple[tuple[str, Callable[[list[float]], float], str, str], ..
     ("budget.tokens_sampled", statistics.fmean, "sampled tokens / step", "{:,.0f}"),
     ("budget.tokens_replayed", statistics.fmean, "replayed tokens / step", "{:,.0f}"),
     ("budget.rollouts_per_group", statistics.fmean, "rollouts / group", "{:.1f}"),
+    ("branch_mixed", statistics.fmean, "branch points with mixed outcomes", "{:.0%}"),
+    ("branch_points", statistics.fmean, "branch points / step", "{:.1f}"),
     ("tokens_trained", statistics.fmean, "trained tokens / step", "{:,.0f}"),
     ("wall_s", sum, "training wall (s)", "{:,.0f}"),
     ("mismatch_kl", max, "max mismatch KL", "{:.4f}"))
