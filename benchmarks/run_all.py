@@ -64,6 +64,7 @@ SKIP: dict[str, str] = {
     "demo_runs.py": "summarises finished demo run dirs (RUN_DIR ...)",
     "suite_calibration.py": "summarises a finished eval's run dir",
     "difficulty_replay.py": "replays finished run dirs (RUN_DIR ...) through the difficulty estimates",
+    "branch_outcomes.py": "reads a finished experiment dir (harnessrl experiment --out)",
     "learning/first_commands.py": "reads a finished run dir",
     "learning/fork_baseline.py": "starts a run from another run's baseline",
     "learning/branching.py": "a comparison of training runs (hours)",
