@@ -10,7 +10,11 @@ harnessrl.sqlite; opened read-only), over the training groups of every seed and 
   uninformative groups that fewer fresh samples raise;
 - branch points: the call index they were placed at, the parent's outcome, the branches' pass rate
   given the parent passed or failed (a branch that copies its parent's outcome means the outcome
-  was settled before the point), and the share of points with mixed outcomes (the target is >= 1/2).
+  was settled before the point), next to the pass rate of the group's other fresh samples (the
+  parent aside) at the same points: when the two match, a branch is no more than a fresh sample of
+  the task, and what settles the outcome is the task (for this policy), not the replayed prefix; and
+  the share of points with mixed outcomes (the target is >= 1/2);
+- per seed and step, the served calls cut at max_tokens (a degenerate repetition shows here first).
 
     .venv/bin/python benchmarks/branch_outcomes.py runs/experiments/multistep_flat_vs_tree [--arms flat,tree]
 
@@ -25,7 +29,7 @@ import statistics
 from pathlib import Path
 
 from harnessrl.rollout.groups import counted
-from harnessrl.store.records import RolloutRecord, rollout_passed
+from harnessrl.store.records import RolloutRecord, rollout_passed, served_calls
 from harnessrl.store.run_store import RunStore
 
 
@@ -41,14 +45,19 @@ def arm_runs(root: Path, arms: list[str] | None) -> dict[str, list[Path]]:
     return out
 
 
-def training_groups(run: Path) -> list[list[RolloutRecord]]:
-    """The run's training groups (step >= 1, split train), each its rollouts, branches included."""
+def training_groups(run: Path) -> tuple[list[list[RolloutRecord]], dict[int, tuple[int, int]]]:
+    """The run's training groups (step >= 1, split train), each its rollouts, branches included;
+    and per step (served calls, of them cut at max_tokens: finish_reason "length")."""
     with RunStore(run) as store:
-        rollouts = [r for r in store.list_rollouts() if r.step >= 1 and r.split != "eval"]
+        rollouts = [r for r in store.list_rollouts() if r.step >= 1 and r.split == "train"]
+        calls = {r.rollout_id: served_calls(store.list_calls([r.rollout_id])) for r in rollouts}
     groups: dict[str, list[RolloutRecord]] = collections.defaultdict(list)
+    cut: dict[int, tuple[int, int]] = {}
     for r in rollouts:
         groups[r.group_id].append(r)
-    return list(groups.values())
+        n, k = cut.get(r.step, (0, 0))
+        cut[r.step] = (n + len(calls[r.rollout_id]), k + sum(c.finish_reason == "length" for c in calls[r.rollout_id]))
+    return list(groups.values()), cut
 
 
 def passed(r: RolloutRecord) -> bool:
@@ -82,8 +91,10 @@ def branch_figures(groups: list[list[RolloutRecord]]) -> tuple[dict[str, float],
     at_call: collections.Counter[int] = collections.Counter()
     points = mixed = parent_pass = 0
     after: dict[bool, list[float]] = {True: [], False: []}
+    siblings: dict[bool, list[float]] = {True: [], False: []}  # the group's other fresh samples
     for g in groups:
         members = {r.rollout_id: r for r in g}
+        fresh = counted(g, fresh_only=True)
         subtrees: dict[tuple[str, int], list[RolloutRecord]] = collections.defaultdict(list)
         for r in counted(g):
             if r.lineage is not None:
@@ -96,13 +107,26 @@ def branch_figures(groups: list[list[RolloutRecord]]) -> tuple[dict[str, float],
             if own is not None:
                 parent_pass += passed(own)
                 after[passed(own)] += [float(o) for o in outcomes]
+                siblings[passed(own)] += [float(passed(f)) for f in fresh if f.rollout_id != parent]
                 outcomes.append(passed(own))
             mixed += len(set(outcomes)) > 1
     n = points or 1
     return ({"branch points": float(points), "mixed": mixed / n, "parent passed": parent_pass / n,
-             "branch pass | parent passed": statistics.fmean(after[True]) if after[True] else float("nan"),
-             "branch pass | parent failed": statistics.fmean(after[False]) if after[False] else float("nan")},
+             "branch pass, parent passed": statistics.fmean(after[True]) if after[True] else float("nan"),
+             "branch pass, parent failed": statistics.fmean(after[False]) if after[False] else float("nan"),
+             "other fresh pass, parent passed": statistics.fmean(siblings[True]) if siblings[True] else float("nan"),
+             "other fresh pass, parent failed": statistics.fmean(siblings[False]) if siblings[False] else float("nan")},
             at_call)
+
+
+def by_call(groups: list[list[RolloutRecord]]) -> dict[str, dict[str, float]]:
+    """`branch_figures` of the points at each call index on their own."""
+    calls = sorted(branch_figures(groups)[1])
+    out = {}
+    for call in calls:
+        only = [[r for r in g if r.lineage is None or r.lineage.branch_call == call] for g in groups]
+        out[f"call {call}"] = branch_figures(only)[0]
+    return out
 
 
 def table(rows: dict[str, dict[str, float]]) -> list[str]:
@@ -123,17 +147,22 @@ def main() -> None:
     runs = arm_runs(args.experiment, [a for a in args.arms.split(",") if a] or None)
     if not runs:
         raise SystemExit(f"no finished arm runs under {args.experiment}")
-    by_arm = {arm: [g for run in rs for g in training_groups(run)] for arm, rs in runs.items()}
+    read = {arm: [training_groups(run) for run in rs] for arm, rs in runs.items()}
+    by_arm = {arm: [g for groups, _ in got for g in groups] for arm, got in read.items()}
     print(f"## groups ({', '.join(f'{a}: {len(rs)} seeds' for a, rs in runs.items())})\n")
     print("\n".join(table({a: group_figures(g) for a, g in by_arm.items()})))
+    print("\n## calls cut at max_tokens, per step (each seed: cut / served calls)\n")
+    for arm, got in read.items():
+        for run, (_, cut) in zip(runs[arm], got):
+            print(f"- {arm} {run.name}: " + ", ".join(f"{k}/{n}" for _, (n, k) in sorted(cut.items())))
     branched = {a: branch_figures(g) for a, g in by_arm.items()}
     branched = {a: b for a, b in branched.items() if b[0]["branch points"]}
     if branched:
         print("\n## branch points\n")
         print("\n".join(table({a: b[0] for a, b in branched.items()})))
-        print("\n## branch points by call index (how many calls of the parent were replayed)\n")
-        for a, (_, at_call) in branched.items():
-            print(f"- {a}: " + ", ".join(f"call {c}: {n}" for c, n in sorted(at_call.items())))
+        for a in branched:
+            print(f"\n## {a}: branch points by call index (how many calls of the parent were replayed)\n")
+            print("\n".join(table(by_call(by_arm[a]))).replace("| arm |", "| point |", 1))
 
 
 if __name__ == "__main__":
