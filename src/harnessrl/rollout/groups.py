@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.store.groups import by_sample, group_calls
-from harnessrl.store.records import CallRecord, RolloutRecord, is_scored, rollout_passed
+from harnessrl.store.records import CallRecord, PassRule, RolloutRecord, is_scored, rollout_passed
+
+if TYPE_CHECKING:
+    from harnessrl.store.run_store import RunStore
 
 MIXED = "mixed"  # group_outcome of a group with contrast; the others say why it has none
 UNIFORM_OUTCOMES = ("all_fail", "all_pass", "same_score", "unscored")
@@ -25,7 +28,7 @@ class PlannedGroup:
     calls: list[CallRecord]
 
 
-def read_groups(store: Any, plans: Sequence[GroupPlan]) -> list[PlannedGroup]:
+def read_groups(store: RunStore, plans: Sequence[GroupPlan]) -> list[PlannedGroup]:
     """The recorded rollouts and calls of each planned group.
 
     Calls are read with ids, provenance and logprobs as numpy arrays: the tree builder works on
@@ -37,7 +40,7 @@ def read_groups(store: Any, plans: Sequence[GroupPlan]) -> list[PlannedGroup]:
     return out
 
 
-def trained_outcome(rollout: RolloutRecord, task: Any, reward: str) -> float:
+def trained_outcome(rollout: RolloutRecord, task: PassRule | None, reward: str) -> float:
     """The outcome a rollout is trained on: 1/0 for pass/fail (algorithm.reward "pass"), else its
     reward (algorithm.reward "score", partial credit included)."""
     if reward == "pass":
@@ -52,7 +55,7 @@ def counted(rollouts: Sequence[RolloutRecord], fresh_only: bool = False) -> list
             and (r.lineage is None or (not fresh_only and not r.lineage.diverged))]
 
 
-def group_outcome(rollouts: Sequence[RolloutRecord], task: Any, reward: str = "pass",
+def group_outcome(rollouts: Sequence[RolloutRecord], task: PassRule | None, reward: str = "pass",
                   fresh_only: bool = False) -> str:
     """MIXED when the group's counted rollouts got at least two different trained outcomes; else
     why it has no contrast: all_fail, all_pass, same_score (one partial score) or unscored (no

@@ -25,7 +25,11 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:
+    from harnessrl.store.run_store import RunStore
+    from harnessrl.tasks.model import Task
 
 ATTEMPT_KEY = "attempt"  # run-store meta: the number of the latest attempt on the run directory
 TaskWeight = Callable[[Any, str], float]  # (task, harness) -> sampling weight > 0
@@ -45,7 +49,7 @@ class Branch:
 class RolloutJob:
     """One rollout of a group: the unit the job runner executes."""
 
-    task: Any  # harnessrl.tasks.model.Task
+    task: Task
     harness_spec: str
     group_id: str
     sample_idx: int
@@ -59,7 +63,7 @@ class RolloutJob:
 @dataclass(frozen=True)
 class GroupPlan:
     group_id: str
-    task: Any  # harnessrl.tasks.model.Task
+    task: Task
     harness: str
     n: int
     split: str
@@ -75,7 +79,7 @@ class GroupPlan:
         return [RolloutJob(self.task, self.harness, self.group_id, self.first + i) for i in range(self.n)]
 
 
-def next_attempt(store: Any) -> int:
+def next_attempt(store: RunStore) -> int:
     """Count one more attempt on the run store and return its number (1 for a fresh directory)."""
     attempt = int(store.get_meta(ATTEMPT_KEY, 0)) + 1
     store.set_meta(ATTEMPT_KEY, attempt)
