@@ -16,13 +16,16 @@ import os
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Iterator, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterator, List, Mapping, Optional
 
 import typer
 
 from harnessrl.app.flags import (CONFIG, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, FROM_RUN, MAX_TOKENS, MAX_TOKENS_MODE,
                                  MODEL, TEMPERATURE_MODE, TOOL_FORMAT, TOP_P_MODE, config_option)
 from harnessrl.engine.factory import ENGINE_TYPES
+
+if TYPE_CHECKING:
+    from harnessrl.config.schema import RunConfig
 
 TASKS_HELP = ("builtin:train|test|paraphrase|unseen|all|<category>|<family>[:<split>], a task directory, or a "
               "directory of task directories.")
@@ -120,7 +123,7 @@ def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
         os.close(saved)
 
 
-def _execute(tasks: str | list[Any], cfg: Any, flags: ServeFlags, n: int, run_dir: Path | None, step: int,
+def _execute(tasks: str | list[Any], cfg: RunConfig, flags: ServeFlags, n: int, run_dir: Path | None, step: int,
              split: str, progress: bool = True) -> tuple[list[Any], list[Any], Path]:
     """Run every task x harness x n through the proxy `cfg` serves with (or the running --proxy);
     returns (tasks, records, the run directory they were stored in). `run_dir` None: runs/<split>,
@@ -184,7 +187,7 @@ def load_sets(specs: list[str], limit: Optional[int]) -> tuple[dict[str, list[An
     return sets, union
 
 
-def run_eval_sets(cfg: Any, from_run: Optional[Path], limit: Optional[int]) -> tuple[dict[str, list[Any]], list[Any]]:
+def run_eval_sets(cfg: RunConfig, from_run: Optional[Path], limit: Optional[int]) -> tuple[dict[str, list[Any]], list[Any]]:
     """The held-out sets a training run evaluates (tasks.eval_sets with tasks.families, the first
     `limit` or loop.eval_size of each, families interleaved); with `from_run`, exactly the task ids
     that run pinned at its first start, so a checkpoint's eval compares with the run's own before."""

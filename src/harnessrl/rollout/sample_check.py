@@ -6,9 +6,12 @@ group, with the fix (serve.temperature_mode: force)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harnessrl.store.records import CallRecord
+
+if TYPE_CHECKING:
+    from harnessrl.store.run_store import RunStore
 
 
 def identical_samples(calls_by_rollout: Sequence[Sequence[CallRecord]]) -> bool:
@@ -27,7 +30,7 @@ class SampleCheck:
         self.warn = warn
         self.warned = False
 
-    def check(self, store: Any, groups: Sequence[tuple[str, Sequence[str]]]) -> None:
+    def check(self, store: RunStore, groups: Sequence[tuple[str, Sequence[str]]]) -> None:
         """`groups`: (group id, its rollout ids); reads their calls from `store` until one warns."""
         if self.warned:
             return
