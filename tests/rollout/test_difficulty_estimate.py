@@ -7,7 +7,6 @@ report's causal constant."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import pytest
 
@@ -17,17 +16,11 @@ from harnessrl.rollout.groups import PlannedGroup
 from harnessrl.rollout.plan import GroupPlan
 from harnessrl.run.step_groups import observe_eval
 from harnessrl.store.records import RolloutRecord
+from tests.support.tasks import PassTask as Task
 
 CFG = SamplerConfig(type="difficulty")
 
 
-@dataclass(frozen=True)
-class Task:
-    id: str
-    family: str = "f"
-
-    def passed(self, reward):
-        return reward is not None and reward >= 1.0
 
 
 def revisit_history(steps: int = 8, n: int = 6) -> list[Observation]:
@@ -66,7 +59,7 @@ def eval_group(task: str, rewards: list[float], step: int = 0) -> PlannedGroup:
     gid = f"eval-s{step}-{task}"
     rollouts = [RolloutRecord(rollout_id=f"{gid}:{i}", task_id=task, harness="h", group_id=gid, status="ok",
                               reward=r, step=step, sample_idx=i, split="test") for i, r in enumerate(rewards)]
-    return PlannedGroup(GroupPlan(gid, Task(task), "h", len(rewards), "test", step), rollouts, [])
+    return PlannedGroup(GroupPlan(gid, Task(task, family="f"), "h", len(rewards), "test", step), rollouts, [])
 
 
 def test_eval_rollouts_move_the_estimate_of_an_unseen_training_task():

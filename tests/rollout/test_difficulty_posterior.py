@@ -7,7 +7,6 @@ back uniform topping up from the task most likely mixed."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
@@ -20,15 +19,9 @@ from harnessrl.rollout.plan import GroupPlan
 from harnessrl.run.step_groups import collect_groups
 from harnessrl.store import RunStore
 from harnessrl.store.records import RolloutRecord
+from tests.support.tasks import PassTask as Task
 
 
-@dataclass(frozen=True)
-class Task:
-    id: str
-    family: str = "fam"
-
-    def passed(self, reward):
-        return reward is not None and reward >= 1.0
 
 
 def test_p_mixed_under_a_beta_posterior_on_hand_made_cases():

@@ -5,7 +5,7 @@ branch points whose subtree has mixed outcomes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -21,19 +21,11 @@ from harnessrl.store import RunStore
 from harnessrl.store.records import Lineage
 from harnessrl.tree.filters import FilterConfig
 from tests.support.synthetic import conversation_calls, make_rollout
+from tests.support.tasks import PassTask as Task
 
 S = [10, 11]
 
 
-@dataclass(frozen=True)
-class Task:
-    id: str
-    family: str = "fam"
-    category: str = ""
-    split: str = "train"
-
-    def passed(self, reward):
-        return reward is not None and reward >= 1.0
 
 
 def calls_of(rid: str, n_calls: int, logprob=None, base: int = 0) -> list:
