@@ -75,6 +75,7 @@ def train(
         record_resume(Path(cfg.output.run_dir), plan, console)
     import signal
 
+    from harnessrl.errors import HarnessRLError
     from harnessrl.rollout.jobs import RolloutsFailed
     from harnessrl.run.loop import TrainError, run_training
     from harnessrl.sandbox.base import SandboxUnavailable
@@ -84,14 +85,21 @@ def train(
 
     signal.signal(signal.SIGTERM, _stop)
     try:
-        result = run_training(cfg, resume=resume, console=console, verbose=verbose)
-    except (TrainError, RolloutsFailed, SandboxUnavailable) as err:
+        result = run_training(cfg, resume=resume, console=console, verbose=verbose, start_model=cold_start)
+    except (TrainError, RolloutsFailed, SandboxUnavailable, HarnessRLError) as err:
         console.print(f"[red]training failed:[/red] {err}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         console.print("[yellow]stopped[/yellow]; continue with --resume (the last recorded step is kept)")
         raise typer.Exit(130) from None
     console.print(f"[green]done[/green] open {result.report.with_suffix('.html')} in a browser")
+
+
+def cold_start(cfg: RunConfig, console: Console) -> Path | None:
+    """The run's cold start (config `cold_start`: demos + SFT in <run_dir>/cold_start), or None."""
+    from harnessrl.sft.cold_start import ensure_cold_start
+
+    return ensure_cold_start(cfg, log=lambda line: console.print(line, soft_wrap=True))
 
 
 def resume_plan(cfg: RunConfig, allowed: list[str], console: Console) -> ResumePlan:

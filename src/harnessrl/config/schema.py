@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import field_validator, model_validator
 
 from harnessrl.config.migrate import migrate
-from harnessrl.config.sections import (AlgorithmConfig, ClusterSection, EngineSection, HarnessEntry, LoopConfig,
+from harnessrl.config.sections import (AlgorithmConfig, ClusterSection, ColdStartSection, EngineSection, HarnessEntry, LoopConfig,
                                        ModelConfig, OptimizerConfig, OutputConfig, RenderSection, SandboxSection,
                                        ServeSection, TasksSection, _Strict)
 from harnessrl.engine.factory import SERVER_ENGINES, TRAINABLE_ENGINES
@@ -18,6 +18,7 @@ from harnessrl.tree.filters import FilterConfig
 
 class RunConfig(_Strict):
     model: ModelConfig = ModelConfig()
+    cold_start: ColdStartSection = ColdStartSection()  # demos + SFT in the run, before its baseline
     engine: EngineSection = EngineSection()
     render: RenderSection = RenderSection()
     serve: ServeSection = ServeSection()

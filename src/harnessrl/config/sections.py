@@ -210,6 +210,28 @@ class OptimizerConfig(_Strict):
     grad_clip: float = Field(1.0, gt=0)
 
 
+# the fine-tuning defaults of a cold start, here and in `harnessrl sft` (sft/fine_tune.py SFTOptions)
+SFT_EPOCHS, SFT_LR, SFT_BATCH_TREES = 3, 1e-5, 0
+
+
+class ColdStartSection(_Strict):
+    """A cold start inside the run, before its baseline eval: each task's reference solution drives
+    the run's harnesses (the scripted engine behind the run's proxy), and the policy is fine-tuned
+    on the passing rollouts (`harnessrl demos` + `harnessrl sft`, kept in <run_dir>/cold_start).
+    The run then trains from that checkpoint; a resumed run reuses it. Empty `tasks`: no cold start."""
+
+    tasks: list[str] = []  # selectors whose tasks carry a reference solution, e.g. [builtin:lookup:train]
+    limit: int | None = Field(None, ge=1)  # at most this many tasks per selector (None: all)
+    harnesses: list[str] | None = None  # None: the run's training harnesses (with their options)
+    epochs: int = Field(SFT_EPOCHS, ge=1)
+    lr: float = Field(SFT_LR, gt=0)
+    batch_trees: int = Field(SFT_BATCH_TREES, ge=0)  # trees per SFT step (0: all of them)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.tasks)
+
+
 class LoopConfig(_Strict):
     steps: int = Field(10, ge=0)  # 0: only the baseline eval (step 0), as harnessrl experiment runs it
     groups_per_step: int = Field(4, ge=1)

@@ -169,6 +169,11 @@ def plan_runs(spec: ExperimentSpec) -> tuple[dict[int, PlannedRun], list[Planned
     for b in baselines.values():
         if b.cfg.loop.eval_size == 0:
             raise ExperimentError("an experiment compares held-out evals: loop.eval_size must be > 0")
+        if b.cfg.cold_start.enabled:
+            raise ExperimentError("an experiment's runs share their seed's baseline eval, so they start from one "
+                                  "checkpoint: make the cold start once (harnessrl demos, then harnessrl sft) and "
+                                  "set model.path=<its policy dir> with cold_start.tasks=[] (configs/experiments/"
+                                  "multistep_flat_vs_tree.yaml does)")
     runs = []
     for s in spec.seeds:
         for arm, arm_overrides in spec.arms.items():

@@ -13,6 +13,7 @@ from rich.console import Console
 from harnessrl.algo.views import write_tree_page
 from harnessrl.profile.run_profile import profile_store
 from harnessrl.profile.tables import markdown as profile_markdown
+from harnessrl.report.cold_start import cold_start_lines
 from harnessrl.report.display import changes_table, summary_table
 from harnessrl.report.heldout import changes_markdown, headline_cells, held_out_changes
 from harnessrl.report.metrics_log import read_jsonl
@@ -44,7 +45,8 @@ def finish_run(parts: RunParts, console: Console, log_file: Path | None = None) 
     cfg_yaml = yaml.safe_dump(cfg_json, sort_keys=False)
     changes = held_out_changes(parts.store.list_rollouts(), cfg_json)
     report = write_report(records, parts.run_dir, plots, f"harnessrl run {parts.run_dir.name}", cfg_yaml, trees,
-                          changes_markdown(changes), profile_markdown(profile_store(parts.store)),
+                          changes_markdown(changes),
+                          cold_start_lines(parts.run_dir) + profile_markdown(profile_store(parts.store)),
                           paired=headline_cells(changes, cfg_json))
     console.print(summary_table(records, parts.run_dir, report.with_suffix(".html"), plots_dir, log_file, trees))
     if changes:

@@ -43,7 +43,8 @@ from harnessrl.run.errors import TrainError
 from harnessrl.run.evaluate import baseline_record, closing_eval, evaluate, is_eval_step
 from harnessrl.run.finish import RunResult, finish_run
 from harnessrl.run.logs import library_logs
-from harnessrl.run.open_run import CollectorFactory, RunParts, TasksLoader, close_run, open_run, with_run_dir
+from harnessrl.run.open_run import (CollectorFactory, RunParts, StartModel, TasksLoader, close_run, open_run,
+                                   with_run_dir)
 from harnessrl.run.phase import run_shown, timed
 from harnessrl.run.runner_collector import default_collector
 from harnessrl.run.step_groups import collect_groups, sampling_text, step_plans, step_rollout_stats
@@ -58,15 +59,20 @@ __all__ = ["RunParts", "RunResult", "TrainError", "run_training"]
 
 def run_training(cfg: RunConfig, resume: bool = False, console: Console | None = None,
                  collector_factory: CollectorFactory | None = None,
-                 tasks_loader: TasksLoader | None = None, verbose: bool = False) -> RunResult:
+                 tasks_loader: TasksLoader | None = None, verbose: bool = False,
+                 start_model: StartModel | None = None) -> RunResult:
     """Run (or resume) the configured training; returns where the report and plots are.
+    `start_model` (the cold start, sft/cold_start.py) gives the checkpoint the run starts from
+    instead of model.path, or None.
 
     Unless ``verbose``, library output (vLLM, transformers, Triton, harness processes) goes to
     <run_dir>/run.log and the terminal shows the run's own progress (run/logs.py, report/display.py)."""
     cfg = with_run_dir(cfg)
     with library_logs(Path(cfg.output.run_dir), console or Console(), verbose) as (console, log_file):
         # Open the run: store, resume point, trainer and engine (at the resumed weights), tasks, collector.
-        parts = open_run(cfg, resume, console, collector_factory or default_collector, tasks_loader or default_tasks)
+        start = start_model(cfg, console) if start_model else None
+        parts = open_run(cfg, resume, console, collector_factory or default_collector, tasks_loader or default_tasks,
+                         start)
         try:
             every_s = cfg.output.progress_every_s  # off a terminal: a plain progress line at least this often
             with RunDisplay(console, cfg.loop.steps, parts.start_step, every_s) as display:

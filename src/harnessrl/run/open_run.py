@@ -52,12 +52,14 @@ class RunParts:
 
 CollectorFactory = Callable[[RunConfig, Engine, RunStore, Path], Collector]
 TasksLoader = Callable[[RunConfig], tuple[list, "list | dict[str, list]"]]  # (train, eval tasks or sets)
+StartModel = Callable[[RunConfig, Console], "Path | None"]  # the checkpoint a run starts from (a cold start)
 
 
 def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: CollectorFactory,
-             tasks_loader: TasksLoader) -> RunParts:
+             tasks_loader: TasksLoader, start_model: Path | None = None) -> RunParts:
     """Store, resume point, seed, policy + trainer and engine (synced to the resume step), metrics
-    log, tasks, collector; what was opened is closed again when a later part fails."""
+    log, tasks, collector; what was opened is closed again when a later part fails. The policy
+    starts from `start_model` (a cold start's checkpoint) when given, else from model.path."""
     cfg = with_run_dir(cfg)
     run_dir = Path(cfg.output.run_dir)
     with ExitStack() as opened:
@@ -68,7 +70,7 @@ def open_run(cfg: RunConfig, resume: bool, console: Console, collector_factory: 
         store.set_meta("config", cfg.model_dump(mode="json"))
         seed = trainer_seed(cfg, attempt)
         seed_everything(seed)
-        model_dir = find_model(cfg.model.path)
+        model_dir = find_model(str(start_model) if start_model else cfg.model.path)
         weights_dir = ckpt_dir / "policy" if ckpt_dir and cfg.model.lora is None else model_dir
         announce(console, cfg, run_dir, model_dir, attempt, last)
         trainer, engine, closers = start_trainer_and_engine(cfg, weights_dir, model_dir, ckpt_dir, attempt, seed)

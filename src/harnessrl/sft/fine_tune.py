@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from harnessrl.config.sections import SFT_BATCH_TREES, SFT_EPOCHS, SFT_LR
 from harnessrl.sft.data import MODES, SFTData, SFTDataError, check_tokenizers, distill_trees, rejection_trees
 
 if TYPE_CHECKING:
@@ -31,9 +32,9 @@ __all__ = ["SFTOptions", "SFTResult", "SFTDataError", "run_sft"]
 class SFTOptions:
     mode: str = "rejection"  # rejection | distill
     model: str | None = None  # the student (HF dir or id; None: the default model)
-    epochs: int = 3
-    lr: float = 1e-5
-    batch_trees: int = 0  # trees per optimizer step (0: all of them)
+    epochs: int = SFT_EPOCHS
+    lr: float = SFT_LR
+    batch_trees: int = SFT_BATCH_TREES  # trees per optimizer step (0: all of them)
     token_budget: int = 2048  # tokens per packed chunk (algorithm.token_budget)
     min_reward: float = 1.0
     harness: str | None = None  # rejection: only this harness's rollouts
