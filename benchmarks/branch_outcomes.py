@@ -28,6 +28,7 @@ import collections
 import statistics
 from pathlib import Path
 
+from harnessrl.rollout.branching import point_outcomes
 from harnessrl.rollout.groups import counted
 from harnessrl.store.records import RolloutRecord, rollout_passed, served_calls
 from harnessrl.store.run_store import RunStore
@@ -88,28 +89,23 @@ def group_figures(groups: list[list[RolloutRecord]]) -> dict[str, float]:
 
 
 def branch_figures(groups: list[list[RolloutRecord]]) -> tuple[dict[str, float], collections.Counter[int]]:
+    """The branch points' figures over the groups (rollout/branching.py `point_outcomes`: a parent
+    counts in its point's outcomes when it is kept, as the step's own `branch_mixed` counts it)."""
     at_call: collections.Counter[int] = collections.Counter()
     points = mixed = parent_pass = 0
     after: dict[bool, list[float]] = {True: [], False: []}
     siblings: dict[bool, list[float]] = {True: [], False: []}  # the group's other fresh samples
     for g in groups:
-        members = {r.rollout_id: r for r in g}
         fresh = counted(g, fresh_only=True)
-        subtrees: dict[tuple[str, int], list[RolloutRecord]] = collections.defaultdict(list)
-        for r in counted(g):
-            if r.lineage is not None:
-                subtrees[(r.lineage.parent, r.lineage.branch_call)].append(r)
-        for (parent, call), kids in subtrees.items():
-            own = members.get(parent)
+        for point in point_outcomes(g, None):
             points += 1
-            at_call[call] += 1
-            outcomes = [passed(k) for k in kids]
-            if own is not None:
-                parent_pass += passed(own)
-                after[passed(own)] += [float(o) for o in outcomes]
-                siblings[passed(own)] += [float(passed(f)) for f in fresh if f.rollout_id != parent]
-                outcomes.append(passed(own))
-            mixed += len(set(outcomes)) > 1
+            at_call[point.call] += 1
+            mixed += point.mixed
+            if point.parent_outcome is not None:
+                won = point.parent_outcome > 0
+                parent_pass += won
+                after[won] += list(point.branches)
+                siblings[won] += [float(passed(f)) for f in fresh if f.rollout_id != point.parent]
     n = points or 1
     return ({"branch points": float(points), "mixed": mixed / n, "parent passed": parent_pass / n,
              "branch pass, parent passed": statistics.fmean(after[True]) if after[True] else float("nan"),

@@ -313,10 +313,30 @@ def branching_summary(rollouts: Sequence[RolloutRecord]) -> dict[str, float]:
             "exact_share": round(sum(b.exact for b in branches) / replayed, 4) if replayed else 0.0}
 
 
-def branch_point_outcomes(rollouts: Sequence[RolloutRecord], task: Task | None, reward: str = "pass") -> dict[str, int]:
-    """Per group: branch points (parent, call) that ran, how many have a subtree with mixed
-    outcomes (the parent, when it is in the group, and its kept branches at that point), and the
-    same for the points borrowed from an earlier step's rollout (parent not in the group)."""
+@dataclass(frozen=True)
+class PointOutcomes:
+    """One branch point (parent, call) of a group: the outcomes of its kept branches, and its
+    parent's when the parent is in the group and kept (None otherwise: borrowed from an earlier
+    step, or left out of the update)."""
+
+    parent: str
+    call: int
+    branches: tuple[float, ...]
+    parent_outcome: float | None
+    borrowed: bool  # the parent is not in the group
+
+    @property
+    def outcomes(self) -> tuple[float, ...]:
+        """The subtree's outcomes: the kept branches and the kept parent."""
+        return self.branches if self.parent_outcome is None else (*self.branches, self.parent_outcome)
+
+    @property
+    def mixed(self) -> bool:
+        return len(set(self.outcomes)) > 1
+
+
+def point_outcomes(rollouts: Sequence[RolloutRecord], task: Task | None, reward: str = "pass") -> list[PointOutcomes]:
+    """The branch points that ran in one group, in the order their first branch appears."""
     members = {r.rollout_id: r for r in rollouts}
     kept = {r.rollout_id for r in counted(rollouts)}
     subtrees: dict[tuple[str, int], list[float]] = {}
@@ -325,18 +345,22 @@ def branch_point_outcomes(rollouts: Sequence[RolloutRecord], task: Task | None, 
             outcomes = subtrees.setdefault((r.lineage.parent, r.lineage.branch_call), [])
             if r.rollout_id in kept:
                 outcomes.append(trained_outcome(r, task, reward))
-    out = {"points": 0, "mixed": 0, "borrowed_points": 0, "borrowed_mixed": 0}
-    for (parent, _), outcomes in subtrees.items():
+    points = []
+    for (parent, call), outcomes in subtrees.items():
         own = members.get(parent)
-        if own is not None and own.rollout_id in kept:
-            outcomes = [*outcomes, trained_outcome(own, task, reward)]
-        mixed = len(set(outcomes)) > 1
-        out["points"] += 1
-        out["mixed"] += mixed
-        if own is None:
-            out["borrowed_points"] += 1
-            out["borrowed_mixed"] += mixed
-    return out
+        mine = trained_outcome(own, task, reward) if own is not None and own.rollout_id in kept else None
+        points.append(PointOutcomes(parent, call, tuple(outcomes), mine, own is None))
+    return points
+
+
+def branch_point_outcomes(rollouts: Sequence[RolloutRecord], task: Task | None, reward: str = "pass") -> dict[str, int]:
+    """Per group: branch points (parent, call) that ran, how many have a subtree with mixed
+    outcomes (the parent, when it is in the group, and its kept branches at that point), and the
+    same for the points borrowed from an earlier step's rollout (parent not in the group)."""
+    points = point_outcomes(rollouts, task, reward)
+    return {"points": len(points), "mixed": sum(p.mixed for p in points),
+            "borrowed_points": sum(p.borrowed for p in points),
+            "borrowed_mixed": sum(p.mixed and p.borrowed for p in points)}
 
 
 def sampling_budget(groups: Sequence[tuple[Sequence[RolloutRecord], Sequence[CallRecord]]],
