@@ -178,3 +178,22 @@ def test_sft_cli_refuses_a_run_without_passing_rollouts(tmp_path):
     assert "sft refused" in text and "no passing rollout" in text and "Traceback" not in text
     res = CliRunner().invoke(app, ["sft", str(tmp_path / "nothing"), "--out", str(tmp_path / "out")])
     assert res.exit_code == 2 and "holds no run" in " ".join(res.output.split())
+
+
+def test_groups_of_one_harness_pack_into_one_tree_with_the_same_loss():
+    """harness_trees: two recorded groups of one harness become one tree whose shared prompt is
+    stored once (fewer tokens), with the same SFT weights and the same mean cross-entropy."""
+    from harnessrl.sft.data import SFT_FILTERS, SFTGroup, harness_trees
+
+    calls, rollouts = _group()
+    halves = [[r for r in rollouts if r.rollout_id in ids] for ids in (("r0", "r1"), ("r2", "r3", "r9"))]
+    groups = [SFTGroup("h", rs, [c for c in calls if c.rollout_id in {r.rollout_id for r in rs}]) for rs in halves]
+    apart = [build_tree(g.calls, g.rollouts, SFT_FILTERS) for g in groups]
+    [packed] = harness_trees(groups)
+    assert len(packed.flat().tokens) < sum(len(t.flat().tokens) for t in apart)
+    assert sft_batch([packed]).weight.sum() == sft_batch(apart).weight.sum()
+    model = tiny_llama(seed=2)
+    trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.0), PPOSettings(is_mode="none"), 4096)
+    assert sft_nll(trainer, sft_batch([packed])) == pytest.approx(sft_nll(trainer, sft_batch(apart)), rel=1e-5)
+    other = SFTGroup("other", groups[0].rollouts, groups[0].calls)
+    assert len(harness_trees([groups[1], other])) == 2  # a tree per harness

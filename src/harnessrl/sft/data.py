@@ -13,6 +13,7 @@ runs whose ids come from another tokenizer than the student's, or from more than
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,8 +40,18 @@ class SFTDataError(HarnessRLError, ValueError):
 
 
 @dataclass(frozen=True)
+class SFTGroup:
+    """One recorded group's trained rollouts and their calls (what one of SFTData.trees holds)."""
+
+    harness: str
+    rollouts: list[RolloutRecord]
+    calls: list[CallRecord]
+
+
+@dataclass(frozen=True)
 class SFTData:
-    trees: list[PrefixTree]
+    trees: list[PrefixTree]  # one per recorded group
+    groups: list[SFTGroup]  # the same groups, to pack per harness (`harness_trees`)
     rollouts: int  # rollouts (or rollout ids) trained on
     calls: int
     sampled_tokens: int  # decision tokens, each tree token once
@@ -111,15 +122,29 @@ def _trees(store: RunStore, rollouts: list[RolloutRecord], calls: list[CallRecor
     by_rollout: dict[str, list[CallRecord]] = defaultdict(list)
     for c in calls:
         by_rollout[c.rollout_id].append(c)
-    trees = []
+    trees, groups = [], []
     for members in by_group.values():
         members = sorted(members, key=lambda r: (r.sample_idx, r.rollout_id))
         group_calls = sorted((c for r in members for c in by_rollout[r.rollout_id]), key=lambda c: (c.rollout_id, c.seq))
         tree = build_tree(group_calls, members, SFT_FILTERS)
         if tree.stats.decision_tokens:
             trees.append(tree)
+            groups.append(SFTGroup(members[0].harness, members, group_calls))
     if not trees:
         raise SFTDataError("the selected rollouts hold no sampled token to train on")
-    return SFTData(trees, rollouts=sum(len(t.kept_rollouts()) for t in trees),
+    return SFTData(trees, groups, rollouts=sum(len(t.kept_rollouts()) for t in trees),
                    calls=sum(t.stats.calls for t in trees),
                    sampled_tokens=sum(t.stats.decision_tokens for t in trees))
+
+
+def harness_trees(groups: Sequence[SFTGroup]) -> list[PrefixTree]:
+    """One prefix tree per harness over the groups' calls: the system prompt, tools and worked
+    examples a harness sends in every rollout are stored and computed once, not once per task.
+    The SFT loss is the same (train/sft.py weighs a token by the rollouts that sampled it)."""
+    by_harness: dict[str, tuple[list[RolloutRecord], list[CallRecord]]] = {}
+    for g in groups:
+        rollouts, calls = by_harness.setdefault(g.harness, ([], []))
+        rollouts.extend(g.rollouts)
+        calls.extend(g.calls)
+    trees = [build_tree(calls, rollouts, SFT_FILTERS) for rollouts, calls in by_harness.values()]
+    return [t for t in trees if t.stats.decision_tokens]

@@ -5,7 +5,9 @@
 
 `run_sft` reads the trees (sft/data.py), checks that the recorded ids are the student's
 tokenizer's, and trains the student tree-packed on them (train/sft.py: the trainer's packing,
-uniform weights on the sampled tokens, `epochs` full-batch steps or `batch_trees` trees a step).
+uniform weights on the sampled tokens, `epochs` full-batch steps or `batch_trees` recorded groups a
+step). A step's groups are packed into one tree per harness (sft/data.py `harness_trees`): the
+prompt a harness sends in every rollout is computed once, not once per demonstration.
 It writes a plain HF checkpoint to `<out>/policy` (what `train model.path=<out>/policy` starts
 from and `vllm serve` loads) and `<out>/sft.json` with the mean cross-entropy before and after.
 """
@@ -17,13 +19,16 @@ import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from harnessrl.config.sections import SFT_BATCH_TREES, SFT_EPOCHS, SFT_LR
-from harnessrl.sft.data import MODES, SFTData, SFTDataError, check_tokenizers, distill_trees, rejection_trees
+from harnessrl.sft.data import (MODES, SFTData, SFTDataError, check_tokenizers, distill_trees, harness_trees,
+                                rejection_trees)
 
 if TYPE_CHECKING:
     from harnessrl.store.run_store import RunStore
+
+T = TypeVar("T")
 
 __all__ = ["SFTOptions", "SFTResult", "SFTDataError", "run_sft"]
 
@@ -57,6 +62,8 @@ class SFTResult:
     steps: int
     seconds: float
     warnings: list[str]
+    tokens: int = 0  # the groups' trees' tokens, each tree on its own
+    packed_tokens: int = 0  # the same packed into one tree per harness (what a full-batch pass computes)
 
 
 def run_sft(run_dirs: list[Path], out_dir: Path, opts: SFTOptions,
@@ -88,6 +95,7 @@ def run_sft(run_dirs: list[Path], out_dir: Path, opts: SFTOptions,
         for store in stores.values():
             store.close()
     trees = [t for d in data for t in d.trees]
+    groups = [g for d in data for g in d.groups]
     _check_vocab(trees, len(tokenizer))
     random.seed(opts.seed)
     torch.manual_seed(opts.seed)
@@ -97,14 +105,17 @@ def run_sft(run_dirs: list[Path], out_dir: Path, opts: SFTOptions,
                                                   attn_implementation="flex_attention" if backend == "flex" else "sdpa").to(device)
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=opts.lr)
     trainer = Trainer(policy, optimizer, PPOSettings(is_mode="none"), opts.token_budget, backend)
-    full = sft_batch(trees)
+    packed = harness_trees(groups)  # one tree per harness: what the full-batch NLL computes
+    full = sft_batch(packed)
+    tokens, packed_tokens = (sum(len(t.flat().tokens) for t in ts) for ts in (trees, packed))
     before = sft_nll(trainer, full)
     log(f"sft {opts.mode}: {len(trees)} trees, {sum(d.rollouts for d in data)} rollouts, "
-        f"{sum(d.sampled_tokens for d in data)} sampled tokens; mean NLL before {before:.4f}")
+        f"{sum(d.sampled_tokens for d in data)} sampled tokens, {tokens} tree tokens packed into {packed_tokens} "
+        f"(one tree per harness); mean NLL before {before:.4f}")
     steps = 0
     for epoch in range(opts.epochs):
-        for batch_trees in _batches(trees, opts.batch_trees, random.Random(opts.seed + epoch)):
-            stats = sft_update(trainer, sft_batch(batch_trees))
+        for batch in _batches(groups, opts.batch_trees, random.Random(opts.seed + epoch)):
+            stats = sft_update(trainer, sft_batch(harness_trees(batch)))
             steps += 1
         log(f"epoch {epoch + 1}/{opts.epochs}: last step NLL {stats['nll']:.4f}")
     after = sft_nll(trainer, full)
@@ -113,7 +124,7 @@ def run_sft(run_dirs: list[Path], out_dir: Path, opts: SFTOptions,
     result = SFTResult(str(out_dir), str(policy_dir), opts.mode, [str(d) for d in run_dirs], len(trees),
                        sum(d.rollouts for d in data), sum(d.calls for d in data),
                        sum(d.sampled_tokens for d in data), before, after, steps,
-                       round(time.perf_counter() - t0, 1), warnings)
+                       round(time.perf_counter() - t0, 1), warnings, tokens, packed_tokens)
     (Path(out_dir) / "sft.json").write_text(json.dumps({**asdict(result), "options": asdict(opts)}, indent=2))
     return result
 
@@ -140,9 +151,10 @@ def _check_vocab(trees: list, vocab_size: int) -> None:
                            "they were served by another model family. Fix: pick a student with that tokenizer")
 
 
-def _batches(trees: list, size: int, rng: random.Random) -> list[list]:
-    if size <= 0 or size >= len(trees):
-        return [list(trees)]
-    order = list(trees)
+def _batches(groups: list[T], size: int, rng: random.Random) -> list[list[T]]:
+    """The groups in batches of `size` (0: one batch), shuffled by `rng`."""
+    if size <= 0 or size >= len(groups):
+        return [list(groups)]
+    order = list(groups)
     rng.shuffle(order)
     return [order[i:i + size] for i in range(0, len(order), size)]
