@@ -36,14 +36,14 @@ def run_changes(run_dir: Path) -> dict[str, Cell]:
 
 
 def run_facts(run_dir: Path) -> dict[str, float | None]:
-    """Wall seconds of the run's steps, mean informative-group fraction, last mismatch KL."""
+    """Wall seconds of the run's steps, informative-group fraction (mean and worst step), max mismatch KL."""
     path = run_dir / "metrics.jsonl"
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
     wall = sum(float(r.get("wall_s") or 0.0) for r in rows) or None
     informative = [r["informative_groups"] for r in rows if isinstance(r.get("informative_groups"), (int, float))]
     kls = [r["mismatch_kl"] for r in rows if isinstance(r.get("mismatch_kl"), (int, float))]
     return {"wall_s": wall, "informative": statistics.mean(informative) if informative else None,
-            "max_kl": max(kls) if kls else None}
+            "informative_min": min(informative) if informative else None, "max_kl": max(kls) if kls else None}
 
 
 def excludes_zero(c: Cell) -> bool:
@@ -79,13 +79,14 @@ def main() -> None:
     if not runs:
         sys.exit("no finished demo run among the directories given")
     print("\n".join(table(runs)))
-    print("\n| run | steps wall | informative groups (mean) | max mismatch KL |\n|---|---:|---:|---:|")
+    print("\n| run | steps wall | informative groups (mean) | worst step | max mismatch KL |\n|---|---:|---:|---:|---:|")
     for d in runs:
         f = run_facts(Path(d))
         wall = "-" if f["wall_s"] is None else f"{f['wall_s'] / 60:.1f} min"
         inf = "-" if f["informative"] is None else f"{100 * f['informative']:.0f}%"
+        worst = "-" if f["informative_min"] is None else f"{100 * f['informative_min']:.0f}%"
         kl = kl_text(f["max_kl"])  # a rounding residue below 0 is 0.0000, never "-0.0000"
-        print(f"| {Path(d).name} | {wall} | {inf} | {kl} |")
+        print(f"| {Path(d).name} | {wall} | {inf} | {worst} | {kl} |")
 
 
 if __name__ == "__main__":
