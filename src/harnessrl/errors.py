@@ -39,6 +39,7 @@ Errors are defined next to the code that raises them; this module only holds the
     ├── ProxyLinkError         rollout/proxy_link.py a running proxy cannot be reached or refused
     ├── RolloutsFailed         rollout/jobs.py       every rollout of a batch failed before calling the model
     ├── SFTDataError           sft/data.py           no usable SFT data: no passing rollout, mixed tokenizers
+    ├── ColdStartError         sft/cold_start.py     a run's cold start has no passing demonstration
     ├── ReferencePolicyError   sft/reference.py      the reference policy cannot serve these tasks (format, no solution)
     ├── TransferError          report/transfer.py    a run holds no before/after eval to compare
     ├── ExperimentError        experiment/arms.py    an experiment file, arm or seed list is invalid
