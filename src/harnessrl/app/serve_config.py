@@ -92,10 +92,5 @@ def config_of_flags(config: Path | None, from_run: Path | None, flags: Mapping[s
 
 
 def harness_specs(cfg: RunConfig, given: list[str] | None, evaluated: bool = False) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    """(harness specs, {spec: adapter options}): the given specs, else the config's harnesses (with
-    `evaluated`, those it evaluates through: eval_harnesses, else harnesses); a spec the config
-    names keeps its options (profile settings, extra_args), so it runs as it trained."""
-    options = {h.name: dict(h.options) for h in cfg.harness_entries()}
-    default = cfg.eval_harness_entries() if evaluated else cfg.harnesses
-    specs = list(given) if given else [h.name for h in default]
-    return specs, {s: options[s] for s in specs if options.get(s)}
+    """(harness specs, {spec: adapter options}): `RunConfig.harness_specs`."""
+    return cfg.harness_specs(given, evaluated)

@@ -76,9 +76,7 @@ def train(
     import signal
 
     from harnessrl.errors import HarnessRLError
-    from harnessrl.rollout.jobs import RolloutsFailed
-    from harnessrl.run.loop import TrainError, run_training
-    from harnessrl.sandbox.base import SandboxUnavailable
+    from harnessrl.run.loop import run_training
 
     def _stop(signum: int, frame: FrameType | None) -> NoReturn:  # noqa: ARG001 - SIGTERM unwinds like Ctrl-C, so engines are shut down
         raise KeyboardInterrupt
@@ -86,7 +84,7 @@ def train(
     signal.signal(signal.SIGTERM, _stop)
     try:
         result = run_training(cfg, resume=resume, console=console, verbose=verbose, start_model=cold_start)
-    except (TrainError, RolloutsFailed, SandboxUnavailable, HarnessRLError) as err:
+    except HarnessRLError as err:  # TrainError, RolloutsFailed, SandboxUnavailable, the cold start's
         console.print(f"[red]training failed:[/red] {err}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:

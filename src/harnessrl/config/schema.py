@@ -9,8 +9,8 @@ from typing import Any
 from pydantic import field_validator, model_validator
 
 from harnessrl.config.migrate import migrate
-from harnessrl.config.sections import (AlgorithmConfig, ClusterSection, ColdStartSection, EngineSection, HarnessEntry, LoopConfig,
-                                       ModelConfig, OptimizerConfig, OutputConfig, RenderSection, SandboxSection,
+from harnessrl.config.sections import (AlgorithmConfig, ClusterSection, ColdStartSection, EngineSection,
+                                       HarnessEntry, LoopConfig, ModelConfig, OptimizerConfig, OutputConfig, RenderSection, SandboxSection,
                                        ServeSection, TasksSection, _Strict)
 from harnessrl.engine.factory import SERVER_ENGINES, TRAINABLE_ENGINES
 from harnessrl.tree.filters import FilterConfig
@@ -47,6 +47,16 @@ class RunConfig(_Strict):
     def eval_harness_entries(self) -> list[HarnessEntry]:
         """The harnesses the held-out sets are evaluated through."""
         return list(self.eval_harnesses) if self.eval_harnesses is not None else list(self.harnesses)
+
+    def harness_specs(self, given: list[str] | None = None,
+                      evaluated: bool = False) -> tuple[list[str], dict[str, dict[str, Any]]]:
+        """(harness specs, {spec: adapter options}): the given specs, else the config's harnesses (with
+        `evaluated`, those it evaluates through: eval_harnesses, else harnesses); a spec the config
+        names keeps its options (profile settings, extra_args), so it runs as it trained."""
+        options = {h.name: dict(h.options) for h in self.harness_entries()}
+        default = self.eval_harness_entries() if evaluated else self.harnesses
+        specs = list(given) if given else [h.name for h in default]
+        return specs, {s: options[s] for s in specs if options.get(s)}
 
     def harness_entries(self) -> list[HarnessEntry]:
         """Every harness the run starts, trained or evaluated through (a name once: its training entry)."""

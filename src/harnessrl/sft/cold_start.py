@@ -58,10 +58,9 @@ def run_cold_start(cfg: RunConfig, run_dir: Path, log: Callable[[str], None] = l
         shutil.rmtree(out)
     out.mkdir(parents=True)
     tasks = [t for selector in section.tasks for t in load_tasks(selector)[:section.limit]]
-    options = {h.name: dict(h.options) for h in cfg.harness_entries()}
-    specs = list(section.harnesses or [h.name for h in cfg.harnesses])
+    specs, options = cfg.harness_specs(section.harnesses)
     t0 = time.perf_counter()
-    demos = collect_demos(cfg, tasks, specs, out / "demos", harness_options={s: options.get(s, {}) for s in specs},
+    demos = collect_demos(cfg, tasks, specs, out / "demos", harness_options=options,
                           progress=progress)
     demos_s = time.perf_counter() - t0
     log(f"cold start: {demos.passed}/{demos.rollouts} reference demonstrations passed "
