@@ -54,8 +54,12 @@ setsid python3 -c "import socket, time; s = socket.socket(); s.bind(('127.0.0.1'
 setsid bash -c 'exec -a harnessrl-planted-daemon sleep 300' > /dev/null 2>&1 < /dev/null &
 if [ -z "$found" ]; then echo ok > out.txt; else echo "found:$found" > out.txt; fi
 """
+# reward 1 only for "ok"; a check per plant found (or "no_out"), so a failure names what leaked
 VERIFY = ("import json, pathlib\np = pathlib.Path('out.txt')\n"
-          "print(json.dumps({'clean': float(p.is_file() and p.read_text().strip() == 'ok')}))\n")
+          "text = p.read_text().strip() if p.is_file() else ''\n"
+          "clean = float(text == 'ok')\n"
+          "found = {'found_' + w: 1.0 for w in text.removeprefix('found:').split()} if text.startswith('found:') else {}\n"
+          "print(json.dumps({'reward': clean, 'clean': clean, **found, **({} if text else {'no_out': 1.0})}))\n")
 TASK = Task(id="warm-attack", instruction="Plant.", files={"in.txt": b"x\n"},
             verifier=Verifier("checks", "python3 .verifier/verify.py", files={"verify.py": VERIFY.encode()}))
 ALL = "found: home tmp shm workspace config session listener process"
@@ -105,6 +109,7 @@ def test_a_pooled_sandbox_holds_nothing_of_the_rollout_before(scripts, tmp_path)
     finally:
         server.stop()
         store.close()
-    assert [(r.status, r.reward, r.checks) for r in records] == [("ok", 1.0, {"clean": 1.0})] * 3
+    assert [(r.status, r.reward, r.checks) for r in records] == [("ok", 1.0, {"clean": 1.0})] * 3, \
+        [(r.status, r.error, r.call_count, r.meta.get("warm_sandbox")) for r in records]
     assert all(r.meta.get("warm_sandbox") for r in records[1:])  # served by the pool
     assert all(r.call_count == 1 for r in records)

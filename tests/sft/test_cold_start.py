@@ -87,3 +87,21 @@ def test_an_experiment_refuses_a_cold_start_per_run(tmp_path):
                           overrides=["cold_start.tasks=[builtin:lookup:train]"], arms={"a": ["loop.steps=1"]})
     with pytest.raises(ExperimentError, match="share their seed's baseline"):
         plan_runs(spec)
+
+
+def test_rl_never_trains_on_a_demonstrated_task_unless_asked():
+    from harnessrl.run.errors import TrainError
+    from harnessrl.run.task_sets import default_tasks, demonstrated_tasks, without_demonstrated
+
+    cfg = load_config(None, ["tasks.train_split=[builtin:lookup:train]", "cold_start.tasks=[builtin:lookup:train]",
+                             "cold_start.limit=8"])
+    train, _ = default_tasks(cfg)
+    shown = [t.id for t in demonstrated_tasks(cfg.cold_start)]
+    kept = without_demonstrated(train, cfg.cold_start)
+    assert len(shown) == 8 and len(kept) == len(train) - 8
+    assert not {t.id for t in kept} & set(shown)
+    asked = cfg.cold_start.model_copy(update={"train_demonstrated": True})
+    assert without_demonstrated(train, asked) == train
+    everything = cfg.cold_start.model_copy(update={"limit": None})
+    with pytest.raises(TrainError, match="train_demonstrated"):
+        without_demonstrated(train, everything)

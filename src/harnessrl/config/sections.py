@@ -226,6 +226,9 @@ class ColdStartSection(_Strict):
     epochs: int = Field(SFT_EPOCHS, ge=1)
     lr: float = Field(SFT_LR, gt=0)
     batch_trees: int = Field(SFT_BATCH_TREES, ge=0)  # trees per SFT step (0: all of them)
+    # False: RL never trains on a demonstrated task. On one it has seen solved, the policy is paid for
+    # recalling the answer (acting at once), not for the behaviour the family teaches (reading first)
+    train_demonstrated: bool = False
 
     @property
     def enabled(self) -> bool:

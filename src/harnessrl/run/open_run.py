@@ -23,6 +23,7 @@ from harnessrl.rollout.plan import next_attempt
 from harnessrl.run.collector_seam import Collector, RolloutsAhead
 from harnessrl.config import RunConfig
 from harnessrl.run.errors import TrainError
+from harnessrl.run.task_sets import without_demonstrated
 from harnessrl.run.trainer_setup import make_sharded_trainer, make_trainer, seed_everything
 from harnessrl.store.run_store import RunStore
 from harnessrl.train.checkpoint import latest_checkpoint
@@ -163,6 +164,11 @@ def load_tasks(cfg: RunConfig, tasks_loader: TasksLoader, store: RunStore,
                console: Console) -> tuple[list, dict[str, list]]:
     """(train tasks, {eval set name: its pinned tasks}); a loader's single eval list is the first set."""
     train_tasks, evals = tasks_loader(cfg)
+    kept = without_demonstrated(train_tasks, cfg.cold_start)
+    if len(kept) < len(train_tasks):
+        console.print(f"cold start: its {len(train_tasks) - len(kept)} demonstrated tasks are kept out of RL "
+                      f"training ({len(kept)} left; cold_start.train_demonstrated=true trains on them)")
+    train_tasks = kept
     if not isinstance(evals, dict):
         evals = {cfg.tasks.eval_set_names()[0]: evals}
     eval_sets = {name: pinned_eval_tasks(store, tasks, cfg.tasks.eval_set_size(name, cfg.loop.eval_size), console,

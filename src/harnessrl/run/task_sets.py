@@ -11,6 +11,7 @@ from harnessrl.tasks.model import Task, TaskError
 
 if TYPE_CHECKING:
     from harnessrl.config import RunConfig
+    from harnessrl.config.sections import ColdStartSection
 
 
 def default_tasks(cfg: RunConfig) -> tuple[list[Task], dict[str, list[Task]]]:
@@ -46,3 +47,24 @@ def default_tasks(cfg: RunConfig) -> tuple[list[Task], dict[str, list[Task]]]:
     if overlap:
         raise TrainError(f"eval sets share tasks with the train split: {sorted(overlap)[:5]}")
     return train, evals
+
+
+def demonstrated_tasks(section: ColdStartSection) -> list[Task]:
+    """The tasks a cold start demonstrates: the first `limit` of each of its selectors."""
+    try:
+        return [t for selector in section.tasks for t in load_tasks(selector)[:section.limit]]
+    except TaskError as err:
+        raise TrainError(f"cold_start.tasks: {err}") from err
+
+
+def without_demonstrated(train: list[Task], section: ColdStartSection) -> list[Task]:
+    """The train split less the cold start's tasks (unless `train_demonstrated`); a TrainError when
+    nothing would be left."""
+    if not section.enabled or section.train_demonstrated:
+        return train
+    shown = {t.id for t in demonstrated_tasks(section)}
+    kept = [t for t in train if t.id not in shown]
+    if not kept:
+        raise TrainError(f"every training task is one of cold_start.tasks {section.tasks}: RL would train on "
+                         "demonstrated tasks only; lower cold_start.limit or set cold_start.train_demonstrated=true")
+    return kept

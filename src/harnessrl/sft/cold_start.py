@@ -50,14 +50,14 @@ def run_cold_start(cfg: RunConfig, run_dir: Path, log: Callable[[str], None] = l
     left in <run_dir>/cold_start is removed first."""
     from harnessrl.sft.demos import collect_demos
     from harnessrl.sft.fine_tune import SFTOptions, run_sft
-    from harnessrl.tasks.loader import load_tasks
+    from harnessrl.run.task_sets import demonstrated_tasks
 
     section = cfg.cold_start
     out = cold_start_dir(run_dir)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    tasks = [t for selector in section.tasks for t in load_tasks(selector)[:section.limit]]
+    tasks = demonstrated_tasks(section)
     specs, options = cfg.harness_specs(section.harnesses)
     t0 = time.perf_counter()
     demos = collect_demos(cfg, tasks, specs, out / "demos", harness_options=options,
