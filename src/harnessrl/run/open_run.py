@@ -131,7 +131,9 @@ def find_model(path: str | None) -> Path:
 
 
 def announce(console: Console, cfg: RunConfig, run_dir: Path, model_dir: Path, attempt: int, last: int) -> None:
-    console.print(f"[bold]harnessrl train[/bold] run_dir={run_dir} model={model_dir.name} "
+    model, home = model_dir.resolve(), run_dir.resolve()  # a cold start's checkpoint: cold_start/sft/policy
+    console.print(f"[bold]harnessrl train[/bold] run_dir={run_dir} "
+                  f"model={model.relative_to(home) if model.is_relative_to(home) else model_dir.name} "
                   f"algorithm={cfg.algorithm.name} engine={resolve_engine_type(cfg.engine.type)} "
                   f"({resolved_dtype(cfg.engine)}) attempt={attempt}"
                   + (f" resuming after step {last}" if last else ""))
