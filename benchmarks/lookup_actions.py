@@ -1,6 +1,6 @@
 """What a run's read-then-act rollouts did, before and after training: the action each held-out
 task wanted (its reference's last command: rm, cp or echo), the pass rate, how many read the note
-first, and which command the rollout ended on. A fall in `lookup:*` pass@1 shows here as a shift of
+first (and the pass rate of those that did and did not), and which command the rollout ended on. A fall in `lookup:*` pass@1 shows here as a shift of
 actions (e.g. every task answered with `echo`), a rise as the wanted action taking over.
 
     .venv/bin/python benchmarks/lookup_actions.py RUN_DIR [RUN_DIR ...] [--split train]
@@ -57,7 +57,9 @@ def run_rows(run_dir: Path, split: str, decode) -> dict[tuple[str, str], collect
             row = rows[(phase, verb(task.reference_solution[-1]))]
             row["n"] += 1
             row["passed"] += bool(r.reward)
-            row["read first"] += bool(cmds) and cmds[0].startswith("cat")
+            read = bool(cmds) and cmds[0].startswith("cat")
+            row["read first"] += read
+            row["passed, read first" if read else "passed, not read first"] += bool(r.reward)
             row[f"did {verb(cmds[-1]) if cmds else '-'}"] += 1
     return rows
 
@@ -72,14 +74,17 @@ def main() -> None:
 
     tok = AutoTokenizer.from_pretrained(resolve_model(None))
     verbs = ("rm", "cp", "echo", "cat", "-")
-    print("| run | phase | wanted | rollouts | passed | read the note first | "
+    print("| run | phase | wanted | rollouts | passed | read the note first | passed if read first | passed if not | "
           + " | ".join(f"ended on {v}" for v in verbs) + " |")
-    print("|---|---|---|---:|---:|---:|" + "---:|" * len(verbs))
+    print("|---|---|---|---:|---:|---:|---:|---:|" + "---:|" * len(verbs))
     for run_dir in args.run_dirs:
         rows = run_rows(run_dir, args.split, tok.decode)
         for (phase, want), c in sorted(rows.items(), key=lambda kv: (kv[0][0] != "before", kv[0])):
-            n = c["n"]
-            print(f"| {run_dir.name} | {phase} | {want} | {n} | {c['passed'] / n:.0%} | {c['read first'] / n:.0%} | "
+            n, read = c["n"], c["read first"]
+            when_read = f"{c['passed, read first'] / read:.0%}" if read else "-"
+            when_not = f"{c['passed, not read first'] / (n - read):.0%}" if n > read else "-"
+            print(f"| {run_dir.name} | {phase} | {want} | {n} | {c['passed'] / n:.0%} | {read / n:.0%} | {when_read} | "
+                  f"{when_not} | "
                   + " | ".join(f"{c[f'did {v}'] / n:.0%}" for v in verbs) + " |")
 
 

@@ -62,7 +62,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 FILE_NAME = "difficulty.json"
 # the pseudo-counts m a fit chooses from (geometric, 0.25 .. 64), and m before there is data to fit:
@@ -92,6 +92,18 @@ class SamplerConfig(BaseModel):
     # weight = max(P(mixed) ** sharpness, floor): above 1, the picks lean harder on the tasks most
     # likely mixed (fewer distinct tasks trained; benchmarks/sampler_calibration.py --simulate)
     sharpness: float = Field(1.0, ge=1.0, le=16.0)
+    # {family: weight}: the step's planned groups come from each family in proportion to its weight
+    # (1 when not listed), whatever its number of tasks; within a family, by the sampler's weights.
+    # Empty: every task alike, so a family's share is its share of the tasks (rollout/plan.py)
+    family_weights: dict[str, float] = {}
+
+    @field_validator("family_weights")
+    @classmethod
+    def _non_negative(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = {f: w for f, w in v.items() if w < 0}
+        if bad:
+            raise ValueError(f"family weights must be >= 0, got {bad}")
+        return v
 
     @model_validator(mode="before")
     @classmethod

@@ -16,7 +16,8 @@ The train plan is deterministic in (seed, step), so a redone step runs the same 
 harnesses share the groups of a step in proportion to their weights (largest remainder). With a
 task weight (`loop.sampler: difficulty`, rollout/difficulty.py) each harness slot draws its task
 with probability proportional to the weight; the weights are a function of the steps before, so
-the plan stays deterministic. Replacement groups of a step (`loop.dynamic_sampling`,
+the plan stays deterministic. `loop.sampler.family_weights` rescales the weights so that each
+family of tasks gets its share of the draws (`family_balanced`). Replacement groups of a step (`loop.dynamic_sampling`,
 run/step_groups.py) continue the step's group indices (`plan_more`).
 """
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 if TYPE_CHECKING:
     from harnessrl.store.run_store import RunStore
@@ -115,6 +116,26 @@ def plan_step(step: int, attempt: int, tasks: Sequence[Any], weights: dict[str, 
         picks = weighted_picks(rng, tasks, harnesses, task_weight)
     return [GroupPlan(f"s{step}-a{attempt}-g{i}", t, h, n_per_group, "train", step)
             for i, (t, h) in enumerate(zip(picks, harnesses))]
+
+
+def family_balanced(weight: TaskWeight, tasks: Sequence[Any], family_weights: Mapping[str, float],
+                    family_of: Callable[[Any], str]) -> TaskWeight:
+    """`weight` rescaled so that, for each harness, the tasks of a family together weigh that
+    family's weight (1 when not listed): a draw picks a family by its weight, then a task of it by
+    `weight`, however many tasks each family has (`loop.sampler.family_weights`)."""
+    members: dict[str, list[Any]] = {}
+    for t in tasks:
+        members.setdefault(family_of(t), []).append(t)
+    totals: dict[tuple[str, str], float] = {}
+
+    def balanced(task: Any, harness: str) -> float:
+        family = family_of(task)
+        if (family, harness) not in totals:
+            totals[(family, harness)] = sum(weight(t, harness) for t in members.get(family, ()))
+        total = totals[(family, harness)]
+        return weight(task, harness) * family_weights.get(family, 1.0) / total if total > 0 else 0.0
+
+    return balanced
 
 
 def weighted_picks(rng: random.Random, tasks: Sequence[Any], harnesses: Sequence[str], task_weight: TaskWeight,

@@ -23,7 +23,7 @@ from harnessrl.rollout.plan import next_attempt
 from harnessrl.run.collector_seam import Collector, RolloutsAhead
 from harnessrl.config import RunConfig
 from harnessrl.run.errors import TrainError
-from harnessrl.run.task_sets import without_demonstrated
+from harnessrl.run.task_sets import check_family_weights, without_demonstrated
 from harnessrl.run.trainer_setup import make_sharded_trainer, make_trainer, seed_everything
 from harnessrl.store.run_store import RunStore
 from harnessrl.train.checkpoint import latest_checkpoint
@@ -171,6 +171,7 @@ def load_tasks(cfg: RunConfig, tasks_loader: TasksLoader, store: RunStore,
         console.print(f"cold start: its {len(train_tasks) - len(kept)} demonstrated tasks are kept out of RL "
                       f"training ({len(kept)} left; cold_start.train_demonstrated=true trains on them)")
     train_tasks = kept
+    check_family_weights(train_tasks, cfg.loop.sampler.family_weights)
     if not isinstance(evals, dict):
         evals = {cfg.tasks.eval_set_names()[0]: evals}
     eval_sets = {name: pinned_eval_tasks(store, tasks, cfg.tasks.eval_set_size(name, cfg.loop.eval_size), console,

@@ -33,7 +33,7 @@ from harnessrl.rollout.informative import (DroppedGroup, dropped, informative_sh
                                            step_rollout_cap, topup_target, triage)
 from harnessrl.store.records import rollout_passed
 from harnessrl.rollout.pass_at_k import harness_summary
-from harnessrl.rollout.plan import GroupPlan, TaskWeight, plan_more, plan_step
+from harnessrl.rollout.plan import GroupPlan, TaskWeight, family_balanced, plan_more, plan_step
 from harnessrl.report.record import RolloutStats, SamplingStats
 
 if TYPE_CHECKING:
@@ -52,12 +52,17 @@ class Collected:
     dropped: list[DroppedGroup] = field(default_factory=list)
 
 
-def task_weight(cfg: RunConfig, tracker: DifficultyTracker, step: int) -> TaskWeight | None:
-    """The sampler's weight of a (task, harness) when step `step` is planned (None: uniform)."""
-    if cfg.loop.sampler.type != "difficulty":
-        return None
-    n = cfg.loop.n_per_group
-    return lambda t, h: tracker.weight(t.id, task_family(t), h, step, n)
+def task_weight(cfg: RunConfig, tracker: DifficultyTracker, step: int, tasks: Sequence[Task]) -> TaskWeight | None:
+    """The sampler's weight of a (task, harness) when step `step` is planned (None: uniform), each
+    family's total rescaled to its `family_weights` share when that is set."""
+    sampler, n = cfg.loop.sampler, cfg.loop.n_per_group
+    weight: TaskWeight | None = None
+    if sampler.type == "difficulty":
+        def weight(t: Task, h: str) -> float:
+            return tracker.weight(t.id, task_family(t), h, step, n)
+    if not sampler.family_weights:
+        return weight
+    return family_balanced(weight or (lambda t, h: 1.0), tasks, sampler.family_weights, task_family)
 
 
 def mixed_chance(tracker: DifficultyTracker, step: int, n: int, least: float = 0.0) -> TaskWeight:
@@ -74,7 +79,7 @@ def step_plans(cfg: RunConfig, attempt: int, train_tasks: list[Task], step: int,
     seen = tracker.until(planned_from(step, cfg.loop.max_policy_lag))
     n = cfg.loop.groups_per_step + cfg.loop.dynamic_sampling.upfront()
     return plan_step(step, attempt, train_tasks, {h.name: h.weight for h in cfg.harnesses}, n,
-                     cfg.loop.n_per_group, cfg.loop.seed, task_weight(cfg, seen, step))
+                     cfg.loop.n_per_group, cfg.loop.seed, task_weight(cfg, seen, step, train_tasks))
 
 
 def pick_log(plans: Sequence[GroupPlan], tracker: DifficultyTracker, step: int) -> list[dict[str, Any]]:
@@ -148,7 +153,7 @@ def collect_groups(cfg: RunConfig, store: RunStore, tracker: DifficultyTracker, 
         if count <= 0:
             return []
         harnesses = replacement_harnesses(weights, loop.groups_per_step, [g.plan.harness for g in kept], count)
-        weight = mixed_chance(tracker, step, loop.n_per_group) if best else task_weight(cfg, tracker, step)
+        weight = mixed_chance(tracker, step, loop.n_per_group) if best else task_weight(cfg, tracker, step, train_tasks)
         more = plan_more(step, attempt, train_tasks, harnesses, len(sampled), loop.n_per_group, loop.seed,
                          weight, exclude=[p.task.id for p in sampled], best=best)
         budget -= len(more)

@@ -68,3 +68,17 @@ def without_demonstrated(train: list[Task], section: ColdStartSection) -> list[T
         raise TrainError(f"every training task is one of cold_start.tasks {section.tasks}: RL would train on "
                          "demonstrated tasks only; lower cold_start.limit or set cold_start.train_demonstrated=true")
     return kept
+
+
+def check_family_weights(train: list[Task], family_weights: dict[str, float]) -> None:
+    """A TrainError when `loop.sampler.family_weights` names a family the train split lacks, or
+    leaves every family of it at weight 0."""
+    if not family_weights:
+        return
+    present = sorted({t.family for t in train})
+    unknown = sorted(set(family_weights) - set(present))
+    if unknown:
+        raise TrainError(f"loop.sampler.family_weights names {unknown}, not a family of the train split; "
+                         f"its families: {present}")
+    if not any(family_weights.get(f, 1.0) > 0 for f in present):
+        raise TrainError(f"loop.sampler.family_weights gives every family of the train split weight 0: {present}")
