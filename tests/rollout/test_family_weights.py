@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from harnessrl.config import ConfigError, load_config
 from harnessrl.rollout.difficulty import DifficultyTracker, task_family
-from harnessrl.rollout.plan import family_balanced, plan_step
+from harnessrl.rollout.plan import family_balanced, plan_step, weight_group
 from harnessrl.run.errors import TrainError
 from harnessrl.run.step_groups import step_plans
 from harnessrl.run.task_sets import check_family_weights
@@ -63,9 +63,24 @@ def test_bad_family_weights_are_refused_with_the_fix():
     tasks = _tasks({"big": 2, "small": 2})
     with pytest.raises(ConfigError, match="family weights must be >= 0"):
         load_config(None, ["loop.sampler.family_weights={small: -1}"])
-    with pytest.raises(TrainError, match=r"\['tiny'\].*its families: \['big', 'small'\]"):
+    with pytest.raises(TrainError, match=r"\['tiny'\].*its families and categories: \['big', 'general', 'small'\]"):
         check_family_weights(tasks, {"tiny": 1.0})
     with pytest.raises(TrainError, match="weight 0"):
         check_family_weights(tasks, {"big": 0.0, "small": 0.0})
     check_family_weights(tasks, {"small": 0.0})  # big keeps its default 1
     check_family_weights(tasks, {})
+
+
+def test_a_weight_may_name_a_category_that_spans_families():
+    tasks = _tasks({"job_a": 4, "job_b": 4}) + [
+        Task(id=f"look-{k}-{i}", instruction="x", files={}, verifier=VERIFIER, family=f"lookup_{k}", category="lookup")
+        for k in ("rm", "cp", "echo") for i in range(3)]
+    group = weight_group({"lookup": 2.0})
+    w = family_balanced(lambda t, h: 1.0, tasks, {"lookup": 2.0}, group)
+    totals = Counter()
+    for t in tasks:
+        totals[group(t)] += w(t, "h")
+    assert totals == pytest.approx({"job_a": 1.0, "job_b": 1.0, "lookup": 2.0})  # lookup: half, not 9 / 17
+    check_family_weights(tasks, {"lookup": 2.0})
+    with pytest.raises(TrainError, match="weight 0"):
+        check_family_weights(tasks, {"lookup": 0.0, "job_a": 0.0, "job_b": 0.0})

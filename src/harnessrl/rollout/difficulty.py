@@ -92,8 +92,9 @@ class SamplerConfig(BaseModel):
     # weight = max(P(mixed) ** sharpness, floor): above 1, the picks lean harder on the tasks most
     # likely mixed (fewer distinct tasks trained; benchmarks/sampler_calibration.py --simulate)
     sharpness: float = Field(1.0, ge=1.0, le=16.0)
-    # {family: weight}: the step's planned groups come from each family in proportion to its weight
-    # (1 when not listed), whatever its number of tasks; within a family, by the sampler's weights.
+    # {family or category: weight}: the step's planned groups come from each family (or named
+    # category, e.g. `lookup` for its three families) in proportion to its weight (1 when not listed),
+    # whatever its number of tasks; within one, by the sampler's weights.
     # Empty: every task alike, so a family's share is its share of the tasks (rollout/plan.py)
     family_weights: dict[str, float] = {}
 

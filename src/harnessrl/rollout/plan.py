@@ -138,6 +138,16 @@ def family_balanced(weight: TaskWeight, tasks: Sequence[Any], family_weights: Ma
     return balanced
 
 
+def weight_group(family_weights: Mapping[str, float]) -> Callable[[Any], str]:
+    """The share a task is drawn under: its family when `family_weights` names it, else its category
+    when that is named (as `tasks.families` matches either), else its family."""
+    def group(task: Any) -> str:
+        family, category = str(getattr(task, "family", "") or ""), str(getattr(task, "category", "") or "")
+        return category if family not in family_weights and category in family_weights else family
+
+    return group
+
+
 def weighted_picks(rng: random.Random, tasks: Sequence[Any], harnesses: Sequence[str], task_weight: TaskWeight,
                    exclude: Sequence[str] = ()) -> list[Any]:
     """One task per harness slot, drawn with probability proportional to its weight for that

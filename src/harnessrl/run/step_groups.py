@@ -33,7 +33,7 @@ from harnessrl.rollout.informative import (DroppedGroup, dropped, informative_sh
                                            step_rollout_cap, topup_target, triage)
 from harnessrl.store.records import rollout_passed
 from harnessrl.rollout.pass_at_k import harness_summary
-from harnessrl.rollout.plan import GroupPlan, TaskWeight, family_balanced, plan_more, plan_step
+from harnessrl.rollout.plan import GroupPlan, TaskWeight, family_balanced, plan_more, plan_step, weight_group
 from harnessrl.report.record import RolloutStats, SamplingStats
 
 if TYPE_CHECKING:
@@ -62,7 +62,8 @@ def task_weight(cfg: RunConfig, tracker: DifficultyTracker, step: int, tasks: Se
             return tracker.weight(t.id, task_family(t), h, step, n)
     if not sampler.family_weights:
         return weight
-    return family_balanced(weight or (lambda t, h: 1.0), tasks, sampler.family_weights, task_family)
+    return family_balanced(weight or (lambda t, h: 1.0), tasks, sampler.family_weights,
+                           weight_group(sampler.family_weights))
 
 
 def mixed_chance(tracker: DifficultyTracker, step: int, n: int, least: float = 0.0) -> TaskWeight:

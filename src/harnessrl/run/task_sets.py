@@ -6,6 +6,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from harnessrl.run.errors import TrainError
+from harnessrl.rollout.plan import weight_group
 from harnessrl.tasks.loader import interleave_families, load_tasks
 from harnessrl.tasks.model import Task, TaskError
 
@@ -71,14 +72,15 @@ def without_demonstrated(train: list[Task], section: ColdStartSection) -> list[T
 
 
 def check_family_weights(train: list[Task], family_weights: dict[str, float]) -> None:
-    """A TrainError when `loop.sampler.family_weights` names a family the train split lacks, or
-    leaves every family of it at weight 0."""
+    """A TrainError when `loop.sampler.family_weights` names a family (or category) the train split
+    lacks, or leaves every family of it at weight 0."""
     if not family_weights:
         return
-    present = sorted({t.family for t in train})
+    present = sorted({t.family for t in train} | {t.category for t in train if t.category})
     unknown = sorted(set(family_weights) - set(present))
     if unknown:
-        raise TrainError(f"loop.sampler.family_weights names {unknown}, not a family of the train split; "
-                         f"its families: {present}")
-    if not any(family_weights.get(f, 1.0) > 0 for f in present):
+        raise TrainError(f"loop.sampler.family_weights names {unknown}, not a family or category of the train split; "
+                         f"its families and categories: {present}")
+    group = weight_group(family_weights)
+    if not any(family_weights.get(group(t), 1.0) > 0 for t in train):
         raise TrainError(f"loop.sampler.family_weights gives every family of the train split weight 0: {present}")
