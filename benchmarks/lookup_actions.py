@@ -1,7 +1,8 @@
 """What a run's read-then-act rollouts did, before and after training: the action each held-out
 task wanted (its reference's last command: rm, cp or echo), the pass rate, how many read the note
-first (and the pass rate of those that did and did not), and which command the rollout ended on. A fall in `lookup:*` pass@1 shows here as a shift of
-actions (e.g. every task answered with `echo`), a rise as the wanted action taking over.
+first (and the pass rate of those that did and of those that did not), and which command the
+rollout ended on. A fall in `lookup:*` pass@1 shows here as a shift of actions (e.g. every task
+answered with `echo`), a rise as the wanted action taking over.
 
     .venv/bin/python benchmarks/lookup_actions.py RUN_DIR [RUN_DIR ...] [--split train]
 

@@ -17,8 +17,8 @@ harnesses share the groups of a step in proportion to their weights (largest rem
 task weight (`loop.sampler: difficulty`, rollout/difficulty.py) each harness slot draws its task
 with probability proportional to the weight; the weights are a function of the steps before, so
 the plan stays deterministic. `loop.sampler.family_weights` rescales the weights so that each
-family of tasks gets its share of the draws (`family_balanced`). Replacement groups of a step (`loop.dynamic_sampling`,
-run/step_groups.py) continue the step's group indices (`plan_more`).
+family of tasks gets its share of the draws (`family_balanced`). Replacement groups of a step
+(`loop.dynamic_sampling`, run/step_groups.py) continue the step's group indices (`plan_more`).
 """
 
 from __future__ import annotations
