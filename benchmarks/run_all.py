@@ -66,6 +66,7 @@ SKIP: dict[str, str] = {
     "difficulty_replay.py": "replays finished run dirs (RUN_DIR ...) through the difficulty estimates",
     "branch_outcomes.py": "reads a finished experiment dir (harnessrl experiment --out)",
     "lookup_actions.py": "reads finished run dirs (RUN_DIR ...) that evaluated builtin:lookup",
+    "file_job_reads.py": "reads finished run dirs (RUN_DIR ...) that evaluated the held-out file jobs",
     "family_transfer.py": "starts from a finished run's cold start (RUN_DIR with cold_start/)",
     "learning/first_commands.py": "reads a finished run dir",
     "learning/fork_baseline.py": "starts a run from another run's baseline",
