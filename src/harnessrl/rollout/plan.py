@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from harnessrl.rollout.difficulty import task_family
+
 if TYPE_CHECKING:
     from harnessrl.store.run_store import RunStore
     from harnessrl.tasks.model import Task
@@ -142,7 +144,7 @@ def weight_group(family_weights: Mapping[str, float]) -> Callable[[Any], str]:
     """The share a task is drawn under: its family when `family_weights` names it, else its category
     when that is named (as `tasks.families` matches either), else its family."""
     def group(task: Any) -> str:
-        family, category = str(getattr(task, "family", "") or ""), str(getattr(task, "category", "") or "")
+        family, category = task_family(task), str(getattr(task, "category", "") or "")
         return category if family not in family_weights and category in family_weights else family
 
     return group
