@@ -111,10 +111,9 @@ def train_step(parts: RunParts, step: int, display: RunDisplay) -> StepRecord:
     # Branch + informative groups: chosen decisions of the finished groups re-run through the same
     # harness (loop.branching) and join their parents' groups; with loop.dynamic_sampling a group
     # with one outcome is dropped and replaced (run/step_groups.py). The tracker keeps the pass rates.
-    more_name = "replacement groups (+ branches)" if cfg.loop.branching.enabled else "replacement groups"
-
     def wave(more: Sequence[GroupPlan], key: str) -> None:
-        display.phase(step, "branching rollouts" if key == "branch" else more_name)
+        with_branches = " (+ branches)" if any(p.branches for p in more) else ""
+        display.phase(step, "branching rollouts" if key == "branch" else f"replacement groups{with_branches}")
         with timed(times, key, meter):
             run_shown(parts.collector, more, display)
 
