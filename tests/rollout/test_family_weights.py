@@ -84,3 +84,20 @@ def test_a_weight_may_name_a_category_that_spans_families():
     check_family_weights(tasks, {"lookup": 2.0})
     with pytest.raises(TrainError, match="weight 0"):
         check_family_weights(tasks, {"lookup": 0.0, "job_a": 0.0, "job_b": 0.0})
+
+
+def test_the_pick_log_records_the_weight_the_draw_used():
+    from harnessrl.run.step_groups import pick_log, task_weight
+
+    tasks = _tasks({"big": 20, "small": 2})
+    cfg = load_config(None, ["loop.groups_per_step=2", "loop.sampler.type=uniform",
+                             "loop.sampler.family_weights={small: 3.0}"])
+    tracker = DifficultyTracker(cfg=cfg.loop.sampler)
+    plans = step_plans(cfg, 1, tasks, 1, tracker)
+    drawn_by = task_weight(cfg, tracker, 1, tasks)
+    logged = pick_log(plans, tracker, 1, drawn_by)
+    # uniform inside a family, each family's tasks together weigh its weight: 3/2 and 1/20
+    want = {"small": 1.5, "big": 0.05}
+    assert [row["weight"] for row in logged] == [want[p.task.family] for p in plans]
+    # without the draw's weight the log falls back to the tracker's own (1 for the uniform sampler)
+    assert [row["weight"] for row in pick_log(plans, tracker, 1)] == [1.0] * len(plans)

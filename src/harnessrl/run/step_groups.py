@@ -83,14 +83,18 @@ def step_plans(cfg: RunConfig, attempt: int, train_tasks: list[Task], step: int,
                      cfg.loop.n_per_group, cfg.loop.seed, task_weight(cfg, seen, step, train_tasks))
 
 
-def pick_log(plans: Sequence[GroupPlan], tracker: DifficultyTracker, step: int) -> list[dict[str, Any]]:
-    """The sampler's picks as the record keeps them: group, task, harness, estimated p, weight."""
+def pick_log(plans: Sequence[GroupPlan], tracker: DifficultyTracker, step: int,
+             drawn_by: TaskWeight | None = None) -> list[dict[str, Any]]:
+    """The sampler's picks as the record keeps them: group, task, harness, estimated p, and the
+    weight the draw used (`drawn_by`: family-balanced, or P(mixed) for a best pick; else the
+    tracker's weight)."""
     out = []
     for p in plans:
         fam = task_family(p.task)
+        weight = drawn_by(p.task, p.harness) if drawn_by else tracker.weight(p.task.id, fam, p.harness, step, p.n)
         out.append({"group": p.group_id, "task": p.task.id, "harness": p.harness,
                     "p": round(tracker.pass_rate(p.task.id, fam, p.harness, step), 4),
-                    "weight": round(tracker.weight(p.task.id, fam, p.harness, step, p.n), 4), "n": p.n,
+                    "weight": round(weight, 4), "n": p.n,
                     "p_mixed": round(tracker.p_mixed(p.task.id, fam, p.harness, step, p.n), 4)})
     return out
 
@@ -133,7 +137,8 @@ def collect_groups(cfg: RunConfig, store: RunStore, tracker: DifficultyTracker, 
     ds, br = loop.dynamic_sampling, loop.branching
     step = plans[0].step
     weights = {h.name: h.weight for h in cfg.harnesses}
-    picks = pick_log(plans, tracker.until(planned_from(step, loop.max_policy_lag)), step)
+    seen = tracker.until(planned_from(step, loop.max_policy_lag))
+    picks = pick_log(plans, seen, step, task_weight(cfg, seen, step, train_tasks))
     borrow = _borrow(tracker, step) if br.borrows else None
     budget = ds.max_extra_groups - ds.upfront() if ds.enabled else 0
     rescue = ds.rescue_groups if ds.enabled else 0
@@ -159,7 +164,7 @@ def collect_groups(cfg: RunConfig, store: RunStore, tracker: DifficultyTracker, 
                          weight, exclude=[p.task.id for p in sampled], best=best)
         budget -= len(more)
         sampled.extend(more)
-        picks.extend(pick_log(more, tracker, step))
+        picks.extend(pick_log(more, tracker, step, weight))
         return more
 
     def topups(need: int) -> list[GroupPlan]:
@@ -171,12 +176,12 @@ def collect_groups(cfg: RunConfig, store: RunStore, tracker: DifficultyTracker, 
         if count <= 0:
             return []
         harnesses = replacement_harnesses(weights, loop.groups_per_step, [g.plan.harness for g in kept], count)
+        chance = mixed_chance(tracker, step, loop.n_per_group)
         more = plan_more(step, attempt, train_tasks, harnesses, len(sampled), loop.n_per_group, loop.seed,
-                         mixed_chance(tracker, step, loop.n_per_group), exclude=[p.task.id for p in sampled],
-                         best=True)
+                         chance, exclude=[p.task.id for p in sampled], best=True)
         topped += len(more)
         sampled.extend(more)
-        picks.extend(pick_log(more, tracker, step))
+        picks.extend(pick_log(more, tracker, step, chance))
         return more
 
     def rescues() -> list[GroupPlan]:
@@ -185,13 +190,13 @@ def collect_groups(cfg: RunConfig, store: RunStore, tracker: DifficultyTracker, 
         if kept or rescue <= 0:
             return []
         harnesses = replacement_harnesses(weights, loop.groups_per_step, [], min(rescue, len(weights)))
+        chance = mixed_chance(tracker, step, loop.n_per_group, ds.rescue_min)
         more = plan_more(step, attempt, train_tasks, harnesses, len(sampled), loop.n_per_group, loop.seed,
-                         mixed_chance(tracker, step, loop.n_per_group, ds.rescue_min),
-                         exclude=[p.task.id for p in sampled], best=True)
+                         chance, exclude=[p.task.id for p in sampled], best=True)
         rescue -= len(more) if more else rescue  # no task left in reach: stop asking
         rescued += len(more)
         sampled.extend(more)
-        picks.extend(pick_log(more, tracker, step))
+        picks.extend(pick_log(more, tracker, step, chance))
         return more
 
     while pending:
