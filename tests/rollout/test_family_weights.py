@@ -11,7 +11,7 @@ from harnessrl.config import ConfigError, load_config
 from harnessrl.rollout.difficulty import DifficultyTracker, task_family
 from harnessrl.rollout.plan import family_balanced, plan_step, weight_group
 from harnessrl.run.errors import TrainError
-from harnessrl.run.step_groups import step_plans
+from harnessrl.run.step_groups import pick_log, step_plans, task_weight
 from harnessrl.run.task_sets import check_family_weights
 from harnessrl.tasks.model import Task, Verifier
 
@@ -87,8 +87,6 @@ def test_a_weight_may_name_a_category_that_spans_families():
 
 
 def test_the_pick_log_records_the_weight_the_draw_used():
-    from harnessrl.run.step_groups import pick_log, task_weight
-
     tasks = _tasks({"big": 20, "small": 2})
     cfg = load_config(None, ["loop.groups_per_step=2", "loop.sampler.type=uniform",
                              "loop.sampler.family_weights={small: 3.0}"])
